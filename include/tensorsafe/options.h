@@ -1,0 +1,46 @@
+// Options of the native reader and writer, with the resource limits that
+// bound what an untrusted file can make a reader do (docs/SECURITY.md).
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tensorsafe {
+
+// Every resource a file can claim is bounded here. Defaults are generous for
+// real models and small enough that a hostile file cannot exhaust memory.
+struct Limits {
+  std::uint64_t max_index_bytes = std::uint64_t{4} << 30;    // 4 GiB of index
+  std::uint64_t max_tensor_count = std::uint64_t{100} << 20;  // ~100 M tensors
+  std::uint32_t max_rank = 64;                 // spec maximum is 255
+  std::uint32_t max_name_bytes = 65535;        // spec maximum is 65535
+  std::uint64_t max_metadata_bytes = std::uint64_t{64} << 20;  // each JSON text
+  std::uint32_t max_json_depth = 64;           // nesting of metadata JSON
+};
+
+struct ReaderOptions {
+  enum class Access {
+    kMmap,   // map the file; Get() returns zero-copy views
+    kPread,  // positional reads; Get() copies into a buffer (NFS, small RAM)
+  };
+  Access access = Access::kMmap;
+  Limits limits;
+  // Open() checks the checksum of the whole index (hash table, every entry,
+  // metadata) and the no-overlap rule when the index is at most this many
+  // bytes; larger indexes are checked entry by entry as entries are decoded
+  // and in full by Verify(). 0 = always lazy; UINT64_MAX = always eager.
+  std::uint64_t eager_index_bytes = std::uint64_t{4} << 20;
+};
+
+struct WriterOptions {
+  // File offset alignment of every tensor's data: a power of two from 1 to
+  // 1 GiB. 64 suits SIMD loads; 4096 suits O_DIRECT and DMA.
+  std::uint32_t alignment = 64;
+  // fsync the file (and its directory after the rename) in Finish().
+  bool sync = true;
+  Limits limits;
+};
+
+}  // namespace tensorsafe

@@ -1,0 +1,76 @@
+// Descriptions of tensors: shapes, entry metadata, and non-owning or owning
+// views of tensor bytes.
+//
+// Thread safety: plain values. A Tensor shares ownership of the memory it views
+// (a file mapping or a heap buffer); copies may be used from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensorsafe/dtype.h"
+#include "tensorsafe/status.h"
+
+namespace tensorsafe {
+
+using Shape = std::vector<std::uint64_t>;
+
+// Persisted in .tsafe index entries (FORMAT.md §6.2): never renumber.
+enum class Layout : std::uint8_t {
+  kDense = 0,  // row-major (C order), contiguous, little-endian
+  kCoo = 1,    // reserved for sparse COO; spec 1.0 readers reject it
+};
+
+// Number of elements of a shape (1 for rank 0), or an out-of-range error when
+// the product overflows 64 bits.
+Result<std::uint64_t> ElementCount(std::span<const std::uint64_t> shape);
+// Bytes that a dense tensor of `dtype` and `shape` occupies; errors when the
+// product overflows or when the element count is not a multiple of the
+// dtype's block (e.g. an odd number of f4 elements).
+Result<std::uint64_t> DenseByteSize(DType dtype, std::span<const std::uint64_t> shape);
+// "[2, 3]"
+std::string ShapeToString(std::span<const std::uint64_t> shape);
+
+// A caller's tensor to write: `data` points at the first element. `strides`
+// (in bytes, one per dim, may be negative) describes a strided view; empty
+// means contiguous row-major. Packed sub-byte dtypes must be contiguous.
+struct TensorView {
+  DType dtype = DType::kU8;
+  Shape shape;
+  const std::byte* data = nullptr;
+  std::vector<std::int64_t> strides;  // bytes; empty = contiguous
+
+  // A contiguous view over `bytes`, whose size must be DenseByteSize().
+  static TensorView Contiguous(DType dtype, Shape shape, std::span<const std::byte> bytes) {
+    return TensorView{dtype, std::move(shape), bytes.data(), {}};
+  }
+};
+
+// What the index says of one tensor.
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::kU8;
+  Layout layout = Layout::kDense;
+  Shape shape;
+  std::uint64_t data_offset = 0;  // absolute file offset
+  std::uint64_t data_length = 0;  // bytes
+  std::uint64_t data_checksum = 0;  // XXH3-64 of the data bytes
+  std::string metadata_json;        // per-tensor metadata, "" when absent
+  std::uint64_t position = 0;       // 0-based position in file (index) order
+};
+
+// A tensor's bytes together with their owner. For a mapped reader the bytes
+// are the file mapping itself (zero-copy, read-only) and `owner` keeps the
+// mapping alive after the Reader is gone.
+struct Tensor {
+  TensorInfo info;
+  std::span<const std::byte> data;
+  std::shared_ptr<const void> owner;
+};
+
+}  // namespace tensorsafe

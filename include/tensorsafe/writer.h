@@ -1,0 +1,84 @@
+// Writer: produces a .tsafe file in one pass (docs/FORMAT.md).
+//
+// Tensors are written as they come; the index follows the data, then the
+// trailer. A writer to a path writes "<path>.tmp-XXXXXX" in the same directory
+// and renames it over `path` in Finish(), so no reader ever sees a partial file
+// and nothing is left behind on Abandon() or on an error. A writer to a file
+// descriptor (pipe, socket) never seeks: the file it produces is valid through
+// its trailer; a seekable descriptor also gets its header slot filled.
+//
+// The same input gives the same bytes.
+//
+// Thread safety: a Writer is used by one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "tensorsafe/options.h"
+#include "tensorsafe/status.h"
+#include "tensorsafe/tensor.h"
+
+namespace tensorsafe {
+
+namespace internal {
+class WritableFile;
+}
+
+class Writer {
+ public:
+  // Starts a file that will appear at `path` on Finish(). Errors:
+  // kInvalidArgument for bad options, kIOError when the temp file cannot be
+  // created.
+  static Result<std::unique_ptr<Writer>> Create(const std::string& path,
+                                                const WriterOptions& options = {});
+  // Writes to `fd` (not owned, not closed) from its current position, which
+  // must be 0 for the result to be a valid file on its own.
+  static Result<std::unique_ptr<Writer>> ToFd(int fd, const WriterOptions& options = {});
+  // For tests and embedders: writes through a file object (fault injection).
+  static Result<std::unique_ptr<Writer>> ToFile(std::unique_ptr<internal::WritableFile> file,
+                                                const WriterOptions& options = {});
+
+  ~Writer();  // abandons an unfinished file
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
+  // Adds a whole tensor from a contiguous or strided view. `metadata_json` is
+  // a JSON object or empty. Errors: kInvalidArgument (duplicate or non-UTF-8
+  // name, bad metadata, view size), kLimitExceeded, kIOError,
+  // kFailedPrecondition (a streamed tensor is open, or the writer finished).
+  Status Add(std::string_view name, const TensorView& view,
+             std::string_view metadata_json = {});
+
+  // Streams a tensor larger than memory: Begin, then Append its bytes in row-
+  // major order in chunks of any size, then End. End fails unless exactly
+  // DenseByteSize(dtype, shape) bytes were appended.
+  Status BeginTensor(std::string_view name, DType dtype, const Shape& shape,
+                     std::string_view metadata_json = {});
+  Status Append(std::span<const std::byte> bytes);
+  Status EndTensor();
+
+  // Sets the file metadata: a JSON object of any nesting (within limits).
+  Status SetMetadata(std::string_view json_object);
+
+  // Writes the index and trailer, syncs, renames into place. After an error the
+  // writer is abandoned and the destination untouched.
+  Status Finish();
+  // Discards everything written; the destination is untouched.
+  void Abandon();
+
+  std::uint64_t tensor_count() const;
+  std::uint64_t bytes_written() const;
+
+  class Impl;
+  // Used by the factories; Impl is opaque outside the library.
+  explicit Writer(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tensorsafe

@@ -1,0 +1,21 @@
+// Internal entry points of the writer, for tests (fault injection through an
+// Env) and for the updater.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "io/env.h"
+#include "tensorsafe/options.h"
+#include "tensorsafe/writer.h"
+
+namespace tensorsafe::internal {
+
+Result<std::unique_ptr<Writer>> CreateWriterWithEnv(const std::string& path,
+                                                    const WriterOptions& options, Env* env);
+
+// Checks a name and its metadata as the writer does (FORMAT.md §6.2 writer
+// rules); `what` prefixes messages.
+Status ValidateTensorName(std::string_view name, const tensorsafe::Limits& limits);
+
+}  // namespace tensorsafe::internal

@@ -1,0 +1,241 @@
+#include "io/env.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace tensorsafe::internal {
+namespace {
+
+Status ErrnoStatus(const std::string& what, const std::string& name, int err) {
+  return IOError(name + ": " + what + ": " + std::strerror(err), err);
+}
+
+std::string DirOf(const std::string& path) {
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+class FdWritableFile final : public WritableFile {
+ public:
+  FdWritableFile(int fd, std::string name, bool owned, bool seekable)
+      : fd_(fd), name_(std::move(name)), owned_(owned), seekable_(seekable) {}
+  ~FdWritableFile() override {
+    if (owned_ && fd_ >= 0) ::close(fd_);
+  }
+  Status Append(std::span<const std::byte> bytes) override {
+    TS_RETURN_IF_ERROR(WriteAllFd(fd_, bytes, name_));
+    pos_ += bytes.size();
+    return Status::OK();
+  }
+  bool seekable() const override { return seekable_; }
+  Status WriteAt(std::uint64_t offset, std::span<const std::byte> bytes) override {
+    while (!bytes.empty()) {
+      ssize_t n = ::pwrite(fd_, bytes.data(), bytes.size(), static_cast<off_t>(offset));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoStatus("pwrite at " + std::to_string(offset), name_, errno);
+      }
+      bytes = bytes.subspan(static_cast<std::size_t>(n));
+      offset += static_cast<std::uint64_t>(n);
+    }
+    return Status::OK();
+  }
+  Status Sync() override {
+    if (!seekable_) return Status::OK();  // pipes and sockets have nothing to sync
+    if (::fdatasync(fd_) != 0) return ErrnoStatus("fdatasync", name_, errno);
+    return Status::OK();
+  }
+  Status Close() override {
+    if (owned_ && fd_ >= 0) {
+      int fd = fd_;
+      fd_ = -1;
+      if (::close(fd) != 0) return ErrnoStatus("close", name_, errno);
+    }
+    return Status::OK();
+  }
+  std::uint64_t position() const override { return pos_; }
+  const std::string& name() const override { return name_; }
+  void set_position(std::uint64_t p) { pos_ = p; }
+
+ private:
+  int fd_;
+  std::string name_;
+  bool owned_;
+  bool seekable_;
+  std::uint64_t pos_ = 0;
+};
+
+class FdRandomAccessFile final : public RandomAccessFile {
+ public:
+  FdRandomAccessFile(int fd, std::string name, std::uint64_t size)
+      : fd_(fd), name_(std::move(name)), size_(size) {}
+  ~FdRandomAccessFile() override { ::close(fd_); }
+  Status ReadAt(std::uint64_t offset, std::span<std::byte> out) const override {
+    if (offset > size_ || out.size() > size_ - offset) {
+      return Corruption(name_ + ": read of " + std::to_string(out.size()) + " bytes at offset " +
+                        std::to_string(offset) + " runs past the end of the file (" +
+                        std::to_string(size_) + " bytes)");
+    }
+    while (!out.empty()) {
+      ssize_t n = ::pread(fd_, out.data(), out.size(), static_cast<off_t>(offset));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoStatus("pread at " + std::to_string(offset), name_, errno);
+      }
+      if (n == 0) {
+        return Corruption(name_ + ": file shrank while reading: no bytes at offset " +
+                          std::to_string(offset));
+      }
+      out = out.subspan(static_cast<std::size_t>(n));
+      offset += static_cast<std::uint64_t>(n);
+    }
+    return Status::OK();
+  }
+  std::uint64_t size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+
+ private:
+  int fd_;
+  std::string name_;
+  std::uint64_t size_;
+};
+
+bool IsSeekable(int fd) {
+  struct stat st;
+  return ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+}  // namespace
+
+MappedRegion::~MappedRegion() {
+  if (data_ != nullptr && size_ > 0) ::munmap(const_cast<void*>(data_), size_);
+}
+
+Status WriteAllFd(int fd, std::span<const std::byte> bytes, const std::string& name) {
+  while (!bytes.empty()) {
+    // Linux writes at most 0x7ffff000 bytes per call.
+    ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("write", name, errno);
+    }
+    bytes = bytes.subspan(static_cast<std::size_t>(n));
+  }
+  return Status::OK();
+}
+
+Env* Env::Default() {
+  static Env env;
+  return &env;
+}
+
+Result<std::unique_ptr<WritableFile>> Env::NewTempFile(const std::string& final_path,
+                                                       std::string* tmp_path) {
+  std::string tmpl = final_path + ".tmp-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  int fd = ::mkostemp(buf.data(), O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("cannot create temporary file", tmpl, errno);
+  // mkostemp makes 0600; a finished file should have the usual mode.
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::fchmod(fd, 0666 & ~mask);
+  *tmp_path = buf.data();
+  return std::unique_ptr<WritableFile>(
+      std::make_unique<FdWritableFile>(fd, *tmp_path, /*owned=*/true, /*seekable=*/true));
+}
+
+std::unique_ptr<WritableFile> Env::WrapFd(int fd, std::string name) {
+  auto f = std::make_unique<FdWritableFile>(fd, std::move(name), /*owned=*/false, IsSeekable(fd));
+  return f;
+}
+
+Result<std::unique_ptr<WritableFile>> Env::OpenForUpdate(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("cannot open for update", path, errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    return ErrnoStatus("fstat", path, e);
+  }
+  auto f = std::make_unique<FdWritableFile>(fd, path, /*owned=*/true, /*seekable=*/true);
+  f->set_position(static_cast<std::uint64_t>(st.st_size));
+  return std::unique_ptr<WritableFile>(std::move(f));
+}
+
+Result<std::unique_ptr<RandomAccessFile>> Env::OpenRead(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("cannot open", path, errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    return ErrnoStatus("fstat", path, e);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return InvalidArgument(path + ": not a regular file");
+  }
+  return std::unique_ptr<RandomAccessFile>(
+      std::make_unique<FdRandomAccessFile>(fd, path, static_cast<std::uint64_t>(st.st_size)));
+}
+
+Result<std::shared_ptr<MappedRegion>> Env::Map(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("cannot open", path, errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    return ErrnoStatus("fstat", path, e);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return InvalidArgument(path + ": not a regular file");
+  }
+  const std::size_t size = static_cast<std::size_t>(st.st_size);
+  if (size == 0) {
+    ::close(fd);
+    return std::make_shared<MappedRegion>(nullptr, 0);
+  }
+  void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  int e = errno;
+  ::close(fd);  // the mapping holds its own reference
+  if (p == MAP_FAILED) return ErrnoStatus("mmap", path, e);
+  return std::make_shared<MappedRegion>(p, size);
+}
+
+Status Env::Rename(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    return ErrnoStatus("cannot rename to " + to, from, errno);
+  }
+  return Status::OK();
+}
+
+Status Env::Remove(const std::string& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("unlink", path, errno);
+  return Status::OK();
+}
+
+Status Env::SyncDirOf(const std::string& path) {
+  std::string dir = DirOf(path);
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("cannot open directory", dir, errno);
+  int rc = ::fsync(fd);
+  int e = errno;
+  ::close(fd);
+  if (rc != 0 && e != EINVAL) return ErrnoStatus("fsync directory", dir, e);
+  return Status::OK();
+}
+
+}  // namespace tensorsafe::internal

@@ -1,0 +1,85 @@
+// The file seam: every byte tensorsafe reads or writes goes through an Env, so
+// tests can inject failed writes, failed syncs, short reads and failed renames
+// (and the crash tests can stop a process after the Nth operation).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "tensorsafe/status.h"
+
+namespace tensorsafe::internal {
+
+// A file written front to back; seekable files also accept positional writes.
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  // Writes all of `bytes` at the current end. A short write by the OS is
+  // retried; an error leaves the file in an unspecified state.
+  virtual Status Append(std::span<const std::byte> bytes) = 0;
+  // True when WriteAt works (a regular file, not a pipe or socket).
+  virtual bool seekable() const = 0;
+  virtual Status WriteAt(std::uint64_t offset, std::span<const std::byte> bytes) = 0;
+  virtual Status Sync() = 0;
+  virtual Status Close() = 0;
+  // Bytes appended so far (the offset of the next Append, relative to where
+  // the file started).
+  virtual std::uint64_t position() const = 0;
+  virtual const std::string& name() const = 0;
+};
+
+// Positional reads.
+class RandomAccessFile {
+ public:
+  virtual ~RandomAccessFile() = default;
+  // Reads exactly out.size() bytes at `offset`; a read past the end or a short
+  // read is an error (kCorruption "truncated" / kIOError).
+  virtual Status ReadAt(std::uint64_t offset, std::span<std::byte> out) const = 0;
+  virtual std::uint64_t size() const = 0;
+  virtual const std::string& name() const = 0;
+};
+
+// A read-only mapping of a whole file; shared so tensors can outlive readers.
+class MappedRegion {
+ public:
+  MappedRegion(const void* data, std::size_t size) : data_(data), size_(size) {}
+  ~MappedRegion();
+  MappedRegion(const MappedRegion&) = delete;
+  MappedRegion& operator=(const MappedRegion&) = delete;
+  std::span<const std::byte> bytes() const {
+    return {static_cast<const std::byte*>(data_), size_};
+  }
+
+ private:
+  const void* data_;
+  std::size_t size_;
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+  static Env* Default();
+
+  // Creates "<dir>/<base>.tmp-XXXXXX" next to `final_path`, exclusive, mode
+  // 0644 (subject to umask). *tmp_path receives its name.
+  virtual Result<std::unique_ptr<WritableFile>> NewTempFile(const std::string& final_path,
+                                                            std::string* tmp_path);
+  // Wraps an fd the caller owns (not closed).
+  virtual std::unique_ptr<WritableFile> WrapFd(int fd, std::string name);
+  // Opens an existing file for positional writes (the updater).
+  virtual Result<std::unique_ptr<WritableFile>> OpenForUpdate(const std::string& path);
+  virtual Result<std::unique_ptr<RandomAccessFile>> OpenRead(const std::string& path);
+  virtual Result<std::shared_ptr<MappedRegion>> Map(const std::string& path);
+  virtual Status Rename(const std::string& from, const std::string& to);
+  virtual Status Remove(const std::string& path);
+  // fsyncs the directory that holds `path`, making a rename durable.
+  virtual Status SyncDirOf(const std::string& path);
+};
+
+// Writes all bytes to fd, retrying on EINTR and short writes.
+Status WriteAllFd(int fd, std::span<const std::byte> bytes, const std::string& name);
+
+}  // namespace tensorsafe::internal

@@ -1,0 +1,39 @@
+#include "tensorsafe/tensor.h"
+
+#include "util/checked_math.h"
+
+namespace tensorsafe {
+
+Result<std::uint64_t> ElementCount(std::span<const std::uint64_t> shape) {
+  std::uint64_t n = 1;
+  for (std::uint64_t d : shape) {
+    auto r = internal::CheckedMul(n, d);
+    if (!r) return OutOfRange("element count of shape " + ShapeToString(shape) + " overflows 64 bits");
+    n = *r;
+  }
+  return n;
+}
+
+Result<std::uint64_t> DenseByteSize(DType dtype, std::span<const std::uint64_t> shape) {
+  TS_ASSIGN_OR_RETURN(std::uint64_t n, ElementCount(shape));
+  const DTypeInfo& info = GetDTypeInfo(dtype);
+  if (n % info.block_elems != 0) {
+    return InvalidArgument(std::to_string(n) + " elements of " + std::string(info.name) +
+                           " do not fill whole blocks of " + std::to_string(info.block_elems));
+  }
+  auto bytes = internal::CheckedMul(n / info.block_elems, info.block_bytes);
+  if (!bytes) return OutOfRange("byte size of shape " + ShapeToString(shape) + " overflows 64 bits");
+  return *bytes;
+}
+
+std::string ShapeToString(std::span<const std::uint64_t> shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  s += "]";
+  return s;
+}
+
+}  // namespace tensorsafe

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "format/layout.h"
+#include "format/reader_internal.h"
 #include "io/env.h"
 #include "tensorsafe/reader.h"
 #include "util/checked_math.h"
@@ -607,9 +608,9 @@ class Reader::Impl {
 Reader::Reader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Reader::~Reader() = default;
 
-Result<std::shared_ptr<Reader>> Reader::Open(const std::string& path, const ReaderOptions& options) {
-  auto impl = std::make_unique<Impl>(path, options);
-  internal::Env* env = internal::Env::Default();
+Result<std::shared_ptr<Reader>> internal::OpenReaderWithEnv(const std::string& path,
+                                                            const ReaderOptions& options, Env* env) {
+  auto impl = std::make_unique<Reader::Impl>(path, options);
   if (options.access == ReaderOptions::Access::kMmap) {
     TS_ASSIGN_OR_RETURN(auto region, env->Map(path));
     impl->bytes_ = region->bytes();
@@ -621,6 +622,10 @@ Result<std::shared_ptr<Reader>> Reader::Open(const std::string& path, const Read
   }
   TS_RETURN_IF_ERROR(impl->Open());
   return std::make_shared<Reader>(std::move(impl));
+}
+
+Result<std::shared_ptr<Reader>> Reader::Open(const std::string& path, const ReaderOptions& options) {
+  return internal::OpenReaderWithEnv(path, options, internal::Env::Default());
 }
 
 Result<std::shared_ptr<Reader>> Reader::OpenBuffer(std::span<const std::byte> bytes,

@@ -8,23 +8,73 @@ namespace tensorsafe::internal {
 
 bool IsValidUtf8(std::string_view s) { return simdjson::validate_utf8(s.data(), s.size()); }
 
-Status ValidateJsonObject(std::string_view json, std::uint32_t max_depth) {
-  bool too_deep = false;
-  // The callback sees each value's depth; refusing early bounds the parser's
-  // memory as well as the nesting.
-  auto cb = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-    if (static_cast<std::uint32_t>(depth) > max_depth) too_deep = true;
-    return !too_deep;
-  };
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(json.begin(), json.end(), cb, /*allow_exceptions=*/true);
-  } catch (const nlohmann::json::exception& e) {
-    if (too_deep) return LimitExceeded("JSON nested deeper than " + std::to_string(max_depth));
-    return InvalidArgument(std::string("invalid JSON: ") + e.what());
+namespace {
+
+// Validates without building a document; aborts as soon as the nesting limit
+// is passed, so a hostile text costs no memory beyond the parser's own.
+class Validator : public nlohmann::json::json_sax_t {
+ public:
+  explicit Validator(std::uint32_t max_depth) : max_depth_(max_depth) {}
+  bool null() override { return Top(); }
+  bool boolean(bool) override { return Top(); }
+  bool number_integer(number_integer_t) override { return Top(); }
+  bool number_unsigned(number_unsigned_t) override { return Top(); }
+  bool number_float(number_float_t, const string_t&) override { return Top(); }
+  bool string(string_t&) override { return Top(); }
+  bool binary(binary_t&) override { return Top(); }
+  bool start_object(std::size_t) override { return Open(true); }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return Close(); }
+  bool start_array(std::size_t) override { return Open(false); }
+  bool end_array() override { return Close(); }
+  bool parse_error(std::size_t pos, const std::string&, const nlohmann::json::exception& e) override {
+    error_ = e.what();
+    return false;
   }
-  if (too_deep) return LimitExceeded("JSON nested deeper than " + std::to_string(max_depth));
-  if (!j.is_object()) return InvalidArgument("JSON metadata must be an object");
+
+  bool too_deep = false;
+  bool not_object = false;
+  const std::string& error() const { return error_; }
+
+ private:
+  // A scalar at the top level is not an object.
+  bool Top() {
+    if (depth_ == 0) {
+      not_object = true;
+      return false;
+    }
+    return true;
+  }
+  bool Open(bool object) {
+    if (depth_ == 0 && !object) {
+      not_object = true;
+      return false;
+    }
+    if (++depth_ > max_depth_) {
+      too_deep = true;
+      return false;
+    }
+    return true;
+  }
+  bool Close() {
+    --depth_;
+    return true;
+  }
+
+  std::uint32_t max_depth_;
+  std::uint32_t depth_ = 0;
+  std::string error_;
+};
+
+}  // namespace
+
+Status ValidateJsonObject(std::string_view json, std::uint32_t max_depth) {
+  Validator v(max_depth);
+  const bool ok = nlohmann::json::sax_parse(json.begin(), json.end(), &v,
+                                            nlohmann::json::input_format_t::json, /*strict=*/true);
+  if (v.too_deep) return LimitExceeded("JSON nested deeper than " + std::to_string(max_depth));
+  if (v.not_object) return InvalidArgument("JSON metadata must be an object");
+  if (!ok) return InvalidArgument("invalid JSON: " + v.error());
   return Status::OK();
 }
 

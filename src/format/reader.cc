@@ -402,7 +402,14 @@ class Reader::Impl {
   Result<std::string> Metadata() const {
     std::vector<std::byte> scratch;
     std::span<const std::byte> b;
-    TS_RETURN_IF_ERROR(View(IndexAbs(root_.metadata_offset), root_.metadata_length, scratch, &b));
+    // The metadata and the zero padding that ends the index (no checksum
+    // covers the padding, so it must be zero: one encoding per content).
+    const std::uint64_t padded = ptr_.index_length - root_.metadata_offset;
+    TS_RETURN_IF_ERROR(View(IndexAbs(root_.metadata_offset), padded, scratch, &b));
+    for (std::byte x : b.subspan(root_.metadata_length)) {
+      if (x != std::byte{0}) return Err(Corruption("index padding after the file metadata is not zero"));
+    }
+    b = b.first(root_.metadata_length);
     const std::uint64_t got = internal::Hash64(b);
     if (got != root_.metadata_checksum) {
       return Err(Corruption("file metadata checksum mismatch: stored " + N(root_.metadata_checksum) +

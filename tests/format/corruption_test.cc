@@ -438,6 +438,12 @@ TEST_F(Corruption, R35_Metadata) {
   }
 }
 
+TEST_F(Corruption, R35_IndexPaddingNotZero) {
+  auto img = Img();
+  img.Set8(img.trailer() - 1, 1);  // 17 bytes of metadata, then 7 padding bytes
+  Expect(img, StatusCode::kCorruption, "index padding after the file metadata is not zero");
+}
+
 TEST_F(Corruption, R36_EntriesDoNotFillSection) {
   auto img = Img();
   img.Set64(img.root() + 8, 3);  // 4 entries, count says 3 (same hash capacity 8)

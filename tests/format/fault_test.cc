@@ -1,0 +1,102 @@
+// Fault injection through the file seam: failed writes, short writes, failed
+// syncs and renames make Finish() fail, leave no temp file and leave the old
+// destination as it was; short reads give an error, not garbage.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "format/reader_internal.h"
+#include "format/writer_internal.h"
+#include "support/fault_env.h"
+#include "support/temp_dir.h"
+
+namespace tensorsafe::testing {
+namespace {
+
+Status WriteSome(const std::string& path, internal::Env* env) {
+  auto w = internal::CreateWriterWithEnv(path, WriterOptions{}, env);
+  if (!w.ok()) return w.status();
+  std::vector<float> big(1 << 19, 2.5f);  // 2 MiB: several writes
+  TS_RETURN_IF_ERROR((*w)->Add("big", TensorView::Contiguous(DType::kF32, {big.size()}, std::as_bytes(std::span(big)))));
+  const std::uint8_t b = 1;
+  TS_RETURN_IF_ERROR((*w)->Add("small", TensorView{DType::kU8, {}, reinterpret_cast<const std::byte*>(&b), {}}));
+  return (*w)->Finish();
+}
+
+int CountFiles(const TempDir& dir) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    (void)e;
+    ++n;
+  }
+  return n;
+}
+
+TEST(Fault, EachFailedWriteLeavesNothing) {
+  TempDir dir;
+  const std::string path = dir.File("out.tsafe");
+  WriteFileBytes(path, "previous");
+  FaultEnv counting;
+  ASSERT_TRUE(WriteSome(dir.File("count.tsafe"), &counting).ok());
+  const std::int64_t total = counting.writes;
+  ASSERT_GE(total, 3);
+  std::filesystem::remove(dir.File("count.tsafe"));
+  for (bool short_write : {false, true}) {
+    for (std::int64_t n = 1; n <= total; ++n) {
+      FaultEnv env;
+      env.fail_write = n;
+      env.short_write = short_write;
+      env.error_number = ENOSPC;
+      Status s = WriteSome(path, &env);
+      ASSERT_EQ(s.code(), StatusCode::kIOError) << "write " << n;
+      EXPECT_EQ(s.error_number(), ENOSPC);
+      EXPECT_NE(s.message().find("injected failure"), std::string::npos);
+      EXPECT_EQ(ReadFileBytes(path), "previous");
+      EXPECT_EQ(CountFiles(dir), 1) << "temp file left after failed write " << n;
+    }
+  }
+}
+
+TEST(Fault, FailedSyncAndRename) {
+  TempDir dir;
+  const std::string path = dir.File("out.tsafe");
+  WriteFileBytes(path, "previous");
+  {
+    FaultEnv env;
+    env.fail_sync = 1;
+    Status s = WriteSome(path, &env);
+    EXPECT_EQ(s.code(), StatusCode::kIOError);
+    EXPECT_NE(s.message().find("fdatasync: injected failure"), std::string::npos);
+  }
+  {
+    FaultEnv env;
+    env.fail_rename = true;
+    Status s = WriteSome(path, &env);
+    EXPECT_EQ(s.code(), StatusCode::kIOError);
+    EXPECT_NE(s.message().find("cannot rename"), std::string::npos);
+  }
+  EXPECT_EQ(ReadFileBytes(path), "previous");
+  EXPECT_EQ(CountFiles(dir), 1);
+  FaultEnv ok;
+  ASSERT_TRUE(WriteSome(path, &ok).ok());
+  EXPECT_EQ(ok.syncs, 1);
+  EXPECT_TRUE(Reader::Open(path).ok());
+}
+
+TEST(Fault, ShortReadIsAnError) {
+  TempDir dir;
+  const std::string path = dir.File("out.tsafe");
+  FaultEnv ok;
+  ASSERT_TRUE(WriteSome(path, &ok).ok());
+  FaultEnv env;
+  env.short_read = true;
+  ReaderOptions opt;
+  opt.access = ReaderOptions::Access::kPread;
+  auto r = internal::OpenReaderWithEnv(path, opt, &env);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(r.status().message().find("file shrank while reading"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tensorsafe::testing

@@ -1,49 +1,27 @@
+#include "tensorsafe/writer.h"
+
 #include <unistd.h>
 
-#include <algorithm>
-#include <cstring>
 #include <unordered_set>
-#include <vector>
 
+#include "format/data_writer.h"
+#include "format/index_builder.h"
 #include "format/layout.h"
 #include "format/writer_internal.h"
 #include "io/env.h"
-#include "tensorsafe/writer.h"
 #include "util/checked_math.h"
-#include "util/endian.h"
-#include "util/hash.h"
 #include "util/text.h"
 
 namespace tensorsafe {
 
-using internal::WritableFile;
-
-namespace {
-// Data written in pieces of this size so each is hashed while it is still in
-// cache, and small tensors are coalesced into one write.
-constexpr std::size_t kChunk = std::size_t{1} << 20;
-constexpr std::byte kZeros[4096] = {};
-}  // namespace
-
-namespace internal {
-Status ValidateTensorName(std::string_view name, const tensorsafe::Limits& limits) {
-  if (name.size() > limits.max_name_bytes || name.size() > kSpecMaxNameBytes) {
-    return LimitExceeded("tensor name of " + std::to_string(name.size()) +
-                         " bytes exceeds the limit of " + std::to_string(limits.max_name_bytes));
-  }
-  if (!IsValidUtf8(name)) return InvalidArgument("tensor name " + QuoteName(name) + " is not valid UTF-8");
-  return Status::OK();
-}
-}  // namespace internal
+using internal::QuoteName;
 
 class Writer::Impl {
  public:
-  enum class State { kOpen, kInTensor, kDone, kFailed };
-
-  Impl(std::unique_ptr<WritableFile> file, const WriterOptions& opt, internal::Env* env,
-       std::string final_path, std::string tmp_path)
+  Impl(std::unique_ptr<internal::WritableFile> file, const WriterOptions& opt, internal::Env* env,
+       std::string final_path, std::string tmp_path, bool fill_slot)
       : file_(std::move(file)), opt_(opt), env_(env), final_path_(std::move(final_path)),
-        tmp_path_(std::move(tmp_path)) {}
+        tmp_path_(std::move(tmp_path)), fill_slot_(fill_slot), data_(file_.get(), 0, opt.alignment) {}
 
   ~Impl() { Abandon(); }
 
@@ -54,177 +32,56 @@ class Writer::Impl {
     internal::EncodeIdentity(id, header);
     // The slots stay zero until Finish(): a file cut short is never mistaken
     // for a complete one.
-    return Fail(Put(std::span<const std::byte>(header, sizeof header)));
+    return Check(data_.Put(header));
   }
 
   Status CheckOpen() const {
-    if (state_ == State::kOpen) return Status::OK();
-    if (state_ == State::kInTensor) return FailedPrecondition("a streamed tensor is still open");
-    return FailedPrecondition("the writer has finished or failed");
+    if (done_ || failed_) return FailedPrecondition("the writer has finished or failed");
+    if (data_.in_tensor()) return FailedPrecondition("a streamed tensor is still open");
+    return Status::OK();
   }
 
-  Status StartTensor(std::string_view name, DType dtype, const Shape& shape,
-                     std::string_view metadata, std::uint64_t* nbytes) {
-    TS_RETURN_IF_ERROR(CheckOpen());
-    TS_RETURN_IF_ERROR(internal::ValidateTensorName(name, opt_.limits));
-    if (shape.size() > opt_.limits.max_rank || shape.size() > internal::kSpecMaxRank) {
-      return LimitExceeded("tensor " + internal::QuoteName(name) + ": rank " +
-                           std::to_string(shape.size()) + " exceeds the limit of " +
-                           std::to_string(opt_.limits.max_rank));
-    }
-    if (!metadata.empty()) {
-      if (metadata.size() > opt_.limits.max_metadata_bytes) {
-        return LimitExceeded("tensor " + internal::QuoteName(name) + ": metadata of " +
-                             std::to_string(metadata.size()) + " bytes exceeds the limit");
-      }
-      TS_RETURN_IF_ERROR(internal::ValidateJsonObject(metadata, opt_.limits.max_json_depth)
-                             .WithContext("tensor " + internal::QuoteName(name) + " metadata"));
-    }
-    auto size = DenseByteSize(dtype, shape);
-    if (!size.ok()) return size.status().WithContext("tensor " + internal::QuoteName(name));
-    if (names_.count(std::string(name)) != 0) {
-      return InvalidArgument("duplicate tensor name " + internal::QuoteName(name));
-    }
+  Status CheckNewName(std::string_view name) const {
+    if (names_.count(std::string(name)) != 0) return InvalidArgument("duplicate tensor name " + QuoteName(name));
     if (names_.size() >= opt_.limits.max_tensor_count) {
       return LimitExceeded("more than " + std::to_string(opt_.limits.max_tensor_count) + " tensors");
     }
-    // FORMAT.md §4: every tensor's data starts at a multiple of the alignment.
-    auto aligned = internal::AlignUp(pos_, opt_.alignment);
-    if (!aligned) return OutOfRange("file offset overflows");
-    TS_RETURN_IF_ERROR(Fail(PutZeros(*aligned - pos_)));
-    cur_ = TensorInfo{};
-    cur_.name = std::string(name);
-    cur_.dtype = dtype;
-    cur_.shape = shape;
-    cur_.data_offset = pos_;
-    cur_.data_length = *size;
-    cur_.metadata_json = std::string(metadata);
-    hash_.Reset();
-    remaining_ = *size;
-    *nbytes = *size;
     return Status::OK();
   }
 
-  Status AppendData(std::span<const std::byte> bytes) {
-    if (bytes.size() > remaining_) {
-      return InvalidArgument("tensor " + internal::QuoteName(cur_.name) + ": " +
-                             std::to_string(bytes.size()) + " more bytes but only " +
-                             std::to_string(remaining_) + " remain of " +
-                             std::to_string(cur_.data_length));
-    }
-    while (!bytes.empty()) {
-      auto piece = bytes.first(std::min(bytes.size(), kChunk));
-      hash_.Update(piece);
-      TS_RETURN_IF_ERROR(Fail(Put(piece)));
-      bytes = bytes.subspan(piece.size());
-      remaining_ -= piece.size();
-    }
-    return Status::OK();
+  Status Add(std::string_view name, const TensorView& view, std::string_view metadata) {
+    TS_RETURN_IF_ERROR(CheckOpen());
+    TS_RETURN_IF_ERROR(CheckNewName(name));
+    auto info = data_.WriteView(name, view, metadata, opt_.limits);
+    if (!info.ok()) return Check(info.status());
+    return Record(std::move(info).value());
   }
 
-  Status EndData() {
-    if (remaining_ != 0) {
-      return InvalidArgument("tensor " + internal::QuoteName(cur_.name) + ": " +
-                             std::to_string(remaining_) + " of " + std::to_string(cur_.data_length) +
-                             " bytes were never appended");
-    }
-    cur_.data_checksum = hash_.Digest();
-    const std::uint64_t entry_off = entries_.size();
-    if (entry_off / 8 + 1 >= (std::uint64_t{1} << internal::kSlotPosBits)) {
-      return Fail(LimitExceeded("index entries exceed 8 TiB"));
-    }
-    internal::EncodeEntry(cur_, entries_);
-    slots_.push_back({internal::NameHash(cur_.name), entry_off});
-    data_bytes_ += cur_.data_length;
-    names_.insert(std::move(cur_.name));
-    state_ = State::kOpen;
-    return Status::OK();
+  Status Begin(std::string_view name, DType dtype, const Shape& shape, std::string_view metadata) {
+    TS_RETURN_IF_ERROR(CheckOpen());
+    TS_RETURN_IF_ERROR(CheckNewName(name));
+    return Check(data_.Begin(name, dtype, shape, metadata, opt_.limits));
   }
 
-  Status AddView(std::string_view name, const TensorView& v, std::string_view metadata) {
-    std::uint64_t nbytes = 0;
-    if (!v.strides.empty() && v.strides.size() != v.shape.size()) {
-      return InvalidArgument("tensor " + internal::QuoteName(name) + ": " +
-                             std::to_string(v.strides.size()) + " strides for rank " +
-                             std::to_string(v.shape.size()));
-    }
-    TS_RETURN_IF_ERROR(StartTensor(name, v.dtype, v.shape, metadata, &nbytes));
-    if (v.data == nullptr && nbytes != 0) {
-      return InvalidArgument("tensor " + internal::QuoteName(name) + ": null data");
-    }
-    state_ = State::kInTensor;
-    if (IsContiguous(v)) {
-      TS_RETURN_IF_ERROR(AppendData({v.data, static_cast<std::size_t>(nbytes)}));
-    } else {
-      TS_RETURN_IF_ERROR(AppendStrided(v));
-    }
-    return EndData();
+  Status Append(std::span<const std::byte> bytes) {
+    if (failed_) return FailedPrecondition("the writer has failed");
+    return Check(data_.Append(bytes));
   }
 
-  static bool IsContiguous(const TensorView& v) {
-    if (v.strides.empty()) return true;
-    const std::uint32_t es = ElementSize(v.dtype);
-    if (es == 0) return false;
-    std::int64_t expect = es;
-    for (std::size_t i = v.shape.size(); i-- > 0;) {
-      if (v.shape[i] != 1 && v.strides[i] != expect) return false;
-      expect *= static_cast<std::int64_t>(v.shape[i]);
-    }
-    return true;
-  }
-
-  // Gathers a strided view row by row through a staging buffer.
-  Status AppendStrided(const TensorView& v) {
-    const std::uint32_t es = ElementSize(v.dtype);
-    if (es == 0) {
-      return InvalidArgument("tensor " + internal::QuoteName(cur_.name) +
-                             ": packed sub-byte dtypes must be contiguous");
-    }
-    const std::size_t rank = v.shape.size();
-    for (std::uint64_t d : v.shape) {
-      if (d == 0) return Status::OK();
-    }
-    const std::uint64_t inner = v.shape[rank - 1];
-    const std::int64_t inner_stride = v.strides[rank - 1];
-    std::vector<std::uint64_t> idx(rank, 0);
-    std::vector<std::byte> stage;
-    stage.reserve(kChunk);
-    while (true) {
-      const std::byte* row = v.data;
-      for (std::size_t i = 0; i + 1 < rank; ++i) row += static_cast<std::int64_t>(idx[i]) * v.strides[i];
-      for (std::uint64_t j = 0; j < inner; ++j) {
-        const std::byte* e = row + static_cast<std::int64_t>(j) * inner_stride;
-        stage.insert(stage.end(), e, e + es);
-        if (stage.size() >= kChunk) {
-          TS_RETURN_IF_ERROR(AppendData(stage));
-          stage.clear();
-        }
-      }
-      std::size_t d = rank - 1;
-      while (d > 0) {
-        --d;
-        if (++idx[d] < v.shape[d]) break;
-        idx[d] = 0;
-        if (d == 0) {
-          d = rank;  // done
-          break;
-        }
-      }
-      if (rank == 1 || d == rank) break;
-    }
-    if (!stage.empty()) TS_RETURN_IF_ERROR(AppendData(stage));
-    return Status::OK();
+  Status End() {
+    if (failed_) return FailedPrecondition("the writer has failed");
+    auto info = data_.End();
+    if (!info.ok()) return info.status();
+    return Record(std::move(info).value());
   }
 
   Status SetMetadata(std::string_view json) {
     TS_RETURN_IF_ERROR(CheckOpen());
     if (json.size() > opt_.limits.max_metadata_bytes) {
-      return LimitExceeded("file metadata of " + std::to_string(json.size()) +
-                           " bytes exceeds the limit of " +
+      return LimitExceeded("file metadata of " + std::to_string(json.size()) + " bytes exceeds the limit of " +
                            std::to_string(opt_.limits.max_metadata_bytes));
     }
-    TS_RETURN_IF_ERROR(internal::ValidateJsonObject(json, opt_.limits.max_json_depth)
-                           .WithContext("file metadata"));
+    TS_RETURN_IF_ERROR(internal::ValidateJsonObject(json, opt_.limits.max_json_depth).WithContext("file metadata"));
     metadata_ = std::string(json);
     return Status::OK();
   }
@@ -236,51 +93,44 @@ class Writer::Impl {
       Abandon();
       return s;
     }
-    state_ = State::kDone;
+    done_ = true;
+    return s;
+  }
+
+  void Abandon() {
+    if (done_) return;
+    failed_ = true;
+    if (file_) (void)file_->Close();
+    if (!tmp_path_.empty()) {
+      (void)env_->Remove(tmp_path_);
+      tmp_path_.clear();
+    }
+  }
+
+  std::uint64_t tensor_count() const { return index_.count(); }
+  std::uint64_t bytes_written() const { return data_.position(); }
+
+ private:
+  Status Record(TensorInfo info) {
+    Status s = index_.Add(info);
+    if (!s.ok()) return Check(s);
+    names_.insert(std::move(info.name));
+    return Status::OK();
+  }
+
+  // After a failed write the file's contents are unknown: abandon it. Errors
+  // about the caller's input (bad name, bad shape) leave the writer usable.
+  Status Check(Status s) {
+    if (!s.ok() && s.code() == StatusCode::kIOError) Abandon();
     return s;
   }
 
   Status WriteIndexAndPublish() {
-    TS_RETURN_IF_ERROR(PutZeros(((pos_ + 7) & ~std::uint64_t{7}) - pos_));
-    const std::uint64_t index_offset = pos_;
-    // FORMAT.md §6.3: open addressing, linear probing, in entry order.
-    internal::IndexRoot root;
-    root.tensor_count = slots_.size();
-    root.entries_length = entries_.size();
-    root.hash_capacity = internal::HashCapacity(slots_.size());
-    root.hash_offset = internal::kRootSize + entries_.size();
-    root.metadata_offset = root.hash_offset + root.hash_capacity * 8;
-    root.metadata_length = metadata_.size();
-    root.data_bytes = data_bytes_;
-    std::vector<std::uint64_t> table(root.hash_capacity, 0);
-    const std::uint64_t mask = root.hash_capacity - 1;
-    for (const auto& [h, off] : slots_) {
-      std::uint64_t i = h & mask;
-      while (table[i] != 0) i = (i + 1) & mask;
-      table[i] = ((h >> internal::kSlotPosBits) << internal::kSlotPosBits) | (off / 8 + 1);
-    }
-    std::string hash_bytes(table.size() * 8, '\0');
-    for (std::size_t i = 0; i < table.size(); ++i) {
-      internal::Store64(reinterpret_cast<std::byte*>(hash_bytes.data()) + 8 * i, table[i]);
-    }
-    root.entries_checksum = internal::Hash64(entries_);
-    root.hash_checksum = internal::Hash64(hash_bytes);
-    root.metadata_checksum = internal::Hash64(metadata_);
-    std::byte root_bytes[internal::kRootSize];
-    internal::EncodeRoot(root, root_bytes);
+    TS_RETURN_IF_ERROR(data_.PutZeros(((data_.position() + 7) & ~std::uint64_t{7}) - data_.position()));
     internal::IndexPointer ptr;
-    ptr.index_offset = index_offset;
-    ptr.index_length = internal::IndexLength(entries_.size(), root.hash_capacity, metadata_.size());
-    ptr.index_checksum = internal::Hash64(std::span<const std::byte>(root_bytes));
-    TS_RETURN_IF_ERROR(Put(root_bytes));
-    TS_RETURN_IF_ERROR(Put(AsBytes(entries_)));
-    TS_RETURN_IF_ERROR(Put(AsBytes(hash_bytes)));
-    TS_RETURN_IF_ERROR(Put(AsBytes(metadata_)));
-    TS_RETURN_IF_ERROR(PutZeros(index_offset + ptr.index_length - pos_));
-    std::byte trailer[internal::kTrailerSize];
-    internal::EncodeTrailer(ptr, trailer);
-    TS_RETURN_IF_ERROR(Put(trailer));
-    TS_RETURN_IF_ERROR(Flush());
+    const std::string index = index_.Finish(data_.position(), metadata_, &ptr);
+    TS_RETURN_IF_ERROR(data_.Put({reinterpret_cast<const std::byte*>(index.data()), index.size()}));
+    TS_RETURN_IF_ERROR(data_.Flush());
     if (file_->seekable() && fill_slot_) {
       internal::Slot slot;
       slot.sequence = 1;
@@ -299,153 +149,78 @@ class Writer::Impl {
     return Status::OK();
   }
 
-  void Abandon() {
-    if (state_ == State::kDone) return;
-    state_ = State::kFailed;
-    if (file_) (void)file_->Close();
-    if (!tmp_path_.empty()) {
-      (void)env_->Remove(tmp_path_);
-      tmp_path_.clear();
-    }
-  }
-
-  std::uint64_t tensor_count() const { return slots_.size(); }
-  std::uint64_t bytes_written() const { return pos_; }
-  void set_fill_slot(bool v) { fill_slot_ = v; }
-  State state_ = State::kOpen;
-
- private:
-  static std::span<const std::byte> AsBytes(const std::string& s) {
-    return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
-  }
-
-  // Marks the writer failed when `s` is an I/O-level error: after a failed
-  // write the file's contents are unknown.
-  Status Fail(Status s) {
-    if (!s.ok()) Abandon();
-    return s;
-  }
-
-  Status Put(std::span<const std::byte> bytes) {
-    pos_ += bytes.size();
-    if (buf_.size() + bytes.size() <= kChunk) {
-      buf_.insert(buf_.end(), bytes.begin(), bytes.end());
-      return Status::OK();
-    }
-    TS_RETURN_IF_ERROR(Flush());
-    if (bytes.size() >= kChunk / 2) return file_->Append(bytes);  // large: no staging copy
-    buf_.insert(buf_.end(), bytes.begin(), bytes.end());
-    return Status::OK();
-  }
-
-  Status PutZeros(std::uint64_t n) {
-    while (n > 0) {
-      const std::size_t k = static_cast<std::size_t>(std::min<std::uint64_t>(n, sizeof kZeros));
-      TS_RETURN_IF_ERROR(Put({kZeros, k}));
-      n -= k;
-    }
-    return Status::OK();
-  }
-
-  Status Flush() {
-    if (buf_.empty()) return Status::OK();
-    Status s = file_->Append(buf_);
-    buf_.clear();
-    return s;
-  }
-
-  std::unique_ptr<WritableFile> file_;
+  std::unique_ptr<internal::WritableFile> file_;
   WriterOptions opt_;
   internal::Env* env_;
   std::string final_path_;
   std::string tmp_path_;
-  bool fill_slot_ = true;
-
-  std::vector<std::byte> buf_;
-  std::uint64_t pos_ = 0;
-  std::string entries_;
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> slots_;  // (name hash, entry offset)
+  bool fill_slot_;
+  bool done_ = false;
+  bool failed_ = false;
+  internal::DataWriter data_;
+  internal::IndexBuilder index_;
   std::unordered_set<std::string> names_;
   std::string metadata_;
-  std::uint64_t data_bytes_ = 0;
-
-  TensorInfo cur_;
-  internal::StreamingHash hash_;
-  std::uint64_t remaining_ = 0;
 };
 
 namespace {
 Status CheckOptions(const WriterOptions& o) {
   if (!internal::IsPowerOfTwo(o.alignment) || o.alignment > internal::kMaxAlignment) {
-    return InvalidArgument("alignment " + std::to_string(o.alignment) +
-                           " is not a power of two from 1 to 2^30");
+    return InvalidArgument("alignment " + std::to_string(o.alignment) + " is not a power of two from 1 to 2^30");
   }
   return Status::OK();
 }
-}  // namespace
 
-Writer::Writer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Writer::~Writer() = default;
-
-namespace internal {
-Result<std::unique_ptr<Writer>> CreateWriterWithEnv(const std::string& path,
-                                                    const WriterOptions& options, Env* env) {
-  TS_RETURN_IF_ERROR(CheckOptions(options));
-  std::string tmp;
-  TS_ASSIGN_OR_RETURN(auto file, env->NewTempFile(path, &tmp));
-  auto impl = std::make_unique<Writer::Impl>(std::move(file), options, env, path, tmp);
+Result<std::unique_ptr<Writer>> Make(std::unique_ptr<internal::WritableFile> file, const WriterOptions& options,
+                                     internal::Env* env, std::string path, std::string tmp, bool fill_slot) {
+  auto impl = std::make_unique<Writer::Impl>(std::move(file), options, env, std::move(path), std::move(tmp),
+                                             fill_slot);
   TS_RETURN_IF_ERROR(impl->Start());
   return std::make_unique<Writer>(std::move(impl));
 }
+}  // namespace
+
+namespace internal {
+Result<std::unique_ptr<Writer>> CreateWriterWithEnv(const std::string& path, const WriterOptions& options,
+                                                    Env* env) {
+  TS_RETURN_IF_ERROR(CheckOptions(options));
+  std::string tmp;
+  TS_ASSIGN_OR_RETURN(auto file, env->NewTempFile(path, &tmp));
+  return Make(std::move(file), options, env, path, tmp, /*fill_slot=*/true);
+}
 }  // namespace internal
+
+Writer::Writer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Writer::~Writer() = default;
 
 Result<std::unique_ptr<Writer>> Writer::Create(const std::string& path, const WriterOptions& options) {
   return internal::CreateWriterWithEnv(path, options, internal::Env::Default());
 }
 
 Result<std::unique_ptr<Writer>> Writer::ToFd(int fd, const WriterOptions& options) {
+  TS_RETURN_IF_ERROR(CheckOptions(options));
   auto file = internal::Env::Default()->WrapFd(fd, "fd " + std::to_string(fd));
   // A seekable descriptor gets its header slot filled only when the file
   // starts at offset 0 of it; otherwise the trailer alone describes it.
   const bool at_start = file->seekable() && ::lseek(fd, 0, SEEK_CUR) == 0;
-  TS_RETURN_IF_ERROR(CheckOptions(options));
-  auto impl = std::make_unique<Impl>(std::move(file), options, internal::Env::Default(), "", "");
-  impl->set_fill_slot(at_start);
-  TS_RETURN_IF_ERROR(impl->Start());
-  return std::make_unique<Writer>(std::move(impl));
+  return Make(std::move(file), options, internal::Env::Default(), "", "", at_start);
 }
 
 Result<std::unique_ptr<Writer>> Writer::ToFile(std::unique_ptr<internal::WritableFile> file,
                                                const WriterOptions& options) {
   if (!file) return InvalidArgument("null file");
   TS_RETURN_IF_ERROR(CheckOptions(options));
-  auto impl = std::make_unique<Impl>(std::move(file), options, internal::Env::Default(), "", "");
-  TS_RETURN_IF_ERROR(impl->Start());
-  return std::make_unique<Writer>(std::move(impl));
+  return Make(std::move(file), options, internal::Env::Default(), "", "", /*fill_slot=*/true);
 }
 
 Status Writer::Add(std::string_view name, const TensorView& view, std::string_view metadata_json) {
-  return impl_->AddView(name, view, metadata_json);
+  return impl_->Add(name, view, metadata_json);
 }
-
-Status Writer::BeginTensor(std::string_view name, DType dtype, const Shape& shape,
-                           std::string_view metadata_json) {
-  std::uint64_t n = 0;
-  TS_RETURN_IF_ERROR(impl_->StartTensor(name, dtype, shape, metadata_json, &n));
-  impl_->state_ = Impl::State::kInTensor;
-  return Status::OK();
+Status Writer::BeginTensor(std::string_view name, DType dtype, const Shape& shape, std::string_view metadata_json) {
+  return impl_->Begin(name, dtype, shape, metadata_json);
 }
-
-Status Writer::Append(std::span<const std::byte> bytes) {
-  if (impl_->state_ != Impl::State::kInTensor) return FailedPrecondition("no streamed tensor is open");
-  return impl_->AppendData(bytes);
-}
-
-Status Writer::EndTensor() {
-  if (impl_->state_ != Impl::State::kInTensor) return FailedPrecondition("no streamed tensor is open");
-  return impl_->EndData();
-}
-
+Status Writer::Append(std::span<const std::byte> bytes) { return impl_->Append(bytes); }
+Status Writer::EndTensor() { return impl_->End(); }
 Status Writer::SetMetadata(std::string_view json_object) { return impl_->SetMetadata(json_object); }
 Status Writer::Finish() { return impl_->Finish(); }
 void Writer::Abandon() { impl_->Abandon(); }

@@ -14,8 +14,5 @@ namespace tensorsafe::internal {
 Result<std::unique_ptr<Writer>> CreateWriterWithEnv(const std::string& path,
                                                     const WriterOptions& options, Env* env);
 
-// Checks a name and its metadata as the writer does (FORMAT.md §6.2 writer
-// rules); `what` prefixes messages.
-Status ValidateTensorName(std::string_view name, const tensorsafe::Limits& limits);
 
 }  // namespace tensorsafe::internal

@@ -1,0 +1,197 @@
+#include "format/data_writer.h"
+
+#include <algorithm>
+
+#include "format/layout.h"
+#include "util/checked_math.h"
+#include "util/text.h"
+
+namespace tensorsafe::internal {
+namespace {
+// Data goes out in pieces of this size so each is hashed while it is still in
+// cache, and small tensors are coalesced into one write.
+constexpr std::size_t kChunk = std::size_t{1} << 20;
+constexpr std::byte kZeros[4096] = {};
+}  // namespace
+
+Status ValidateTensorName(std::string_view name, const Limits& limits) {
+  if (name.size() > limits.max_name_bytes || name.size() > kSpecMaxNameBytes) {
+    return LimitExceeded("tensor name of " + std::to_string(name.size()) +
+                         " bytes exceeds the limit of " + std::to_string(limits.max_name_bytes));
+  }
+  if (!IsValidUtf8(name)) return InvalidArgument("tensor name " + QuoteName(name) + " is not valid UTF-8");
+  return Status::OK();
+}
+
+DataWriter::DataWriter(WritableFile* file, std::uint64_t start, std::uint32_t alignment)
+    : file_(file), pos_(start), alignment_(alignment) {
+  buf_.reserve(kChunk);
+}
+
+Status DataWriter::Put(std::span<const std::byte> bytes) {
+  pos_ += bytes.size();
+  if (buf_.size() + bytes.size() <= kChunk) {
+    buf_.insert(buf_.end(), bytes.begin(), bytes.end());
+    return Status::OK();
+  }
+  TS_RETURN_IF_ERROR(Flush());
+  if (bytes.size() >= kChunk / 2) return file_->Append(bytes);  // large: no staging copy
+  buf_.insert(buf_.end(), bytes.begin(), bytes.end());
+  return Status::OK();
+}
+
+Status DataWriter::PutZeros(std::uint64_t n) {
+  while (n > 0) {
+    const std::size_t k = static_cast<std::size_t>(std::min<std::uint64_t>(n, sizeof kZeros));
+    TS_RETURN_IF_ERROR(Put({kZeros, k}));
+    n -= k;
+  }
+  return Status::OK();
+}
+
+Status DataWriter::Flush() {
+  if (buf_.empty()) return Status::OK();
+  Status s = file_->Append(buf_);
+  buf_.clear();
+  return s;
+}
+
+Status DataWriter::Begin(std::string_view name, DType dtype, const Shape& shape,
+                         std::string_view metadata, const Limits& limits) {
+  if (in_tensor_) return FailedPrecondition("a streamed tensor is still open");
+  TS_RETURN_IF_ERROR(ValidateTensorName(name, limits));
+  if (shape.size() > limits.max_rank || shape.size() > kSpecMaxRank) {
+    return LimitExceeded("tensor " + QuoteName(name) + ": rank " + std::to_string(shape.size()) +
+                         " exceeds the limit of " + std::to_string(limits.max_rank));
+  }
+  if (!metadata.empty()) {
+    if (metadata.size() > limits.max_metadata_bytes) {
+      return LimitExceeded("tensor " + QuoteName(name) + ": metadata of " + std::to_string(metadata.size()) +
+                           " bytes exceeds the limit of " + std::to_string(limits.max_metadata_bytes));
+    }
+    TS_RETURN_IF_ERROR(ValidateJsonObject(metadata, limits.max_json_depth)
+                           .WithContext("tensor " + QuoteName(name) + " metadata"));
+  }
+  auto size = DenseByteSize(dtype, shape);
+  if (!size.ok()) return size.status().WithContext("tensor " + QuoteName(name));
+  // FORMAT.md §4: every tensor's data starts at a multiple of the alignment.
+  auto aligned = AlignUp(pos_, alignment_);
+  if (!aligned) return OutOfRange("file offset overflows");
+  TS_RETURN_IF_ERROR(PutZeros(*aligned - pos_));
+  cur_ = TensorInfo{};
+  cur_.name = std::string(name);
+  cur_.dtype = dtype;
+  cur_.shape = shape;
+  cur_.data_offset = pos_;
+  cur_.data_length = *size;
+  cur_.metadata_json = std::string(metadata);
+  hash_.Reset();
+  remaining_ = *size;
+  in_tensor_ = true;
+  return Status::OK();
+}
+
+Status DataWriter::Append(std::span<const std::byte> bytes) {
+  if (!in_tensor_) return FailedPrecondition("no streamed tensor is open");
+  if (bytes.size() > remaining_) {
+    return InvalidArgument("tensor " + QuoteName(cur_.name) + ": " + std::to_string(bytes.size()) +
+                           " more bytes but only " + std::to_string(remaining_) + " remain of " +
+                           std::to_string(cur_.data_length));
+  }
+  while (!bytes.empty()) {
+    auto piece = bytes.first(std::min(bytes.size(), kChunk));
+    hash_.Update(piece);
+    TS_RETURN_IF_ERROR(Put(piece));
+    bytes = bytes.subspan(piece.size());
+    remaining_ -= piece.size();
+  }
+  return Status::OK();
+}
+
+Result<TensorInfo> DataWriter::End() {
+  if (!in_tensor_) return FailedPrecondition("no streamed tensor is open");
+  if (remaining_ != 0) {
+    return InvalidArgument("tensor " + QuoteName(cur_.name) + ": " + std::to_string(remaining_) + " of " +
+                           std::to_string(cur_.data_length) + " bytes were never appended");
+  }
+  cur_.data_checksum = hash_.Digest();
+  in_tensor_ = false;
+  return std::move(cur_);
+}
+
+namespace {
+bool IsContiguous(const TensorView& v) {
+  if (v.strides.empty()) return true;
+  const std::uint32_t es = ElementSize(v.dtype);
+  if (es == 0) return false;
+  std::int64_t expect = es;
+  for (std::size_t i = v.shape.size(); i-- > 0;) {
+    if (v.shape[i] != 1 && v.strides[i] != expect) return false;
+    expect *= static_cast<std::int64_t>(v.shape[i]);
+  }
+  return true;
+}
+}  // namespace
+
+Result<TensorInfo> DataWriter::WriteView(std::string_view name, const TensorView& v,
+                                         std::string_view metadata, const Limits& limits) {
+  if (!v.strides.empty() && v.strides.size() != v.shape.size()) {
+    return InvalidArgument("tensor " + QuoteName(name) + ": " + std::to_string(v.strides.size()) +
+                           " strides for rank " + std::to_string(v.shape.size()));
+  }
+  if (!v.strides.empty() && !IsContiguous(v) && ElementSize(v.dtype) == 0) {
+    return InvalidArgument("tensor " + QuoteName(name) + ": packed sub-byte dtypes must be contiguous");
+  }
+  auto size = DenseByteSize(v.dtype, v.shape);
+  if (size.ok() && *size != 0 && v.data == nullptr) {
+    return InvalidArgument("tensor " + QuoteName(name) + ": null data");
+  }
+  TS_RETURN_IF_ERROR(Begin(name, v.dtype, v.shape, metadata, limits));
+  Status s = IsContiguous(v) ? Append({v.data, static_cast<std::size_t>(cur_.data_length)}) : AppendStrided(v);
+  if (!s.ok()) {
+    in_tensor_ = false;
+    return s;
+  }
+  return End();
+}
+
+// Gathers a strided view row by row through a staging buffer.
+Status DataWriter::AppendStrided(const TensorView& v) {
+  const std::uint32_t es = ElementSize(v.dtype);
+  const std::size_t rank = v.shape.size();
+  for (std::uint64_t d : v.shape) {
+    if (d == 0) return Status::OK();
+  }
+  const std::uint64_t inner = v.shape[rank - 1];
+  const std::int64_t inner_stride = v.strides[rank - 1];
+  std::vector<std::uint64_t> idx(rank, 0);
+  std::vector<std::byte> stage;
+  stage.reserve(kChunk);
+  while (true) {
+    const std::byte* row = v.data;
+    for (std::size_t i = 0; i + 1 < rank; ++i) row += static_cast<std::int64_t>(idx[i]) * v.strides[i];
+    for (std::uint64_t j = 0; j < inner; ++j) {
+      const std::byte* e = row + static_cast<std::int64_t>(j) * inner_stride;
+      stage.insert(stage.end(), e, e + es);
+      if (stage.size() >= kChunk) {
+        TS_RETURN_IF_ERROR(Append(stage));
+        stage.clear();
+      }
+    }
+    // Advance the index of the outer dimensions, last fastest.
+    std::size_t d = rank - 1;
+    bool done = true;
+    while (d-- > 0) {
+      if (++idx[d] < v.shape[d]) {
+        done = false;
+        break;
+      }
+      idx[d] = 0;
+    }
+    if (done) break;
+  }
+  if (!stage.empty()) TS_RETURN_IF_ERROR(Append(stage));
+  return Status::OK();
+}
+
+}  // namespace tensorsafe::internal

@@ -1,0 +1,58 @@
+// Streams tensor data into a file at increasing offsets: pads each tensor to
+// the alignment with zeros, hashes the bytes while they are cache-hot, and
+// coalesces small writes. Shared by the Writer (a new file) and the Updater
+// (bytes past the live end of an existing file).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "io/env.h"
+#include "tensorsafe/options.h"
+#include "tensorsafe/tensor.h"
+#include "util/hash.h"
+
+namespace tensorsafe::internal {
+
+class DataWriter {
+ public:
+  // Writes through `file` (not owned), whose next Append lands at `start`.
+  DataWriter(WritableFile* file, std::uint64_t start, std::uint32_t alignment);
+
+  // Logical position: bytes accepted so far, buffered or not.
+  std::uint64_t position() const { return pos_; }
+  Status Put(std::span<const std::byte> bytes);
+  Status PutZeros(std::uint64_t n);
+  Status Flush();
+
+  // Tensor streaming: Begin pads to the alignment and checks dtype/shape/
+  // metadata (not the name's uniqueness: the caller's job); Append takes the
+  // bytes in row-major order; End checks the count and returns the entry.
+  Status Begin(std::string_view name, DType dtype, const Shape& shape, std::string_view metadata,
+               const Limits& limits);
+  Status Append(std::span<const std::byte> bytes);
+  Result<TensorInfo> End();
+  // Begin + the view's bytes (contiguous or strided) + End.
+  Result<TensorInfo> WriteView(std::string_view name, const TensorView& view, std::string_view metadata,
+                               const Limits& limits);
+  bool in_tensor() const { return in_tensor_; }
+
+ private:
+  Status AppendStrided(const TensorView& v);
+
+  WritableFile* file_;
+  std::uint64_t pos_;
+  std::uint32_t alignment_;
+  std::vector<std::byte> buf_;
+  bool in_tensor_ = false;
+  TensorInfo cur_;
+  std::uint64_t remaining_ = 0;
+  StreamingHash hash_;
+};
+
+// Checks a tensor name as writers must (FORMAT.md §6.2).
+Status ValidateTensorName(std::string_view name, const Limits& limits);
+
+}  // namespace tensorsafe::internal

@@ -1,0 +1,59 @@
+#include "format/index_builder.h"
+
+#include "util/endian.h"
+#include "util/hash.h"
+
+namespace tensorsafe::internal {
+
+Status IndexBuilder::Add(const TensorInfo& t) {
+  const std::uint64_t off = entries_.size();
+  if (off / 8 + 1 >= (std::uint64_t{1} << kSlotPosBits)) return LimitExceeded("index entries exceed 8 TiB");
+  EncodeEntry(t, entries_);
+  slots_.push_back({NameHash(t.name), off});
+  data_bytes_ += t.data_length;
+  return Status::OK();
+}
+
+std::string IndexBuilder::Finish(std::uint64_t index_offset, std::string_view metadata,
+                                 IndexPointer* ptr) const {
+  IndexRoot root;
+  root.tensor_count = slots_.size();
+  root.entries_length = entries_.size();
+  root.hash_capacity = HashCapacity(slots_.size());
+  root.hash_offset = kRootSize + entries_.size();
+  root.metadata_offset = root.hash_offset + root.hash_capacity * 8;
+  root.metadata_length = metadata.size();
+  root.data_bytes = data_bytes_;
+  const std::uint64_t length = IndexLength(entries_.size(), root.hash_capacity, metadata.size());
+
+  std::string out;
+  out.reserve(length + kTrailerSize);
+  out.resize(kRootSize);  // root, filled in last
+  out += entries_;
+  // FORMAT.md §6.3: open addressing, linear probing, entries in file order.
+  const std::size_t hash_at = out.size();
+  out.resize(hash_at + root.hash_capacity * 8, '\0');
+  auto* table = reinterpret_cast<std::byte*>(out.data() + hash_at);
+  const std::uint64_t mask = root.hash_capacity - 1;
+  for (const auto& [h, off] : slots_) {
+    std::uint64_t i = h & mask;
+    while (Load64(table + 8 * i) != 0) i = (i + 1) & mask;
+    Store64(table + 8 * i, ((h >> kSlotPosBits) << kSlotPosBits) | (off / 8 + 1));
+  }
+  out += metadata;
+  out.resize(length, '\0');
+  root.entries_checksum = Hash64(std::string_view(entries_));
+  root.hash_checksum = Hash64(std::string_view(out).substr(hash_at, root.hash_capacity * 8));
+  root.metadata_checksum = Hash64(metadata);
+  auto* r = reinterpret_cast<std::byte*>(out.data());
+  EncodeRoot(root, r);
+  ptr->features = 0;
+  ptr->index_offset = index_offset;
+  ptr->index_length = length;
+  ptr->index_checksum = Hash64(std::span<const std::byte>(r, kRootSize));
+  out.resize(length + kTrailerSize);
+  EncodeTrailer(*ptr, reinterpret_cast<std::byte*>(out.data() + length));
+  return out;
+}
+
+}  // namespace tensorsafe::internal

@@ -42,8 +42,12 @@ struct FileSummary {
   std::uint64_t index_offset = 0;
   std::uint64_t index_length = 0;
   std::uint64_t sequence = 0;      // of the live header slot; 0 = via trailer
+  int live_slot = -1;              // 0 or 1; -1 for a streamed file
   bool via_trailer = false;        // streamed file with empty header slots
-  std::uint64_t data_bytes = 0;    // sum of the tensors' data lengths
+  std::uint64_t data_bytes = 0;    // sum of the live tensors' data lengths
+  // Bytes not used by the live state: alignment padding, and data and indexes
+  // that updates left behind (tensorsafe compact reclaims them).
+  std::uint64_t unused_bytes = 0;
 };
 
 class Reader {

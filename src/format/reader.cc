@@ -91,6 +91,7 @@ class Reader::Impl {
     if (live >= 0) {
       ptr_ = slots[live].ptr;
       sequence_ = slots[live].sequence;
+      live_slot_ = live;
     } else {
       // Both slots empty: a streamed file, described by its trailer alone.
       via_trailer_ = true;
@@ -594,8 +595,11 @@ class Reader::Impl {
     s.index_offset = ptr_.index_offset;
     s.index_length = ptr_.index_length;
     s.sequence = sequence_;
+    s.live_slot = live_slot_;
     s.via_trailer = via_trailer_;
     s.data_bytes = root_.data_bytes;
+    const std::uint64_t used = internal::kHeaderSize + root_.data_bytes + ptr_.index_length + internal::kTrailerSize;
+    s.unused_bytes = size_ > used ? size_ - used : 0;
     return s;
   }
 
@@ -608,6 +612,7 @@ class Reader::Impl {
   internal::Identity id_;
   internal::IndexPointer ptr_;
   std::uint64_t sequence_ = 0;
+  int live_slot_ = -1;
   bool via_trailer_ = false;
   internal::IndexRoot root_;
 };
@@ -617,18 +622,26 @@ Reader::~Reader() = default;
 
 Result<std::shared_ptr<Reader>> internal::OpenReaderWithEnv(const std::string& path,
                                                             const ReaderOptions& options, Env* env) {
-  auto impl = std::make_unique<Reader::Impl>(path, options);
-  if (options.access == ReaderOptions::Access::kMmap) {
-    TS_ASSIGN_OR_RETURN(auto region, env->Map(path));
-    impl->bytes_ = region->bytes();
-    impl->size_ = impl->bytes_.size();
-    impl->owner_ = std::move(region);
-  } else {
-    TS_ASSIGN_OR_RETURN(impl->file_, env->OpenRead(path));
-    impl->size_ = impl->file_->size();
+  // An updater may publish a new index between our reading the file size and
+  // our reading the header; the new slot then points past what we mapped.
+  // The file only grows while an index is live, so retry with the new size.
+  for (int attempt = 0;; ++attempt) {
+    auto impl = std::make_unique<Reader::Impl>(path, options);
+    if (options.access == ReaderOptions::Access::kMmap) {
+      TS_ASSIGN_OR_RETURN(auto region, env->Map(path));
+      impl->bytes_ = region->bytes();
+      impl->size_ = impl->bytes_.size();
+      impl->owner_ = std::move(region);
+    } else {
+      TS_ASSIGN_OR_RETURN(impl->file_, env->OpenRead(path));
+      impl->size_ = impl->file_->size();
+    }
+    Status s = impl->Open();
+    if (s.ok()) return std::make_shared<Reader>(std::move(impl));
+    if (s.code() != StatusCode::kCorruption || attempt == 3) return s;
+    auto again = env->OpenRead(path);
+    if (!again.ok() || (*again)->size() == impl->size_) return s;
   }
-  TS_RETURN_IF_ERROR(impl->Open());
-  return std::make_shared<Reader>(std::move(impl));
 }
 
 Result<std::shared_ptr<Reader>> Reader::Open(const std::string& path, const ReaderOptions& options) {

@@ -26,14 +26,29 @@ std::string DirOf(const std::string& path) {
 
 class FdWritableFile final : public WritableFile {
  public:
-  FdWritableFile(int fd, std::string name, bool owned, bool seekable)
-      : fd_(fd), name_(std::move(name)), owned_(owned), seekable_(seekable) {}
+  FdWritableFile(int fd, std::string name, bool owned, bool seekable, bool positional = false)
+      : fd_(fd), name_(std::move(name)), owned_(owned), seekable_(seekable), positional_(positional) {}
   ~FdWritableFile() override {
     if (owned_ && fd_ >= 0) ::close(fd_);
   }
   Status Append(std::span<const std::byte> bytes) override {
-    TS_RETURN_IF_ERROR(WriteAllFd(fd_, bytes, name_));
+    if (positional_) {
+      TS_RETURN_IF_ERROR(WriteAt(pos_, bytes));
+    } else {
+      TS_RETURN_IF_ERROR(WriteAllFd(fd_, bytes, name_));
+    }
     pos_ += bytes.size();
+    return Status::OK();
+  }
+  Status SetAppendPosition(std::uint64_t pos) override {
+    if (!positional_) return WritableFile::SetAppendPosition(pos);
+    pos_ = pos;
+    return Status::OK();
+  }
+  Status Truncate(std::uint64_t size) override {
+    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
+      return ErrnoStatus("ftruncate to " + std::to_string(size), name_, errno);
+    }
     return Status::OK();
   }
   bool seekable() const override { return seekable_; }
@@ -71,6 +86,7 @@ class FdWritableFile final : public WritableFile {
   std::string name_;
   bool owned_;
   bool seekable_;
+  bool positional_;
   std::uint64_t pos_ = 0;
 };
 
@@ -168,7 +184,7 @@ Result<std::unique_ptr<WritableFile>> Env::OpenForUpdate(const std::string& path
     ::close(fd);
     return ErrnoStatus("fstat", path, e);
   }
-  auto f = std::make_unique<FdWritableFile>(fd, path, /*owned=*/true, /*seekable=*/true);
+  auto f = std::make_unique<FdWritableFile>(fd, path, /*owned=*/true, /*seekable=*/true, /*positional=*/true);
   f->set_position(static_cast<std::uint64_t>(st.st_size));
   return std::unique_ptr<WritableFile>(std::move(f));
 }

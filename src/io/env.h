@@ -29,6 +29,11 @@ class WritableFile {
   // the file started).
   virtual std::uint64_t position() const = 0;
   virtual const std::string& name() const = 0;
+  // Positional files (opened for update): the next Append lands at `pos`.
+  virtual Status SetAppendPosition(std::uint64_t pos) {
+    return Internal(name() + ": not a positional file");
+  }
+  virtual Status Truncate(std::uint64_t size) { return Internal(name() + ": cannot truncate"); }
 };
 
 // Positional reads.
@@ -69,7 +74,8 @@ class Env {
                                                             std::string* tmp_path);
   // Wraps an fd the caller owns (not closed).
   virtual std::unique_ptr<WritableFile> WrapFd(int fd, std::string name);
-  // Opens an existing file for positional writes (the updater).
+  // Opens an existing file for positional writes (the updater): Append
+  // writes at the append position (initially the file size) with pwrite.
   virtual Result<std::unique_ptr<WritableFile>> OpenForUpdate(const std::string& path);
   virtual Result<std::unique_ptr<RandomAccessFile>> OpenRead(const std::string& path);
   virtual Result<std::shared_ptr<MappedRegion>> Map(const std::string& path);

@@ -1,6 +1,10 @@
 #include "support/fault_env.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <cstring>
+#include <functional>
 
 namespace tensorsafe::testing {
 namespace {
@@ -9,7 +13,15 @@ class FaultFile final : public internal::WritableFile {
  public:
   FaultFile(std::unique_ptr<internal::WritableFile> base, FaultEnv* env)
       : base_(std::move(base)), env_(env) {}
+  // Kills the process when the crash point is reached; `partial` does half
+  // of the write first.
+  void MaybeCrash(const std::function<void()>& partial) {
+    if (++env_->ops != env_->crash_at) return;
+    if (env_->crash_torn && partial) partial();
+    ::kill(::getpid(), SIGKILL);
+  }
   Status Append(std::span<const std::byte> bytes) override {
+    MaybeCrash([&] { (void)base_->Append(bytes.first(bytes.size() / 2)); });
     if (++env_->writes == env_->fail_write) {
       if (env_->short_write && bytes.size() > 1) (void)base_->Append(bytes.first(bytes.size() / 2));
       return IOError(name() + ": write: injected failure", env_->error_number);
@@ -18,6 +30,7 @@ class FaultFile final : public internal::WritableFile {
   }
   bool seekable() const override { return base_->seekable(); }
   Status WriteAt(std::uint64_t offset, std::span<const std::byte> bytes) override {
+    MaybeCrash([&] { (void)base_->WriteAt(offset, bytes.first(bytes.size() / 2)); });
     if (++env_->writes == env_->fail_write) {
       if (env_->short_write && bytes.size() > 1) (void)base_->WriteAt(offset, bytes.first(bytes.size() / 2));
       return IOError(name() + ": pwrite: injected failure", env_->error_number);
@@ -25,12 +38,15 @@ class FaultFile final : public internal::WritableFile {
     return base_->WriteAt(offset, bytes);
   }
   Status Sync() override {
+    MaybeCrash(nullptr);
     if (++env_->syncs == env_->fail_sync) return IOError(name() + ": fdatasync: injected failure", env_->error_number);
     return base_->Sync();
   }
   Status Close() override { return base_->Close(); }
   std::uint64_t position() const override { return base_->position(); }
   const std::string& name() const override { return base_->name(); }
+  Status SetAppendPosition(std::uint64_t pos) override { return base_->SetAppendPosition(pos); }
+  Status Truncate(std::uint64_t size) override { return base_->Truncate(size); }
 
  private:
   std::unique_ptr<internal::WritableFile> base_;
@@ -60,6 +76,11 @@ class ShortReadFile final : public internal::RandomAccessFile {
 Result<std::unique_ptr<internal::WritableFile>> FaultEnv::NewTempFile(const std::string& final_path,
                                                                       std::string* tmp_path) {
   TS_ASSIGN_OR_RETURN(auto f, internal::Env::NewTempFile(final_path, tmp_path));
+  return std::unique_ptr<internal::WritableFile>(std::make_unique<FaultFile>(std::move(f), this));
+}
+
+Result<std::unique_ptr<internal::WritableFile>> FaultEnv::OpenForUpdate(const std::string& path) {
+  TS_ASSIGN_OR_RETURN(auto f, internal::Env::OpenForUpdate(path));
   return std::unique_ptr<internal::WritableFile>(std::make_unique<FaultFile>(std::move(f), this));
 }
 

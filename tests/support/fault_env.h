@@ -23,11 +23,19 @@ class FaultEnv : public internal::Env {
   bool short_read = false;  // every ReadAt of more than 1 byte fails as short
   int error_number = EIO;
 
+  // Crash point: the process kills itself (SIGKILL) at the Nth write or sync
+  // (counted together); a write there is first done halfway when
+  // `crash_torn` is set, as a power cut inside a write might.
+  std::int64_t crash_at = 0;
+  bool crash_torn = false;
+
   std::int64_t writes = 0;
   std::int64_t syncs = 0;
+  std::int64_t ops = 0;
 
   Result<std::unique_ptr<internal::WritableFile>> NewTempFile(const std::string& final_path,
                                                               std::string* tmp_path) override;
+  Result<std::unique_ptr<internal::WritableFile>> OpenForUpdate(const std::string& path) override;
   Result<std::unique_ptr<internal::RandomAccessFile>> OpenRead(const std::string& path) override;
   Status Rename(const std::string& from, const std::string& to) override;
 };

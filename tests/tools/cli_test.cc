@@ -166,7 +166,13 @@ TEST_F(CliTest, CatDecodesSmallFloats) {
   ASSERT_TRUE((*w)->Add("e5", TensorView::Contiguous(DType::kF8E5M2, {3}, std::as_bytes(std::span(e5)))).ok());
   ASSERT_TRUE((*w)->Add("h", TensorView::Contiguous(DType::kF16, {3}, std::as_bytes(std::span(h)))).ok());
   ASSERT_TRUE((*w)->Add("f4", TensorView::Contiguous(DType::kF4E2M1, {2}, std::as_bytes(std::span(f4)))).ok());
+  // f6_e2m3 group: elements 1 (0b001000), -1 (0b101000), 7.5 (0b011111), 0.125 (0b000001).
+  const std::uint32_t g = 0x08 | 0x28 << 6 | 0x1f << 12 | 0x01 << 18;
+  const std::uint8_t f6[] = {static_cast<std::uint8_t>(g), static_cast<std::uint8_t>(g >> 8),
+                             static_cast<std::uint8_t>(g >> 16)};
+  ASSERT_TRUE((*w)->Add("f6", TensorView::Contiguous(DType::kF6E2M3, {4}, std::as_bytes(std::span(f6)))).ok());
   ASSERT_TRUE((*w)->Finish().ok());
+  EXPECT_EQ(Run("cat " + path + " f6").out, "dtype: f6_e2m3\nshape: [4]\n[    1,    -1,   7.5, 0.125]\n");
   EXPECT_EQ(Run("cat " + path + " e4").out, "dtype: f8_e4m3fn\nshape: [4]\n[  1,  -2, 448, nan]\n");
   EXPECT_EQ(Run("cat " + path + " e5").out, "dtype: f8_e5m2\nshape: [3]\n[                1,               inf, 1.52587890625e-05]\n");
   EXPECT_EQ(Run("cat " + path + " h").out, "dtype: f16\nshape: [3]\n[            1,          -2.5, 5.9604645e-08]\n");

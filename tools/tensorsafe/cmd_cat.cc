@@ -54,9 +54,6 @@ int Run(const Args& a) {
   }
   fmt::print("dtype: {}\nshape: {}\n", DTypeName(t->info.dtype), ShapeToString(t->info.shape));
   const DType dt = t->info.dtype;
-  if (dt == DType::kF6E2M3 || dt == DType::kF6E3M2) {
-    fmt::print("note: f6 values are shown as the hex of the 3-byte block (4 elements) holding each\n");
-  }
   fmt::print("{}\n", FormatTensor(dt, t->info.shape, t->data, a.all));
   return kExitOk;
 }

@@ -100,10 +100,12 @@ std::string FormatElement(DType dtype, std::span<const std::byte> data, std::uin
       return fmt::format("{}", MiniFloatToDouble(dtype, nib));
     }
     case DType::kF6E2M3: case DType::kF6E3M2: {
-      // Element i is shown as the 3-byte block that holds it.
+      // FORMAT.md §5: each 3-byte group is a 24-bit little-endian integer
+      // whose bits 6j..6j+5 hold element 4k+j.
       const std::byte* b = data.data() + (i / 4) * 3;
-      return fmt::format("0x{:02x}{:02x}{:02x}", static_cast<unsigned>(b[0]), static_cast<unsigned>(b[1]),
-                         static_cast<unsigned>(b[2]));
+      const std::uint32_t group = static_cast<std::uint32_t>(b[0]) | static_cast<std::uint32_t>(b[1]) << 8 |
+                                  static_cast<std::uint32_t>(b[2]) << 16;
+      return fmt::format("{}", MiniFloatToDouble(dtype, (group >> (6 * (i % 4))) & 0x3f));
     }
   }
   return "?";

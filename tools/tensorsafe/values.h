@@ -15,8 +15,8 @@ float BFloat16ToFloat(std::uint16_t b);
 double MiniFloatToDouble(DType dtype, std::uint32_t bits);
 
 // Element `i` of dense little-endian `data` as text ("1.5", "True", "(1+2j)").
-// Packed f4/i4/u4 take element 2k from the low nibble of byte k. f6 is shown
-// as the hex of its 3-byte blocks (see FormatTensor).
+// Packed types follow FORMAT.md §5: f4/i4/u4 element 2k is the low nibble of
+// byte k; f6 element 4k+j is bits 6j..6j+5 of group k read as a 24-bit LE int.
 std::string FormatElement(DType dtype, std::span<const std::byte> data, std::uint64_t i);
 
 // The values in a numpy-like nested layout. Unless `all`, a tensor of more

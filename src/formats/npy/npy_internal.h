@@ -1,0 +1,33 @@
+// Pieces of the npy codec shared with the npz codec.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "io/env.h"
+#include "tensorsafe/formats/npy.h"
+
+namespace tensorsafe::internal::npy {
+
+// Decodes one .npy image into a tensor named `name`. `where` prefixes every
+// error ("a.npz: member \"w.npy\""). data_offset is relative to `bytes`.
+Result<Tensor> DecodeArray(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
+                           const std::string& name, const std::string& where,
+                           const tensorsafe::npy::ReadOptions& options);
+
+// A 64-byte aligned heap buffer a Tensor can own.
+std::shared_ptr<std::byte> AllocAligned(std::uint64_t n);
+
+// Creates a temp file beside `path`, lets `fill` write it, syncs (when
+// `sync`), closes and renames it over `path`. On any error the temp file is
+// removed and `path` is untouched.
+Status WriteAtomically(const std::string& path, bool sync,
+                       const std::function<Status(WritableFile&)>& fill);
+
+// The last path component without `suffix` (when it ends with it).
+std::string StemOf(const std::string& path, std::string_view suffix);
+
+}  // namespace tensorsafe::internal::npy

@@ -1,0 +1,115 @@
+// The .npz codec: zip.h for the container, npy_internal.h for the members.
+#include <set>
+
+#include "formats/npy/npy_internal.h"
+#include "formats/npy/zip.h"
+#include "tensorsafe/formats/npz.h"
+#include "util/checked_math.h"
+#include "util/text.h"
+
+namespace tensorsafe::npz {
+namespace {
+
+constexpr std::string_view kSuffix = ".npy";
+
+// An in-memory WritableFile, so Encode shares WriteFile's code path.
+class StringFile final : public internal::WritableFile {
+ public:
+  Status Append(std::span<const std::byte> b) override {
+    s_.append(reinterpret_cast<const char*>(b.data()), b.size());
+    return Status::OK();
+  }
+  bool seekable() const override { return true; }
+  Status WriteAt(std::uint64_t off, std::span<const std::byte> b) override {
+    if (!internal::RangeWithin(off, b.size(), s_.size())) return Internal("write past the end of a buffer");
+    s_.replace(off, b.size(), reinterpret_cast<const char*>(b.data()), b.size());
+    return Status::OK();
+  }
+  Status Sync() override { return Status::OK(); }
+  Status Close() override { return Status::OK(); }
+  std::uint64_t position() const override { return s_.size(); }
+  const std::string& name() const override { return name_; }
+  std::string& str() { return s_; }
+
+ private:
+  std::string s_, name_ = "<memory>";
+};
+
+Status WriteTo(internal::WritableFile& f, const TensorSet& set, const WriteOptions& opt) {
+  internal::zip::Writer zw(f);
+  std::set<std::string_view> seen;
+  for (const Tensor& t : set.tensors) {
+    const std::string& name = t.info.name;
+    if (name.empty()) return InvalidArgument("a tensor has an empty name; .npz members need one");
+    if (!internal::IsValidUtf8(name)) return InvalidArgument("tensor name " + internal::QuoteName(name) + " is not UTF-8");
+    if (!seen.insert(name).second) return InvalidArgument("duplicate tensor name " + internal::QuoteName(name));
+    auto header = npy::EncodeHeader(t.info.dtype, t.info.shape);
+    if (!header.ok()) return header.status().WithContext("tensor " + internal::QuoteName(name));
+    TS_ASSIGN_OR_RETURN(std::uint64_t want, DenseByteSize(t.info.dtype, t.info.shape));
+    if (want != t.data.size()) {
+      return InvalidArgument("tensor " + internal::QuoteName(name) + ": shape " + ShapeToString(t.info.shape) +
+                             " needs " + std::to_string(want) + " bytes, data has " + std::to_string(t.data.size()));
+    }
+    const std::span<const std::byte> pieces[2] = {std::as_bytes(std::span(*header)), t.data};
+    TS_RETURN_IF_ERROR(zw.Add(name + std::string(kSuffix), pieces,
+                              opt.compress ? internal::zip::kDeflated : internal::zip::kStored, opt.level));
+  }
+  return zw.Finish();
+}
+
+}  // namespace
+
+Result<TensorSet> Decode(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
+                         const std::string& display_name, const ReadOptions& opt) {
+  TS_ASSIGN_OR_RETURN(auto entries, internal::zip::ReadDirectory(bytes, display_name, opt.max_members));
+  TensorSet set;
+  set.tensors.reserve(entries.size());
+  std::set<std::string> names;
+  std::uint64_t inflated = 0;
+  for (const auto& e : entries) {
+    const std::string where = display_name + ": member " + internal::QuoteName(e.name);
+    if (e.name.size() <= kSuffix.size() || e.name.compare(e.name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) {
+      return Unsupported(where + ": not a .npy member (np.load would return raw bytes for it)");
+    }
+    std::string name = e.name.substr(0, e.name.size() - kSuffix.size());
+    if (!names.insert(name).second) return Corruption(where + ": duplicate member name");
+    if (e.method != internal::zip::kStored) {
+      auto total = internal::CheckedAdd(inflated, e.size);
+      if (!total || *total > opt.max_inflated_bytes) {
+        return LimitExceeded(where + ": inflating " + std::to_string(e.size) + " more bytes exceeds the limit of " +
+                             std::to_string(opt.max_inflated_bytes) + " inflated bytes");
+      }
+      inflated = *total;
+    }
+    std::shared_ptr<std::byte> buffer;
+    TS_ASSIGN_OR_RETURN(auto member, internal::zip::Extract(bytes, e, opt.verify_crc, &buffer, where));
+    std::shared_ptr<const void> member_owner = buffer ? std::shared_ptr<const void>(buffer) : owner;
+    TS_ASSIGN_OR_RETURN(Tensor t, internal::npy::DecodeArray(member, std::move(member_owner), name, where, opt.npy));
+    // Report offsets in the archive when the member is a view of it.
+    if (!buffer) t.info.data_offset += e.data_offset;
+    t.info.position = set.tensors.size();
+    set.tensors.push_back(std::move(t));
+  }
+  return set;
+}
+
+Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& options) {
+  TS_ASSIGN_OR_RETURN(auto region, internal::Env::Default()->Map(path));
+  std::span<const std::byte> bytes = region->bytes();
+  return Decode(bytes, std::move(region), path, options);
+}
+
+Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& options) {
+  Status s = internal::npy::WriteAtomically(path, options.sync, [&](internal::WritableFile& f) {
+    return WriteTo(f, set, options);
+  });
+  return s.WithContext(path);
+}
+
+Result<std::string> Encode(const TensorSet& set, const WriteOptions& options) {
+  StringFile f;
+  TS_RETURN_IF_ERROR(WriteTo(f, set, options));
+  return std::move(f.str());
+}
+
+}  // namespace tensorsafe::npz

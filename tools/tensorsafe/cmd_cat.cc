@@ -1,0 +1,74 @@
+// `tensorsafe cat FILE NAME [--out PATH.npy] [--all]`: print a tensor's
+// values, or extract it as an .npy file.
+#include <fmt/core.h>
+
+#include <memory>
+#include <vector>
+
+#include "command.h"
+#include "exit_codes.h"
+#include "source.h"
+#include "tensorsafe/formats/npy.h"
+#include "values.h"
+
+namespace tensorsafe::cli {
+namespace {
+
+struct Args {
+  std::string path, name, out;
+  bool all = false;
+};
+
+// The tensor with its bytes; .tsafe data is read with its checksum checked,
+// so cat never prints damaged values.
+Result<Tensor> Load(const Source& src, const std::string& name) {
+  if (src.reader) {
+    TS_ASSIGN_OR_RETURN(TensorInfo info, src.reader->Find(name));
+    auto buf = std::shared_ptr<std::byte[]>(new std::byte[std::max<std::uint64_t>(info.data_length, 1)]);
+    TS_RETURN_IF_ERROR(src.reader->ReadInto(name, {buf.get(), info.data_length}, /*verify=*/true));
+    Tensor t;
+    t.info = std::move(info);
+    t.data = {buf.get(), static_cast<std::size_t>(t.info.data_length)};
+    t.owner = std::move(buf);
+    return t;
+  }
+  for (const Tensor& t : src.set.tensors) {
+    if (t.info.name == name) return t;
+  }
+  return NotFound(src.path + ": no tensor named \"" + name + "\"");
+}
+
+int Run(const Args& a) {
+  auto src = OpenSource(a.path);
+  if (!src.ok()) return Fail("cat", src.status());
+  auto t = Load(*src, a.name);
+  if (!t.ok()) return Fail("cat", t.status());
+  if (!a.out.empty()) {
+    TensorSet set;
+    set.tensors.push_back(*t);
+    Status s = npy::WriteFile(a.out, set);
+    if (!s.ok()) return Fail("cat", s.WithContext(a.out));
+    fmt::print("wrote {} ({} {}, {} bytes of data)\n", a.out, DTypeName(t->info.dtype),
+               ShapeToString(t->info.shape), t->info.data_length);
+    return kExitOk;
+  }
+  fmt::print("dtype: {}\nshape: {}\n", DTypeName(t->info.dtype), ShapeToString(t->info.shape));
+  const DType dt = t->info.dtype;
+  fmt::print("{}\n", FormatTensor(dt, t->info.shape, t->data, a.all));
+  return kExitOk;
+}
+
+std::function<int()> SetupCommand(CLI::App& sub) {
+  auto a = std::make_shared<Args>();
+  sub.add_option("FILE", a->path, "Tensor file (.tsafe, .npy, .npz)")->required();
+  sub.add_option("NAME", a->name, "Tensor name")->required();
+  sub.add_option("--out", a->out, "Write the tensor to this .npy file instead of printing it");
+  sub.add_flag("--all", a->all, "Print every value (default: summarise tensors over 1000 elements)");
+  return [a] { return Run(*a); };
+}
+
+}  // namespace
+
+TS_REGISTER_COMMAND("cat", "Print a tensor's values, or extract it with --out x.npy", SetupCommand);
+
+}  // namespace tensorsafe::cli

@@ -1,0 +1,102 @@
+// `tensorsafe info FILE [--json]`: what the file is and how it is laid out.
+#include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "exit_codes.h"
+#include "source.h"
+
+namespace tensorsafe::cli {
+namespace {
+
+nlohmann::json TensorJson(const TensorInfo& t) {
+  return {{"name", t.name}, {"dtype", std::string(DTypeName(t.dtype))}, {"shape", t.shape},
+          {"offset", t.data_offset}, {"nbytes", t.data_length}};
+}
+
+int Run(const std::string& path, bool json) {
+  auto src = OpenSource(path);
+  if (!src.ok()) return Fail("info", src.status());
+  nlohmann::json j;
+  j["file"] = path;
+  j["format"] = std::string(FormatName(src->format));
+  j["file_size"] = src->file_size;
+  nlohmann::json tensors = nlohmann::json::array();
+  if (src->reader) {
+    const FileSummary s = src->reader->summary();
+    j["version"] = fmt::format("{}.{}", s.version_major, s.version_minor);
+    j["alignment"] = s.alignment;
+    j["tensor_count"] = s.tensor_count;
+    j["data_bytes"] = s.data_bytes;
+    j["index_offset"] = s.index_offset;
+    j["index_length"] = s.index_length;
+    if (s.via_trailer) {
+      j["header_slot"] = "streamed (trailer)";
+    } else {
+      j["header_slot"] = s.sequence;
+    }
+    auto meta = src->reader->Metadata();
+    if (!meta.ok()) return Fail("info", meta.status());
+    j["metadata"] = nlohmann::json::parse(*meta, nullptr, false);
+    if (json) {
+      Status st = src->reader->ForEach([&](const TensorInfo& t) {
+        tensors.push_back(TensorJson(t));
+        return true;
+      });
+      if (!st.ok()) return Fail("info", st);
+    }
+  } else {
+    std::uint64_t bytes = 0;
+    for (const Tensor& t : src->set.tensors) {
+      bytes += t.info.data_length;
+      tensors.push_back(TensorJson(t.info));
+    }
+    // Fields the format does not have are null.
+    j["version"] = nullptr;
+    j["alignment"] = nullptr;
+    j["tensor_count"] = src->set.tensors.size();
+    j["data_bytes"] = bytes;
+    j["index_offset"] = nullptr;
+    j["index_length"] = nullptr;
+    j["header_slot"] = nullptr;
+    j["metadata"] = src->set.metadata_json.empty() ? nlohmann::json::object()
+                                                  : nlohmann::json::parse(src->set.metadata_json, nullptr, false);
+  }
+  if (json) {
+    j["tensors"] = std::move(tensors);
+    fmt::print("{}\n", j.dump(2));
+    return kExitOk;
+  }
+  auto field = [](const char* name, const std::string& value) { fmt::print("{:<14}{}\n", name, value); };
+  auto opt = [&](const char* key) { return j[key].is_null() ? std::string("-") : j[key].dump(); };
+  field("file:", path);
+  field("format:", j["format"].get<std::string>() +
+                       (j["version"].is_null() ? "" : " " + j["version"].get<std::string>()));
+  field("file size:", fmt::format("{} bytes", src->file_size));
+  field("tensors:", opt("tensor_count"));
+  field("data bytes:", opt("data_bytes"));
+  field("alignment:", opt("alignment"));
+  if (src->reader) {
+    field("index:", fmt::format("offset {}, length {}", j["index_offset"].get<std::uint64_t>(),
+                                j["index_length"].get<std::uint64_t>()));
+    field("header slot:", j["header_slot"].is_string() ? j["header_slot"].get<std::string>()
+                                                       : fmt::format("sequence {}", j["header_slot"].get<std::uint64_t>()));
+  }
+  field("metadata:", j["metadata"].dump());
+  return kExitOk;
+}
+
+std::function<int()> SetupCommand(CLI::App& sub) {
+  auto path = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  sub.add_option("FILE", *path, "Tensor file (.tsafe, .npy, .npz)")->required();
+  sub.add_flag("--json", *json, "Print one JSON object, with a tensors array");
+  return [path, json] { return Run(*path, *json); };
+}
+
+}  // namespace
+
+TS_REGISTER_COMMAND("info", "Describe a file: format, layout, sizes, metadata", SetupCommand);
+
+}  // namespace tensorsafe::cli

@@ -236,5 +236,42 @@ TEST_F(CliTest, ErrorsMapToExitCodes) {
   EXPECT_NE(trunc.err.find("smaller than the 10-byte"), std::string::npos) << trunc.err;
 }
 
+TEST_F(CliTest, UpdateCommands) {
+  // add from an .npy and from another .tsafe, rename, remove, metadata, compact.
+  Output o = Run("cat " + path_ + " a --out " + dir_.File("a.npy"));
+  ASSERT_EQ(o.rc, 0) << o.err;
+  o = Run("add " + path_ + " a2 " + dir_.File("a.npy") + " --meta '{\"src\":1}'");
+  EXPECT_EQ(o.rc, 0) << o.err;
+  EXPECT_EQ(o.out, "added a2 (f32 [2, 3], 24 bytes) in " + path_ + "\n");
+  o = Run("add " + path_ + " h2 " + path_ + ":half");
+  EXPECT_EQ(o.rc, 0) << o.err;
+  o = Run("add " + path_ + " a2 " + dir_.File("a.npy"));
+  EXPECT_EQ(o.rc, 7);
+  EXPECT_EQ(o.err, "tensorsafe add: invalid argument: " + path_ + ": tensor \"a2\" already exists\n");
+  EXPECT_EQ(Run("add " + path_ + " a2 " + path_ + ":half --replace").rc, 0);
+  o = Run("mv " + path_ + " a2 renamed");
+  EXPECT_EQ(o.rc, 0) << o.err;
+  o = Run("rm " + path_ + " big q");
+  EXPECT_EQ(o.out, "removed 2 tensors from " + path_ + "\n");
+  EXPECT_EQ(Run("rm " + path_ + " nope").rc, 3);
+  o = Run("meta " + path_ + " --set lr=0.5 --set 'tags=[\"x\"]' --del model");
+  EXPECT_EQ(o.rc, 0) << o.err;
+  EXPECT_EQ(o.out, "{\"lr\":0.5,\"tags\":[\"x\"]}\n");
+  o = Run("meta " + path_ + " --tensor renamed");
+  EXPECT_EQ(o.out, "{\"src\":1}\n");  // --replace kept the metadata
+  auto r = Reader::Open(path_);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*(*r)->Names(), (std::vector<std::string>{"a", "half", "renamed", "h2"}));
+  EXPECT_EQ((*r)->Find("renamed")->dtype, DType::kBF16);
+  EXPECT_GT((*r)->summary().unused_bytes, 8000u);  // "big" and the old a2 are dead
+  o = Run("compact " + path_);
+  EXPECT_EQ(o.rc, 0) << o.err;
+  EXPECT_NE(o.out.find("bytes reclaimed"), std::string::npos);
+  EXPECT_EQ(Run("verify " + path_).rc, 0);
+  auto after = Reader::Open(path_);
+  EXPECT_EQ(*(*after)->Names(), (std::vector<std::string>{"a", "half", "renamed", "h2"}));
+  EXPECT_LT((*after)->summary().unused_bytes, 1000u);
+}
+
 }  // namespace
 }  // namespace tensorsafe

@@ -31,6 +31,7 @@ int Run(const std::string& path, bool json) {
     j["data_bytes"] = s.data_bytes;
     j["index_offset"] = s.index_offset;
     j["index_length"] = s.index_length;
+    j["unused_bytes"] = s.unused_bytes;
     if (s.via_trailer) {
       j["header_slot"] = "streamed (trailer)";
     } else {
@@ -60,6 +61,7 @@ int Run(const std::string& path, bool json) {
     j["index_offset"] = nullptr;
     j["index_length"] = nullptr;
     j["header_slot"] = nullptr;
+    j["unused_bytes"] = nullptr;
     j["metadata"] = src->set.metadata_json.empty() ? nlohmann::json::object()
                                                   : nlohmann::json::parse(src->set.metadata_json, nullptr, false);
   }
@@ -76,6 +78,10 @@ int Run(const std::string& path, bool json) {
   field("file size:", fmt::format("{} bytes", src->file_size));
   field("tensors:", opt("tensor_count"));
   field("data bytes:", opt("data_bytes"));
+  if (src->reader) {
+    field("unused bytes:", fmt::format("{} (alignment padding, and space updates left; `compact` reclaims it)",
+                                       j["unused_bytes"].get<std::uint64_t>()));
+  }
   field("alignment:", opt("alignment"));
   if (src->reader) {
     field("index:", fmt::format("offset {}, length {}", j["index_offset"].get<std::uint64_t>(),

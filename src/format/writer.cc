@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <unordered_set>
 #include <vector>
 
 #include "format/layout.h"
@@ -82,23 +81,28 @@ class Writer::Impl {
     }
     auto size = DenseByteSize(dtype, shape);
     if (!size.ok()) return size.status().WithContext("tensor " + internal::QuoteName(name));
-    if (names_.count(std::string(name)) != 0) {
+    const std::uint64_t name_hash = internal::NameHash(name);
+    if (FindName(name, name_hash) != kNoSlot) {
       return InvalidArgument("duplicate tensor name " + internal::QuoteName(name));
     }
-    if (names_.size() >= opt_.limits.max_tensor_count) {
+    if (slots_.size() >= opt_.limits.max_tensor_count) {
       return LimitExceeded("more than " + std::to_string(opt_.limits.max_tensor_count) + " tensors");
     }
     // FORMAT.md §4: every tensor's data starts at a multiple of the alignment.
     auto aligned = internal::AlignUp(pos_, opt_.alignment);
     if (!aligned) return OutOfRange("file offset overflows");
     TS_RETURN_IF_ERROR(Fail(PutZeros(*aligned - pos_)));
-    cur_ = TensorInfo{};
-    cur_.name = std::string(name);
+    // assign() rather than a fresh TensorInfo: the strings and the shape keep
+    // their capacity from one tensor to the next.
+    cur_.name.assign(name);
     cur_.dtype = dtype;
-    cur_.shape = shape;
+    cur_.layout = Layout::kDense;
+    cur_.shape.assign(shape.begin(), shape.end());
     cur_.data_offset = pos_;
     cur_.data_length = *size;
-    cur_.metadata_json = std::string(metadata);
+    cur_.data_checksum = 0;
+    cur_.metadata_json.assign(metadata);
+    cur_name_hash_ = name_hash;
     hash_.Reset();
     remaining_ = *size;
     *nbytes = *size;
@@ -134,9 +138,9 @@ class Writer::Impl {
       return Fail(LimitExceeded("index entries exceed 8 TiB"));
     }
     internal::EncodeEntry(cur_, entries_);
-    slots_.push_back({internal::NameHash(cur_.name), entry_off});
+    slots_.push_back({cur_name_hash_, entry_off});
+    InsertName(slots_.size() - 1);
     data_bytes_ += cur_.data_length;
-    names_.insert(std::move(cur_.name));
     state_ = State::kOpen;
     return Status::OK();
   }
@@ -354,6 +358,56 @@ class Writer::Impl {
     return s;
   }
 
+  // ---- duplicate names ----
+  // An open-addressing set of the names added so far, laid out like the
+  // file's own table (FORMAT.md §6.3): 24 bits of name-hash tag over 40 bits
+  // of position in slots_ (+1; 0 = empty). Names are compared against the
+  // encoded entries, so a name costs 8 bytes here rather than a heap string
+  // in a node-based set, and a probe touches other memory only when a tag
+  // matches (one cache miss per Add rather than three).
+  static constexpr std::uint64_t kNoSlot = ~std::uint64_t{0};
+  static constexpr std::uint64_t kPosMask = (std::uint64_t{1} << internal::kSlotPosBits) - 1;
+
+  std::string_view EntryName(std::uint64_t entry_off) const {
+    const auto* p = reinterpret_cast<const std::byte*>(entries_.data()) + entry_off;
+    const std::uint8_t rank = internal::Load8(p + 10);
+    const std::uint32_t len = internal::Load32(p + 12);
+    return {entries_.data() + entry_off + internal::kEntryFixedSize + 8 * rank, len};
+  }
+
+  std::uint64_t FindName(std::string_view name, std::uint64_t h) const {
+    if (dedup_.empty()) return kNoSlot;
+    const std::uint64_t mask = dedup_.size() - 1;
+    const std::uint64_t tag = h >> internal::kSlotPosBits;
+    for (std::uint64_t i = h & mask;; i = (i + 1) & mask) {
+      const std::uint64_t v = dedup_[i];
+      if (v == 0) return kNoSlot;
+      if ((v >> internal::kSlotPosBits) != tag) continue;
+      const auto& [sh, off] = slots_[(v & kPosMask) - 1];
+      if (sh == h && EntryName(off) == name) return (v & kPosMask) - 1;
+    }
+  }
+
+  void InsertName(std::uint64_t slot) {
+    // Load factor <= 1/2 keeps probes short.
+    if (2 * (slot + 1) > dedup_.size()) {
+      std::vector<std::uint64_t> bigger(std::max<std::size_t>(64, 2 * dedup_.size()), 0);
+      dedup_.swap(bigger);
+      for (std::uint64_t v : bigger) {
+        if (v != 0) Place((v & kPosMask) - 1);
+      }
+    }
+    Place(slot);
+  }
+
+  void Place(std::uint64_t slot) {
+    const std::uint64_t mask = dedup_.size() - 1;
+    const std::uint64_t h = slots_[slot].first;
+    std::uint64_t i = h & mask;
+    while (dedup_[i] != 0) i = (i + 1) & mask;
+    dedup_[i] = ((h >> internal::kSlotPosBits) << internal::kSlotPosBits) | (slot + 1);
+  }
+
   std::unique_ptr<WritableFile> file_;
   WriterOptions opt_;
   internal::Env* env_;
@@ -365,11 +419,12 @@ class Writer::Impl {
   std::uint64_t pos_ = 0;
   std::string entries_;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> slots_;  // (name hash, entry offset)
-  std::unordered_set<std::string> names_;
+  std::vector<std::uint64_t> dedup_;  // see FindName()
   std::string metadata_;
   std::uint64_t data_bytes_ = 0;
 
   TensorInfo cur_;
+  std::uint64_t cur_name_hash_ = 0;
   internal::StreamingHash hash_;
   std::uint64_t remaining_ = 0;
 };

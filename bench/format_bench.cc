@@ -122,6 +122,14 @@ void RemoveIfExists(const std::string& path) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) CheckErrno(false, "unlink " + path);
 }
 
+// Before each timed write: remove the old outputs, then flush every dirty page
+// so that no repetition starts behind another's writeback (which otherwise
+// throttles whichever write comes next, ours or the baseline's).
+void FreshStart(std::initializer_list<std::string> paths) {
+  for (const auto& p : paths) RemoveIfExists(p);
+  ::sync();
+}
+
 void SyncDir(const std::string& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   CheckErrno(fd >= 0, "open dir");
@@ -330,10 +338,7 @@ void WorkloadA(const Config& c) {
     }
     Check((*w)->Finish(), "Finish");
   };
-  auto remove_both = [&] {
-    RemoveIfExists(ts_path);
-    RemoveIfExists(raw_path);
-  };
+  auto remove_both = [&] { FreshStart({ts_path, raw_path}); };
   for (bool sync : {false, true}) {
     const int reps = sync ? Reps(c, 3, 2) : Reps(c, 5, 3);
     write_ts(sync);  // warm-up: allocator, page cache, writeback steady state
@@ -403,13 +408,21 @@ void WorkloadA(const Config& c) {
 constexpr std::uint64_t kSmallElems = 256;
 constexpr std::uint64_t kSmallBytes = kSmallElems * 4;
 
+// Names are made once, outside every timed region.
+const std::vector<std::string>& SmallNames(std::uint64_t n) {
+  static std::vector<std::string> names;
+  while (names.size() < n) names.push_back(TensorName(names.size()));
+  return names;
+}
+
 void WriteSmall(const std::string& path, const Buffer& src, std::uint64_t n, bool sync = false) {
+  const auto& names = SmallNames(n);
   WriterOptions o;
   o.sync = sync;
   auto w = Writer::Create(path, o);
   Check(w.status(), "Writer::Create");
   for (std::uint64_t i = 0; i < n; ++i) {
-    Check((*w)->Add(TensorName(i), TensorView::Contiguous(DType::kF32, {kSmallElems},
+    Check((*w)->Add(names[i], TensorView::Contiguous(DType::kF32, {kSmallElems},
                                                           {src.data() + i * kSmallBytes, kSmallBytes})),
           "Add");
   }
@@ -484,13 +497,11 @@ void WorkloadB(const Config& c) {
     const std::string raw_path = c.dir + "/b-" + nl + ".raw";
     const std::uint64_t bytes = n * kSmallBytes;
     const int reps = n >= 1000000 ? Reps(c, 3, 3) : Reps(c, 5, 3);
+    SmallNames(n);
     WriteSmall(ts_path, src, n);  // warm-up
     auto p = RunPair(
         reps,
-        [&] {
-          RemoveIfExists(ts_path);
-          RemoveIfExists(raw_path);
-        },
+        [&] { FreshStart({ts_path, raw_path}); },
         [&] { WriteSmall(ts_path, src, n); }, [&] { RawWrite(raw_path, src.data(), bytes, false); });
     AddRow(Ratio(wl, "write " + nl + " x 1KiB sync=off", p, bytes, "raw write()", 0.9, true));
     RemoveIfExists(raw_path);

@@ -10,7 +10,12 @@
 #include <string>
 #include <vector>
 
+#include <xxhash.h>
+
+#include <random>
+
 #include "support/temp_dir.h"
+#include "util/hash.h"
 #include "tensorsafe/reader.h"
 #include "tensorsafe/writer.h"
 
@@ -153,6 +158,28 @@ TEST(FastPaths, DamagedEntryIsReportedByEagerOpenLazyFindAndVerify) {
     EXPECT_NE(f.status().message().find("checksum"), std::string::npos) << f.status().ToString();
     EXPECT_EQ((*r)->Verify().code(), StatusCode::kCorruption);
     EXPECT_EQ((*r)->Names().status().code(), StatusCode::kCorruption);
+  }
+}
+
+// Hash64 and StreamingHash may run libxxhash's dispatched (AVX2/AVX-512)
+// kernels: digests must equal the portable XXH3-64 for every length class and
+// for any chunking of the input.
+TEST(FastPaths, DispatchedHashEqualsPortableXxh3) {
+  std::vector<std::byte> buf(3 << 20);
+  std::mt19937_64 rng(7);
+  for (auto& b : buf) b = static_cast<std::byte>(rng());
+  for (std::size_t n : {0ul, 1ul, 16ul, 17ul, 128ul, 129ul, 240ul, 241ul, 1023ul, 1024ul, 1025ul, 4096ul,
+                        100000ul, (1ul << 20) + 5, buf.size()}) {
+    const std::uint64_t want = XXH3_64bits(buf.data(), n);
+    EXPECT_EQ(internal::Hash64(std::span<const std::byte>(buf.data(), n)), want) << n;
+    internal::StreamingHash h;
+    std::size_t off = 0;
+    while (off < n) {
+      const std::size_t k = std::min<std::size_t>(n - off, 1 + rng() % 300000);
+      h.Update({buf.data() + off, k});
+      off += k;
+    }
+    EXPECT_EQ(h.Digest(), want) << n;
   }
 }
 

@@ -132,7 +132,8 @@ class Writer::Impl {
                              std::to_string(remaining_) + " of " + std::to_string(cur_.data_length) +
                              " bytes were never appended");
     }
-    cur_.data_checksum = hash_.Digest();
+    cur_.data_checksum = one_shot_ ? cur_one_shot_ : hash_.Digest();
+    one_shot_ = false;
     const std::uint64_t entry_off = entries_.size();
     if (entry_off / 8 + 1 >= (std::uint64_t{1} << internal::kSlotPosBits)) {
       return Fail(LimitExceeded("index entries exceed 8 TiB"));
@@ -157,7 +158,15 @@ class Writer::Impl {
       return InvalidArgument("tensor " + internal::QuoteName(name) + ": null data");
     }
     state_ = State::kInTensor;
-    if (IsContiguous(v)) {
+    if (IsContiguous(v) && nbytes <= kChunk) {
+      // A small tensor: one-shot XXH3 (the same digest as streaming, without
+      // the state's reset/update/digest per tensor), then into the buffer.
+      std::span<const std::byte> bytes(v.data, static_cast<std::size_t>(nbytes));
+      cur_one_shot_ = internal::Hash64(bytes);
+      one_shot_ = true;
+      TS_RETURN_IF_ERROR(Fail(Put(bytes)));
+      remaining_ = 0;
+    } else if (IsContiguous(v)) {
       TS_RETURN_IF_ERROR(AppendData({v.data, static_cast<std::size_t>(nbytes)}));
     } else {
       TS_RETURN_IF_ERROR(AppendStrided(v));
@@ -425,6 +434,8 @@ class Writer::Impl {
 
   TensorInfo cur_;
   std::uint64_t cur_name_hash_ = 0;
+  bool one_shot_ = false;  // cur_one_shot_ is the data checksum (AddView)
+  std::uint64_t cur_one_shot_ = 0;
   internal::StreamingHash hash_;
   std::uint64_t remaining_ = 0;
 };

@@ -153,6 +153,13 @@ class Writer::Impl {
                              std::to_string(v.strides.size()) + " strides for rank " +
                              std::to_string(v.shape.size()));
     }
+    // Refused before StartTensor: an error after it would leave the writer
+    // in kInTensor, so every later Add failed with "a streamed tensor is
+    // still open".
+    if (!IsContiguous(v) && ElementSize(v.dtype) == 0) {
+      return InvalidArgument("tensor " + internal::QuoteName(name) +
+                             ": packed sub-byte dtypes must be contiguous");
+    }
     TS_RETURN_IF_ERROR(StartTensor(name, v.dtype, v.shape, metadata, &nbytes));
     if (v.data == nullptr && nbytes != 0) {
       return InvalidArgument("tensor " + internal::QuoteName(name) + ": null data");

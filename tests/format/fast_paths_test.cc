@@ -161,6 +161,20 @@ TEST(FastPaths, DamagedEntryIsReportedByEagerOpenLazyFindAndVerify) {
   }
 }
 
+// A refused strided view of a packed dtype must leave the writer usable.
+TEST(FastPaths, RefusedStridedPackedAddLeavesWriterOpen) {
+  testing::TempDir dir;
+  auto w = Writer::Create(dir.File("p.tsafe"));
+  ASSERT_TRUE(w.ok());
+  std::vector<std::byte> b(8);
+  TensorView packed{DType::kU4, {2, 4}, b.data(), {4, 1}};
+  EXPECT_EQ((*w)->Add("p", packed).code(), StatusCode::kInvalidArgument);
+  std::vector<float> x = {1, 2};
+  Status s = (*w)->Add("x", TensorView::Contiguous(DType::kF32, {2}, Bytes(x)));
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE((*w)->Finish().ok());
+}
+
 // Hash64 and StreamingHash may run libxxhash's dispatched (AVX2/AVX-512)
 // kernels: digests must equal the portable XXH3-64 for every length class and
 // for any chunking of the input.

@@ -78,14 +78,17 @@ Status DataWriter::Begin(std::string_view name, DType dtype, const Shape& shape,
   auto aligned = AlignUp(pos_, alignment_);
   if (!aligned) return OutOfRange("file offset overflows");
   TS_RETURN_IF_ERROR(PutZeros(*aligned - pos_));
-  cur_ = TensorInfo{};
-  cur_.name = std::string(name);
+  // assign(): the strings and shape keep their capacity between tensors.
+  cur_.name.assign(name);
   cur_.dtype = dtype;
-  cur_.shape = shape;
+  cur_.layout = Layout::kDense;
+  cur_.shape.assign(shape.begin(), shape.end());
   cur_.data_offset = pos_;
   cur_.data_length = *size;
-  cur_.metadata_json = std::string(metadata);
-  hash_.Reset();
+  cur_.data_checksum = 0;
+  cur_.metadata_json.assign(metadata);
+  streaming_ = false;
+  one_shot_.reset();
   remaining_ = *size;
   in_tensor_ = true;
   return Status::OK();
@@ -97,6 +100,10 @@ Status DataWriter::Append(std::span<const std::byte> bytes) {
     return InvalidArgument("tensor " + QuoteName(cur_.name) + ": " + std::to_string(bytes.size()) +
                            " more bytes but only " + std::to_string(remaining_) + " remain of " +
                            std::to_string(cur_.data_length));
+  }
+  if (!streaming_ && !bytes.empty()) {
+    hash_.Reset();  // lazily: a 576-byte state reset costs as much as hashing 1 KiB
+    streaming_ = true;
   }
   while (!bytes.empty()) {
     auto piece = bytes.first(std::min(bytes.size(), kChunk));
@@ -114,9 +121,9 @@ Result<TensorInfo> DataWriter::End() {
     return InvalidArgument("tensor " + QuoteName(cur_.name) + ": " + std::to_string(remaining_) + " of " +
                            std::to_string(cur_.data_length) + " bytes were never appended");
   }
-  cur_.data_checksum = hash_.Digest();
+  cur_.data_checksum = one_shot_ ? *one_shot_ : streaming_ ? hash_.Digest() : Hash64(std::span<const std::byte>());
   in_tensor_ = false;
-  return std::move(cur_);
+  return cur_;
 }
 
 namespace {
@@ -127,7 +134,9 @@ bool IsContiguous(const TensorView& v) {
   std::int64_t expect = es;
   for (std::size_t i = v.shape.size(); i-- > 0;) {
     if (v.shape[i] != 1 && v.strides[i] != expect) return false;
-    expect *= static_cast<std::int64_t>(v.shape[i]);
+    // A product past int64 cannot describe memory; such a view is refused
+    // later by the byte-size check, and must not overflow here (UB).
+    if (__builtin_mul_overflow(expect, static_cast<std::int64_t>(v.shape[i]), &expect)) return false;
   }
   return true;
 }
@@ -147,7 +156,16 @@ Result<TensorInfo> DataWriter::WriteView(std::string_view name, const TensorView
     return InvalidArgument("tensor " + QuoteName(name) + ": null data");
   }
   TS_RETURN_IF_ERROR(Begin(name, v.dtype, v.shape, metadata, limits));
-  Status s = IsContiguous(v) ? Append({v.data, static_cast<std::size_t>(cur_.data_length)}) : AppendStrided(v);
+  Status s;
+  if (IsContiguous(v) && cur_.data_length <= kChunk) {
+    // Small: one XXH3 call (same digest as streaming) and into the buffer.
+    const std::span<const std::byte> bytes(v.data, static_cast<std::size_t>(cur_.data_length));
+    one_shot_ = Hash64(bytes);
+    s = Put(bytes);
+    remaining_ = 0;
+  } else {
+    s = IsContiguous(v) ? Append({v.data, static_cast<std::size_t>(cur_.data_length)}) : AppendStrided(v);
+  }
   if (!s.ok()) {
     in_tensor_ = false;
     return s;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -50,6 +51,8 @@ class DataWriter {
   TensorInfo cur_;
   std::uint64_t remaining_ = 0;
   StreamingHash hash_;
+  bool streaming_ = false;       // hash_ holds this tensor's bytes so far
+  std::optional<std::uint64_t> one_shot_;  // the checksum, hashed in one call
 };
 
 // Checks a tensor name as writers must (FORMAT.md §6.2).

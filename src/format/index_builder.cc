@@ -1,17 +1,59 @@
 #include "format/index_builder.h"
 
+#include <algorithm>
+
 #include "util/endian.h"
 #include "util/hash.h"
 
 namespace tensorsafe::internal {
 
-Status IndexBuilder::Add(const TensorInfo& t) {
+namespace {
+constexpr std::uint64_t kPosMask = (std::uint64_t{1} << kSlotPosBits) - 1;
+}
+
+Status IndexBuilder::Add(const TensorInfo& t, std::optional<std::uint64_t> name_hash) {
   const std::uint64_t off = entries_.size();
   if (off / 8 + 1 >= (std::uint64_t{1} << kSlotPosBits)) return LimitExceeded("index entries exceed 8 TiB");
   EncodeEntry(t, entries_);
-  slots_.push_back({NameHash(t.name), off});
+  slots_.push_back({name_hash ? *name_hash : NameHash(t.name), off});
   data_bytes_ += t.data_length;
+  // Load factor <= 1/2 keeps probes short.
+  if (2 * slots_.size() > dedup_.size()) {
+    std::vector<std::uint64_t> old(std::max<std::size_t>(64, 2 * dedup_.size()), 0);
+    dedup_.swap(old);
+    for (std::uint64_t v : old) {
+      if (v != 0) Place((v & kPosMask) - 1);
+    }
+  }
+  Place(slots_.size() - 1);
   return Status::OK();
+}
+
+std::string_view IndexBuilder::EntryName(std::uint64_t entry_off) const {
+  const auto* p = reinterpret_cast<const std::byte*>(entries_.data()) + entry_off;
+  const std::uint8_t rank = Load8(p + 10);
+  return {entries_.data() + entry_off + kEntryFixedSize + 8 * rank, Load32(p + 12)};
+}
+
+void IndexBuilder::Place(std::uint64_t slot) {
+  const std::uint64_t mask = dedup_.size() - 1;
+  const std::uint64_t h = slots_[slot].first;
+  std::uint64_t i = h & mask;
+  while (dedup_[i] != 0) i = (i + 1) & mask;
+  dedup_[i] = ((h >> kSlotPosBits) << kSlotPosBits) | (slot + 1);
+}
+
+bool IndexBuilder::Contains(std::string_view name, std::uint64_t h) const {
+  if (dedup_.empty()) return false;
+  const std::uint64_t mask = dedup_.size() - 1;
+  const std::uint64_t tag = h >> kSlotPosBits;
+  for (std::uint64_t i = h & mask;; i = (i + 1) & mask) {
+    const std::uint64_t v = dedup_[i];
+    if (v == 0) return false;
+    if ((v >> kSlotPosBits) != tag) continue;
+    const auto& [sh, off] = slots_[(v & kPosMask) - 1];
+    if (sh == h && EntryName(off) == name) return true;
+  }
 }
 
 std::string IndexBuilder::Finish(std::uint64_t index_offset, std::string_view metadata,

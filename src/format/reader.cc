@@ -24,6 +24,24 @@ namespace {
 
 std::string N(std::uint64_t v) { return std::to_string(v); }
 
+// Names an entry in messages. The text is built only when a check fails: on
+// the hot paths (Find, Names, the eager open check) formatting a label per
+// entry cost more than decoding the entry.
+struct EntryLabel {
+  enum class Kind { kOrdinal, kIndexOffset };
+  Kind kind;
+  std::uint64_t n;
+  std::string str() const {
+    return kind == Kind::kOrdinal ? "entry " + N(n) : "index entry at offset " + N(n);
+  }
+  std::string with(std::string_view name) const { return str() + " " + QuoteName(name); }
+};
+EntryLabel Ordinal(std::uint64_t i) { return {EntryLabel::Kind::kOrdinal, i}; }
+
+// Entries are checked with a rank of at most 255 (the spec maximum) on the
+// stack rather than a Shape on the heap.
+constexpr std::size_t kMaxDims = 255;
+
 struct AlignedDelete {
   void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{64}); }
 };
@@ -55,6 +73,27 @@ class Reader::Impl {
     TS_RETURN_IF_ERROR(file_->ReadAt(off, scratch));
     *out = scratch;
     return Status::OK();
+  }
+
+  // Bytes of the index at `rel` (relative to its start): from `idx` when the
+  // whole index is in memory (always for a mapping; for pread once it has
+  // been loaded), else a pread.
+  Status IndexView(std::span<const std::byte> idx, std::uint64_t rel, std::uint64_t len,
+                   std::vector<std::byte>& scratch, std::span<const std::byte>* out) const {
+    if (idx.empty()) return View(IndexAbs(rel), len, scratch, out);
+    if (!internal::RangeWithin(rel, len, idx.size())) {
+      return Err(Corruption("read of " + N(len) + " bytes at index offset " + N(rel) +
+                            " runs past the end of the index (" + N(idx.size()) + " bytes)"));
+    }
+    *out = idx.subspan(rel, len);
+    return Status::OK();
+  }
+
+  // Reads the whole index into memory (pread mode), for the checks that look
+  // at all of it.
+  Status LoadIndex(std::vector<std::byte>* buf) const {
+    buf->resize(ptr_.index_length);
+    return file_->ReadAt(ptr_.index_offset, *buf);
   }
 
   Status Err(Status s) const { return s.WithContext(name_); }
@@ -123,7 +162,21 @@ class Reader::Impl {
       if (!s.ok()) return Err(s.WithContext("trailer after the live index"));
       if (!(t == ptr_)) return Err(Corruption("trailer after the live index disagrees with the header slot"));
     }
-    if (ptr_.index_length <= opt_.eager_index_bytes) TS_RETURN_IF_ERROR(CheckWholeIndex(nullptr));
+    if (file_ == nullptr) index_ = bytes_.subspan(ptr_.index_offset, ptr_.index_length);
+    if (ptr_.index_length <= opt_.eager_index_bytes) {
+      if (file_ != nullptr) {
+        // One read of the whole index rather than a pread per entry and per
+        // probe; small indexes stay in memory so Find() needs no syscall
+        // for the index.
+        TS_RETURN_IF_ERROR(LoadIndex(&index_cache_));
+        index_ = index_cache_;
+      }
+      TS_RETURN_IF_ERROR(CheckWholeIndex(index_));
+      if (file_ != nullptr && ptr_.index_length > kKeepIndexBytes) {
+        index_ = {};
+        std::vector<std::byte>().swap(index_cache_);
+      }
+    }
     return Status::OK();
   }
 
@@ -163,55 +216,58 @@ class Reader::Impl {
   // ---- entries ----
   // Decodes the entry at `rel` (relative to the entries section) and checks it
   // against the file (FORMAT.md §8 R15..R22). `label` names it in messages.
-  Status DecodeEntryAt(std::uint64_t rel, std::vector<std::byte>& scratch, internal::EntryView* e,
-                       const std::string& label) const {
+  Status DecodeEntryAt(std::span<const std::byte> idx, std::uint64_t rel, std::vector<std::byte>& scratch,
+                       internal::EntryView* e, const EntryLabel& label) const {
     if (rel > root_.entries_length || root_.entries_length - rel < internal::kEntryFixedSize) {
-      return Err(Corruption(label + ": offset " + N(rel) + " is outside the entries section of " +
+      return Err(Corruption(label.str() + ": offset " + N(rel) + " is outside the entries section of " +
                             N(root_.entries_length) + " bytes"));
     }
     std::span<const std::byte> head;
-    TS_RETURN_IF_ERROR(View(IndexAbs(root_.entries_offset + rel), 4, scratch, &head));
+    TS_RETURN_IF_ERROR(IndexView(idx, root_.entries_offset + rel, 4, scratch, &head));
     const std::uint32_t len = internal::PeekEntryLength(head.data());
     if (len > root_.entries_length - rel) {
-      return Err(Corruption(label + ": length " + N(len) + " runs past the entries section (" +
+      return Err(Corruption(label.str() + ": length " + N(len) + " runs past the entries section (" +
                             N(root_.entries_length - rel) + " bytes remain)"));
     }
     std::span<const std::byte> bytes;
-    TS_RETURN_IF_ERROR(View(IndexAbs(root_.entries_offset + rel), len, scratch, &bytes));
+    TS_RETURN_IF_ERROR(IndexView(idx, root_.entries_offset + rel, len, scratch, &bytes));
     Status s = internal::DecodeEntry(bytes, opt_.limits.max_rank, opt_.limits.max_name_bytes, e);
-    if (!s.ok()) return Err(s.WithContext(label));
-    return CheckEntry(*e, label + " " + QuoteName(e->name));
+    if (!s.ok()) return Err(s.WithContext(label.str()));
+    return CheckEntry(*e, label);
   }
 
-  Status CheckEntry(const internal::EntryView& e, const std::string& label) const {
-    if (!internal::IsValidUtf8(e.name)) return Err(Corruption(label + ": name is not valid UTF-8"));
+  Status CheckEntry(const internal::EntryView& e, const EntryLabel& label) const {
+    if (!internal::IsValidUtf8(e.name)) return Err(Corruption(label.with(e.name) + ": name is not valid UTF-8"));
     if (!e.metadata.empty()) {
       if (e.metadata.size() > opt_.limits.max_metadata_bytes) {
-        return Err(LimitExceeded(label + ": metadata of " + N(e.metadata.size()) +
+        return Err(LimitExceeded(label.with(e.name) + ": metadata of " + N(e.metadata.size()) +
                                  " bytes exceeds the limit of " + N(opt_.limits.max_metadata_bytes)));
       }
       Status s = internal::ValidateJsonObject(e.metadata, opt_.limits.max_json_depth);
       if (!s.ok()) {
         return Err(Status(s.code() == StatusCode::kLimitExceeded ? s.code() : StatusCode::kCorruption,
-                          label + ": metadata: " + s.message()));
+                          label.with(e.name) + ": metadata: " + s.message()));
       }
     }
-    Shape shape(e.rank);
-    for (std::size_t i = 0; i < e.rank; ++i) shape[i] = e.dim(i);
+    // DecodeEntry bounds the rank by the limits, and the spec by 255.
+    std::uint64_t dims[kMaxDims];
+    const std::size_t rank = std::min<std::size_t>(e.rank, kMaxDims);
+    for (std::size_t i = 0; i < rank; ++i) dims[i] = e.dim(i);
+    const std::span<const std::uint64_t> shape(dims, rank);
     auto want = DenseByteSize(e.dtype, shape);
-    if (!want.ok()) return Err(Corruption(label + ": " + want.status().message()));
+    if (!want.ok()) return Err(Corruption(label.with(e.name) + ": " + want.status().message()));
     if (*want != e.data_length) {
-      return Err(Corruption(label + ": data length " + N(e.data_length) + " does not match shape " +
-                            ShapeToString(shape) + " of " + std::string(DTypeName(e.dtype)) + " (" +
-                            N(*want) + " bytes)"));
+      return Err(Corruption(label.with(e.name) + ": data length " + N(e.data_length) +
+                            " does not match shape " + ShapeToString(shape) + " of " +
+                            std::string(DTypeName(e.dtype)) + " (" + N(*want) + " bytes)"));
     }
     if (e.data_offset % id_.alignment != 0) {
-      return Err(Corruption(label + ": data offset " + N(e.data_offset) +
+      return Err(Corruption(label.with(e.name) + ": data offset " + N(e.data_offset) +
                             " is not a multiple of the alignment " + N(id_.alignment)));
     }
     auto end = CheckedAdd(e.data_offset, e.data_length);
     if (e.data_offset < internal::kHeaderSize || !end || *end > ptr_.index_offset) {
-      return Err(Corruption(label + ": data offset " + N(e.data_offset) + " + length " +
+      return Err(Corruption(label.with(e.name) + ": data offset " + N(e.data_offset) + " + length " +
                             N(e.data_length) + " is outside the data region [128, " +
                             N(ptr_.index_offset) + ")"));
     }
@@ -235,8 +291,8 @@ class Reader::Impl {
   // ---- lookup: FORMAT.md §6.3 ----
   // Finds `name`; *rel receives its entry offset. Returns kNotFound when the
   // probe reaches an empty slot.
-  Status Lookup(std::string_view name, std::vector<std::byte>& scratch, internal::EntryView* e,
-                std::uint64_t* rel) const {
+  Status Lookup(std::span<const std::byte> idx, std::string_view name, std::vector<std::byte>& scratch,
+                internal::EntryView* e, std::uint64_t* rel) const {
     const std::uint64_t cap = root_.hash_capacity;
     if (cap == 0) return Err(NotFound("no tensor named " + QuoteName(name)));
     const std::uint64_t h = internal::NameHash(name);
@@ -245,14 +301,14 @@ class Reader::Impl {
     std::vector<std::byte> slot_scratch;
     for (std::uint64_t probe = 0, i = h & mask; probe < cap; ++probe, i = (i + 1) & mask) {
       std::span<const std::byte> sb;
-      TS_RETURN_IF_ERROR(View(IndexAbs(root_.hash_offset + 8 * i), 8, slot_scratch, &sb));
+      TS_RETURN_IF_ERROR(IndexView(idx, root_.hash_offset + 8 * i, 8, slot_scratch, &sb));
       const std::uint64_t slot = internal::Load64(sb.data());
       if (slot == 0) break;
       if ((slot >> internal::kSlotPosBits) != tag) continue;
       const std::uint64_t pos = (slot & ((std::uint64_t{1} << internal::kSlotPosBits) - 1)) - 1;
       // pos < 2^40, so pos * 8 cannot overflow.
-      TS_RETURN_IF_ERROR(DecodeEntryAt(pos * 8, scratch, e,
-                                       "index entry at offset " + N(root_.entries_offset + pos * 8)));
+      TS_RETURN_IF_ERROR(DecodeEntryAt(idx, pos * 8, scratch, e,
+                                       {EntryLabel::Kind::kIndexOffset, root_.entries_offset + pos * 8}));
       if (e->name == name) {
         *rel = pos * 8;
         return Status::OK();
@@ -265,7 +321,7 @@ class Reader::Impl {
     std::vector<std::byte> scratch;
     internal::EntryView e;
     std::uint64_t rel;
-    TS_RETURN_IF_ERROR(Lookup(name, scratch, &e, &rel));
+    TS_RETURN_IF_ERROR(Lookup(index_, name, scratch, &e, &rel));
     return ToInfo(e);
   }
 
@@ -273,7 +329,8 @@ class Reader::Impl {
   // Visits entries in order; `fn` may set *stop to end the walk early.
   using WalkFn = std::function<Status(std::uint64_t ordinal, std::uint64_t rel,
                                       const internal::EntryView&, bool* stop)>;
-  Status Walk(const WalkFn& fn) const {
+  Status Walk(const WalkFn& fn) const { return Walk(index_, fn); }
+  Status Walk(std::span<const std::byte> idx, const WalkFn& fn) const {
     std::vector<std::byte> scratch;
     // In pread mode, read the entries in windows of 1 MiB rather than per entry.
     std::vector<std::byte> window;
@@ -281,12 +338,11 @@ class Reader::Impl {
     std::uint64_t rel = 0;
     for (std::uint64_t i = 0; i < root_.tensor_count; ++i) {
       internal::EntryView e;
-      const std::string label = "entry " + N(i);
-      if (file_ != nullptr) {
+      if (file_ != nullptr && idx.empty()) {
         // Refill the window so that it holds the whole entry.
         const std::uint64_t remain = root_.entries_length - std::min(rel, root_.entries_length);
         if (remain < internal::kEntryFixedSize) {
-          return Err(Corruption(label + ": the entries section ends after " + N(i) + " of " +
+          return Err(Corruption("entry " + N(i) + ": the entries section ends after " + N(i) + " of " +
                                 N(root_.tensor_count) + " entries"));
         }
         if (rel < win_start || rel + 4 > win_start + window.size()) {
@@ -297,15 +353,15 @@ class Reader::Impl {
           TS_RETURN_IF_ERROR(Refill(rel, remain, window, &win_start, len));
         }
         if (len > remain) {
-          return Err(Corruption(label + ": length " + N(len) + " runs past the entries section (" +
+          return Err(Corruption("entry " + N(i) + ": length " + N(len) + " runs past the entries section (" +
                                 N(remain) + " bytes remain)"));
         }
         std::span<const std::byte> bytes(window.data() + (rel - win_start), len);
         Status s = internal::DecodeEntry(bytes, opt_.limits.max_rank, opt_.limits.max_name_bytes, &e);
-        if (!s.ok()) return Err(s.WithContext(label));
-        TS_RETURN_IF_ERROR(CheckEntry(e, label + " " + QuoteName(e.name)));
+        if (!s.ok()) return Err(s.WithContext(Ordinal(i).str()));
+        TS_RETURN_IF_ERROR(CheckEntry(e, Ordinal(i)));
       } else {
-        TS_RETURN_IF_ERROR(DecodeEntryAt(rel, scratch, &e, label));
+        TS_RETURN_IF_ERROR(DecodeEntryAt(idx, rel, scratch, &e, Ordinal(i)));
       }
       bool stop = false;
       TS_RETURN_IF_ERROR(fn(i, rel, e, &stop));
@@ -329,10 +385,11 @@ class Reader::Impl {
   }
 
   // ---- whole-index check (eager open and Verify): R23..R28 ----
-  Status CheckSection(const char* what, std::uint64_t rel, std::uint64_t len, std::uint64_t want) const {
+  Status CheckSection(std::span<const std::byte> idx, const char* what, std::uint64_t rel, std::uint64_t len,
+                      std::uint64_t want) const {
     std::vector<std::byte> scratch;
     std::span<const std::byte> b;
-    TS_RETURN_IF_ERROR(View(IndexAbs(rel), len, scratch, &b));
+    TS_RETURN_IF_ERROR(IndexView(idx, rel, len, scratch, &b));
     const std::uint64_t got = internal::Hash64(b);
     if (got != want) {
       return Err(Corruption(std::string(what) + " checksum mismatch: stored " + N(want) +
@@ -341,48 +398,61 @@ class Reader::Impl {
     return Status::OK();
   }
 
-  Status CheckWholeIndex(std::vector<std::string>* names_out) const {
-    TS_RETURN_IF_ERROR(CheckSection("index entries", root_.entries_offset, root_.entries_length,
+  // `idx` is the whole index in memory; in pread mode without it, the index
+  // is read once into a buffer for the duration of the check.
+  Status CheckWholeIndex(std::span<const std::byte> idx) const {
+    std::vector<std::byte> loaded;
+    if (idx.empty() && file_ != nullptr) {
+      TS_RETURN_IF_ERROR(LoadIndex(&loaded));
+      idx = loaded;
+    }
+    TS_RETURN_IF_ERROR(CheckSection(idx, "index entries", root_.entries_offset, root_.entries_length,
                                     root_.entries_checksum));
-    TS_RETURN_IF_ERROR(CheckSection("index hash table", root_.hash_offset, root_.hash_capacity * 8,
+    TS_RETURN_IF_ERROR(CheckSection(idx, "index hash table", root_.hash_offset, root_.hash_capacity * 8,
                                     root_.hash_checksum));
-    TS_RETURN_IF_ERROR(Metadata().status());
+    TS_RETURN_IF_ERROR(Metadata(idx).status());
     struct Extent {
       std::uint64_t off, len, ordinal;
     };
     std::vector<Extent> extents;
+    extents.reserve(root_.tensor_count);  // bounded by index_length / 40 (DecodeRoot)
     std::uint64_t data_bytes = 0;
     std::vector<std::byte> scratch;
-    TS_RETURN_IF_ERROR(Walk([&](std::uint64_t i, std::uint64_t rel, const internal::EntryView& e, bool*) -> Status {
+    std::span<const std::byte> table;
+    TS_RETURN_IF_ERROR(IndexView(idx, root_.hash_offset, root_.hash_capacity * 8, scratch, &table));
+    const std::uint64_t cap = root_.hash_capacity;
+    const std::uint64_t mask = cap - 1;  // cap > 0 whenever there is an entry
+    TS_RETURN_IF_ERROR(Walk(idx, [&](std::uint64_t i, std::uint64_t rel, const internal::EntryView& e, bool*) -> Status {
       data_bytes += e.data_length;  // each < file size: no overflow for real counts
       if (e.data_length > 0) extents.push_back({e.data_offset, e.data_length, i});
       // The hash table must lead to this very entry: this proves the table is
-      // complete and that no two entries share a name.
-      internal::EntryView found;
-      std::uint64_t found_rel = 0;
-      const std::string name(e.name);
-      Status s = Lookup(name, scratch, &found, &found_rel);
-      if (s.code() == StatusCode::kNotFound) {
-        return Err(Corruption("entry " + N(i) + " " + QuoteName(name) + " is missing from the hash table"));
+      // complete and that no two entries share a name. The probe is the one
+      // Lookup() makes; only another entry with the same tag is decoded.
+      const std::uint64_t h = internal::NameHash(e.name);
+      const std::uint64_t tag = h >> internal::kSlotPosBits;
+      for (std::uint64_t probe = 0, k = h & mask; probe < cap; ++probe, k = (k + 1) & mask) {
+        const std::uint64_t slot = internal::Load64(table.data() + 8 * k);
+        if (slot == 0) break;
+        if ((slot >> internal::kSlotPosBits) != tag) continue;
+        const std::uint64_t pos = (slot & ((std::uint64_t{1} << internal::kSlotPosBits) - 1)) - 1;
+        if (pos * 8 == rel) return Status::OK();
+        internal::EntryView other;
+        TS_RETURN_IF_ERROR(DecodeEntryAt(idx, pos * 8, scratch, &other,
+                                         {EntryLabel::Kind::kIndexOffset, root_.entries_offset + pos * 8}));
+        if (other.name == e.name) {
+          return Err(Corruption("entry " + N(i) + " " + QuoteName(e.name) +
+                                " duplicates the name of the entry at index offset " +
+                                N(root_.entries_offset + pos * 8)));
+        }
       }
-      TS_RETURN_IF_ERROR(s);
-      if (found_rel != rel) {
-        return Err(Corruption("entry " + N(i) + " " + QuoteName(name) + " duplicates the name of the entry at index offset " +
-                              N(root_.entries_offset + found_rel)));
-      }
-      if (names_out) names_out->push_back(name);
-      return Status::OK();
+      return Err(Corruption("entry " + N(i) + " " + QuoteName(e.name) + " is missing from the hash table"));
     }));
     if (data_bytes != root_.data_bytes) {
       return Err(Corruption("index root says " + N(root_.data_bytes) + " data bytes, entries sum to " +
                             N(data_bytes)));
     }
     std::uint64_t used = 0;
-    {
-      std::span<const std::byte> b;
-      TS_RETURN_IF_ERROR(View(IndexAbs(root_.hash_offset), root_.hash_capacity * 8, scratch, &b));
-      for (std::uint64_t i = 0; i < root_.hash_capacity; ++i) used += internal::Load64(b.data() + 8 * i) != 0;
-    }
+    for (std::uint64_t i = 0; i < cap; ++i) used += internal::Load64(table.data() + 8 * i) != 0;
     if (used != root_.tensor_count) {
       return Err(Corruption("hash table has " + N(used) + " used slots for " + N(root_.tensor_count) +
                             " tensors"));
@@ -400,13 +470,14 @@ class Reader::Impl {
     return Status::OK();
   }
 
-  Result<std::string> Metadata() const {
+  Result<std::string> Metadata() const { return Metadata(index_); }
+  Result<std::string> Metadata(std::span<const std::byte> idx) const {
     std::vector<std::byte> scratch;
     std::span<const std::byte> b;
     // The metadata and the zero padding that ends the index (no checksum
     // covers the padding, so it must be zero: one encoding per content).
     const std::uint64_t padded = ptr_.index_length - root_.metadata_offset;
-    TS_RETURN_IF_ERROR(View(IndexAbs(root_.metadata_offset), padded, scratch, &b));
+    TS_RETURN_IF_ERROR(IndexView(idx, root_.metadata_offset, padded, scratch, &b));
     for (std::byte x : b.subspan(root_.metadata_length)) {
       if (x != std::byte{0}) return Err(Corruption("index padding after the file metadata is not zero"));
     }
@@ -444,6 +515,11 @@ class Reader::Impl {
 
   Status CopyOut(std::uint64_t off, std::span<std::byte> out) const {
     if (file_ == nullptr) {
+      // Large copies of a mapped file go through pread on the same inode:
+      // the kernel copies from the page cache without faulting the range
+      // into our page tables (1 GiB: ~1.3x faster than memcpy from a fresh
+      // mapping; the bytes are the same either way).
+      if (copy_file_ != nullptr && out.size() >= kPreadCopyBytes) return copy_file_->ReadAt(off, out);
       std::memcpy(out.data(), bytes_.data() + off, out.size());
       return Status::OK();
     }
@@ -553,7 +629,7 @@ class Reader::Impl {
   }
 
   Status Verify(std::vector<std::string>* damaged) const {
-    TS_RETURN_IF_ERROR(CheckWholeIndex(nullptr));
+    TS_RETURN_IF_ERROR(CheckWholeIndex(index_));
     Status first;
     std::vector<std::byte> buf;
     TS_RETURN_IF_ERROR(Walk([&](std::uint64_t i, std::uint64_t, const internal::EntryView& e, bool*) -> Status {
@@ -608,6 +684,9 @@ class Reader::Impl {
   std::shared_ptr<const void> owner_;
   std::span<const std::byte> bytes_;
   std::unique_ptr<internal::RandomAccessFile> file_;
+  // Mapped files only: positional reads of the mapped inode, for CopyOut.
+  std::unique_ptr<internal::RandomAccessFile> copy_file_;
+  static constexpr std::uint64_t kPreadCopyBytes = std::uint64_t{1} << 20;
   std::uint64_t size_ = 0;
   internal::Identity id_;
   internal::IndexPointer ptr_;
@@ -615,6 +694,12 @@ class Reader::Impl {
   int live_slot_ = -1;
   bool via_trailer_ = false;
   internal::IndexRoot root_;
+  // The whole index when it is in memory: a view of the mapping, or (pread
+  // mode) index_cache_ when the index was loaded for the eager check and is
+  // at most kKeepIndexBytes. Empty otherwise. Set by Open(), then constant.
+  std::span<const std::byte> index_;
+  std::vector<std::byte> index_cache_;
+  static constexpr std::uint64_t kKeepIndexBytes = std::uint64_t{16} << 20;
 };
 
 Reader::Reader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -628,10 +713,11 @@ Result<std::shared_ptr<Reader>> internal::OpenReaderWithEnv(const std::string& p
   for (int attempt = 0;; ++attempt) {
     auto impl = std::make_unique<Reader::Impl>(path, options);
     if (options.access == ReaderOptions::Access::kMmap) {
-      TS_ASSIGN_OR_RETURN(auto region, env->Map(path));
-      impl->bytes_ = region->bytes();
+      TS_ASSIGN_OR_RETURN(auto mapped, env->MapWithFile(path));
+      impl->bytes_ = mapped.region->bytes();
       impl->size_ = impl->bytes_.size();
-      impl->owner_ = std::move(region);
+      impl->owner_ = std::move(mapped.region);
+      impl->copy_file_ = std::move(mapped.file);
     } else {
       TS_ASSIGN_OR_RETURN(impl->file_, env->OpenRead(path));
       impl->size_ = impl->file_->size();

@@ -2,8 +2,6 @@
 
 #include <unistd.h>
 
-#include <unordered_set>
-
 #include "format/data_writer.h"
 #include "format/index_builder.h"
 #include "format/layout.h"
@@ -41,9 +39,10 @@ class Writer::Impl {
     return Status::OK();
   }
 
-  Status CheckNewName(std::string_view name) const {
-    if (names_.count(std::string(name)) != 0) return InvalidArgument("duplicate tensor name " + QuoteName(name));
-    if (names_.size() >= opt_.limits.max_tensor_count) {
+  Status CheckNewName(std::string_view name) {
+    name_hash_ = internal::NameHash(name);
+    if (index_.Contains(name, name_hash_)) return InvalidArgument("duplicate tensor name " + QuoteName(name));
+    if (index_.count() >= opt_.limits.max_tensor_count) {
       return LimitExceeded("more than " + std::to_string(opt_.limits.max_tensor_count) + " tensors");
     }
     return Status::OK();
@@ -111,12 +110,7 @@ class Writer::Impl {
   std::uint64_t bytes_written() const { return data_.position(); }
 
  private:
-  Status Record(TensorInfo info) {
-    Status s = index_.Add(info);
-    if (!s.ok()) return Check(s);
-    names_.insert(std::move(info.name));
-    return Status::OK();
-  }
+  Status Record(const TensorInfo& info) { return Check(index_.Add(info, name_hash_)); }
 
   // After a failed write the file's contents are unknown: abandon it. Errors
   // about the caller's input (bad name, bad shape) leave the writer usable.
@@ -159,7 +153,7 @@ class Writer::Impl {
   bool failed_ = false;
   internal::DataWriter data_;
   internal::IndexBuilder index_;
-  std::unordered_set<std::string> names_;
+  std::uint64_t name_hash_ = 0;  // of the tensor being added (CheckNewName)
   std::string metadata_;
 };
 

@@ -231,6 +231,37 @@ Result<std::shared_ptr<MappedRegion>> Env::Map(const std::string& path) {
   return std::make_shared<MappedRegion>(p, size);
 }
 
+Result<Env::MappedFile> Env::MapWithFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("cannot open", path, errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    return ErrnoStatus("fstat", path, e);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return InvalidArgument(path + ": not a regular file");
+  }
+  const std::size_t size = static_cast<std::size_t>(st.st_size);
+  MappedFile out;
+  if (size == 0) {
+    out.region = std::make_shared<MappedRegion>(nullptr, 0);
+  } else {
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      int e = errno;
+      ::close(fd);
+      return ErrnoStatus("mmap", path, e);
+    }
+    out.region = std::make_shared<MappedRegion>(p, size);
+  }
+  // The reader owns the descriptor from here (closed with it).
+  out.file = std::make_unique<FdRandomAccessFile>(fd, path, static_cast<std::uint64_t>(size));
+  return out;
+}
+
 Status Env::Rename(const std::string& from, const std::string& to) {
   if (::rename(from.c_str(), to.c_str()) != 0) {
     return ErrnoStatus("cannot rename to " + to, from, errno);

@@ -79,6 +79,17 @@ class Env {
   virtual Result<std::unique_ptr<WritableFile>> OpenForUpdate(const std::string& path);
   virtual Result<std::unique_ptr<RandomAccessFile>> OpenRead(const std::string& path);
   virtual Result<std::shared_ptr<MappedRegion>> Map(const std::string& path);
+  // Maps `path` and also returns positional reads of the same open file (the
+  // same inode even if `path` is renamed over meanwhile): a mapped reader
+  // copies large ranges with pread, which skips the page faults and page
+  // table set-up a copy out of a fresh mapping pays (about 1.3x the time of
+  // pread from the page cache for 1 GiB). The default implementation opens
+  // the file once.
+  struct MappedFile {
+    std::shared_ptr<MappedRegion> region;
+    std::unique_ptr<RandomAccessFile> file;
+  };
+  virtual Result<MappedFile> MapWithFile(const std::string& path);
   virtual Status Rename(const std::string& from, const std::string& to);
   virtual Status Remove(const std::string& path);
   // fsyncs the directory that holds `path`, making a rename durable.

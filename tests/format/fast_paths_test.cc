@@ -1,0 +1,201 @@
+// Behaviour that the performance work on the writer and reader must keep:
+// duplicate names found at any table size, every name found through the hash
+// table in both access modes and both open modes, file order, the strided and
+// chunked write paths giving the same bytes as the contiguous one, and damage
+// to an entry reported by eager open, by lazy Find() and by Verify().
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <xxhash.h>
+
+#include <random>
+
+#include "support/temp_dir.h"
+#include "util/hash.h"
+#include "tensorsafe/reader.h"
+#include "tensorsafe/writer.h"
+
+namespace tensorsafe {
+namespace {
+
+std::string Name(int i) { return "layer." + std::to_string(i) + ".w"; }
+
+std::span<const std::byte> Bytes(const std::vector<float>& v) { return std::as_bytes(std::span(v)); }
+
+void WriteMany(const std::string& path, int n, std::vector<float>& data) {
+  data.resize(static_cast<std::size_t>(n) * 4);
+  std::iota(data.begin(), data.end(), 0.0f);
+  WriterOptions o;
+  o.sync = false;
+  auto w = Writer::Create(path, o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  for (int i = 0; i < n; ++i) {
+    auto s = (*w)->Add(Name(i), TensorView::Contiguous(DType::kF32, {2, 2},
+                                                       Bytes(data).subspan(16 * i, 16)));
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  ASSERT_TRUE((*w)->Finish().ok());
+}
+
+TEST(FastPaths, DuplicateNamesAreRejectedAtEveryTableSize) {
+  testing::TempDir dir;
+  auto w = Writer::Create(dir.File("d.tsafe"));
+  ASSERT_TRUE(w.ok());
+  std::vector<float> x = {1, 2};
+  for (int i = 0; i < 3000; ++i) {
+    ASSERT_TRUE((*w)->Add(Name(i), TensorView::Contiguous(DType::kF32, {2}, Bytes(x))).ok());
+    // Every earlier name, probed across the set's growth.
+    if (i % 97 == 0) {
+      for (int j = 0; j <= i; j += 13) {
+        auto s = (*w)->Add(Name(j), TensorView::Contiguous(DType::kF32, {2}, Bytes(x)));
+        EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << j;
+      }
+    }
+  }
+  EXPECT_EQ((*w)->tensor_count(), 3000u);
+  ASSERT_TRUE((*w)->Finish().ok());
+}
+
+TEST(FastPaths, EveryNameIsFoundInEveryMode) {
+  testing::TempDir dir;
+  const std::string path = dir.File("m.tsafe");
+  std::vector<float> data;
+  const int n = 5000;
+  WriteMany(path, n, data);
+  for (auto access : {ReaderOptions::Access::kMmap, ReaderOptions::Access::kPread}) {
+    for (std::uint64_t eager : {std::uint64_t{0}, ~std::uint64_t{0}}) {
+      ReaderOptions o;
+      o.access = access;
+      o.eager_index_bytes = eager;
+      auto r = Reader::Open(path, o);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      ASSERT_EQ((*r)->size(), static_cast<std::uint64_t>(n));
+      std::vector<float> out(4);
+      for (int i = 0; i < n; i += 7) {
+        auto info = (*r)->Find(Name(i));
+        ASSERT_TRUE(info.ok()) << info.status().ToString();
+        EXPECT_EQ(info->name, Name(i));
+        EXPECT_EQ(info->shape, (Shape{2, 2}));
+        ASSERT_TRUE((*r)->ReadInto(Name(i), std::as_writable_bytes(std::span(out)), true).ok());
+        EXPECT_EQ(out[0], static_cast<float>(4 * i));
+      }
+      EXPECT_EQ((*r)->Find("layer.x.w").status().code(), StatusCode::kNotFound);
+      EXPECT_FALSE((*r)->Contains("nope"));
+      EXPECT_TRUE((*r)->Contains(Name(n - 1)));
+      auto names = (*r)->Names();
+      ASSERT_TRUE(names.ok());
+      ASSERT_EQ(names->size(), static_cast<std::size_t>(n));
+      for (int i = 0; i < n; ++i) ASSERT_EQ((*names)[i], Name(i));
+      EXPECT_TRUE((*r)->Verify().ok());
+    }
+  }
+}
+
+TEST(FastPaths, LargeAndStridedWritesMatchContiguousBytes) {
+  testing::TempDir dir;
+  // 3 MiB + 12 bytes: several write chunks and a tail.
+  std::vector<float> big((3 << 20) / 4 + 3);
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i % 1000) * 0.5f;
+  // A 3x4 view of a 4x3 row-major matrix (its transpose).
+  std::vector<float> m = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  std::vector<float> mt = {0, 3, 6, 9, 1, 4, 7, 10, 2, 5, 8, 11};
+  std::string a = dir.File("a.tsafe"), b = dir.File("b.tsafe");
+  {
+    auto w = Writer::Create(a);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->Add("small", TensorView::Contiguous(DType::kF32, {3}, Bytes(m).first(12))).ok());
+    ASSERT_TRUE((*w)->Add("big", TensorView::Contiguous(DType::kF32, {big.size()}, Bytes(big))).ok());
+    TensorView t{DType::kF32, {3, 4}, reinterpret_cast<const std::byte*>(m.data()), {4, 12}};
+    ASSERT_TRUE((*w)->Add("t", t).ok());
+    ASSERT_TRUE((*w)->Finish().ok());
+  }
+  {
+    auto w = Writer::Create(b);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->Add("small", TensorView::Contiguous(DType::kF32, {3}, Bytes(m).first(12))).ok());
+    ASSERT_TRUE((*w)->BeginTensor("big", DType::kF32, {big.size()}).ok());
+    auto bytes = Bytes(big);
+    for (std::size_t off = 0; off < bytes.size(); off += 100003) {
+      ASSERT_TRUE((*w)->Append(bytes.subspan(off, std::min<std::size_t>(100003, bytes.size() - off))).ok());
+    }
+    ASSERT_TRUE((*w)->EndTensor().ok());
+    ASSERT_TRUE((*w)->Add("t", TensorView::Contiguous(DType::kF32, {3, 4}, Bytes(mt))).ok());
+    ASSERT_TRUE((*w)->Finish().ok());
+  }
+  EXPECT_EQ(testing::ReadFileBytes(a), testing::ReadFileBytes(b));
+  auto r = Reader::Open(a);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE((*r)->Verify().ok());
+}
+
+TEST(FastPaths, DamagedEntryIsReportedByEagerOpenLazyFindAndVerify) {
+  testing::TempDir dir;
+  const std::string path = dir.File("c.tsafe");
+  std::vector<float> data;
+  WriteMany(path, 50, data);
+  std::string bytes = testing::ReadFileBytes(path);
+  // Damage the name of entry 10 inside the index.
+  const std::string victim = Name(10);
+  const auto at = bytes.rfind(victim);
+  ASSERT_NE(at, std::string::npos);
+  bytes[at] = 'L';
+  const std::string bad = dir.File("bad.tsafe");
+  testing::WriteFileBytes(bad, bytes);
+  for (auto access : {ReaderOptions::Access::kMmap, ReaderOptions::Access::kPread}) {
+    ReaderOptions o;
+    o.access = access;
+    EXPECT_EQ(Reader::Open(bad, o).status().code(), StatusCode::kCorruption);
+    o.eager_index_bytes = 0;
+    auto r = Reader::Open(bad, o);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE((*r)->Find(Name(11)).ok());
+    auto f = (*r)->Find(victim);
+    EXPECT_EQ(f.status().code(), StatusCode::kCorruption) << f.status().ToString();
+    EXPECT_NE(f.status().message().find("checksum"), std::string::npos) << f.status().ToString();
+    EXPECT_EQ((*r)->Verify().code(), StatusCode::kCorruption);
+    EXPECT_EQ((*r)->Names().status().code(), StatusCode::kCorruption);
+  }
+}
+
+// A refused strided view of a packed dtype must leave the writer usable.
+TEST(FastPaths, RefusedStridedPackedAddLeavesWriterOpen) {
+  testing::TempDir dir;
+  auto w = Writer::Create(dir.File("p.tsafe"));
+  ASSERT_TRUE(w.ok());
+  std::vector<std::byte> b(8);
+  TensorView packed{DType::kU4, {2, 4}, b.data(), {4, 1}};
+  EXPECT_EQ((*w)->Add("p", packed).code(), StatusCode::kInvalidArgument);
+  std::vector<float> x = {1, 2};
+  Status s = (*w)->Add("x", TensorView::Contiguous(DType::kF32, {2}, Bytes(x)));
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE((*w)->Finish().ok());
+}
+
+// Hash64 and StreamingHash may run libxxhash's dispatched (AVX2/AVX-512)
+// kernels: digests must equal the portable XXH3-64 for every length class and
+// for any chunking of the input.
+TEST(FastPaths, DispatchedHashEqualsPortableXxh3) {
+  std::vector<std::byte> buf(3 << 20);
+  std::mt19937_64 rng(7);
+  for (auto& b : buf) b = static_cast<std::byte>(rng());
+  for (std::size_t n : {0ul, 1ul, 16ul, 17ul, 128ul, 129ul, 240ul, 241ul, 1023ul, 1024ul, 1025ul, 4096ul,
+                        100000ul, (1ul << 20) + 5, buf.size()}) {
+    const std::uint64_t want = XXH3_64bits(buf.data(), n);
+    EXPECT_EQ(internal::Hash64(std::span<const std::byte>(buf.data(), n)), want) << n;
+    internal::StreamingHash h;
+    std::size_t off = 0;
+    while (off < n) {
+      const std::size_t k = std::min<std::size_t>(n - off, 1 + rng() % 300000);
+      h.Update({buf.data() + off, k});
+      off += k;
+    }
+    EXPECT_EQ(h.Digest(), want) << n;
+  }
+}
+
+}  // namespace
+}  // namespace tensorsafe

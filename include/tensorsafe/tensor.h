@@ -61,7 +61,6 @@ struct TensorInfo {
   std::uint64_t data_length = 0;  // bytes
   std::uint64_t data_checksum = 0;  // XXH3-64 of the data bytes
   std::string metadata_json;        // per-tensor metadata, "" when absent
-  std::uint64_t position = 0;       // 0-based position in file (index) order
 };
 
 // A tensor's bytes together with their owner. For a mapped reader the bytes

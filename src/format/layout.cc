@@ -233,9 +233,9 @@ Status DecodeEntry(std::span<const std::byte> in, std::uint32_t max_rank,
                    std::uint32_t max_name_bytes, EntryView* e) {
   const std::byte* p = in.data();
   const std::uint64_t len = in.size();
+  // `in` is exactly the claimed length, which may be under 4 bytes.
   if (len < kEntryFixedSize || len % 8 != 0 || Load32(p) != len) {
-    return Corruption("entry length " + std::to_string(Load32(p)) +
-                      " is not a multiple of 8 of at least 40");
+    return Corruption("entry length " + std::to_string(len) + " is not a multiple of 8 of at least 40");
   }
   const std::uint32_t stored = Load32(p + 4);
   const std::uint32_t computed = static_cast<std::uint32_t>(Hash64(in.subspan(8)));

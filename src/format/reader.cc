@@ -423,7 +423,8 @@ class Reader::Impl {
     const std::uint64_t cap = root_.hash_capacity;
     const std::uint64_t mask = cap - 1;  // cap > 0 whenever there is an entry
     TS_RETURN_IF_ERROR(Walk(idx, [&](std::uint64_t i, std::uint64_t rel, const internal::EntryView& e, bool*) -> Status {
-      data_bytes += e.data_length;  // each < file size: no overflow for real counts
+      // Each length is within the file, but a hostile index can repeat them.
+      data_bytes = internal::CheckedAdd(data_bytes, e.data_length).value_or(~std::uint64_t{0});
       if (e.data_length > 0) extents.push_back({e.data_offset, e.data_length, i});
       // The hash table must lead to this very entry: this proves the table is
       // complete and that no two entries share a name. The probe is the one
@@ -566,7 +567,7 @@ class Reader::Impl {
                           N(info.shape[d]) + ": slice [" + N(s.start) + ":" + N(s.stop) + ":" +
                           N(s.step) + "] is out of range");
       }
-      count[d] = (s.stop - s.start + s.step - 1) / s.step;
+      count[d] = s.stop == s.start ? 0 : (s.stop - s.start - 1) / s.step + 1;  // no wrap for huge steps
       start[d] = s.start;
       step[d] = s.step;
       dim_stride[d] = stride;
@@ -606,11 +607,20 @@ class Reader::Impl {
         dst += n;
       } else {
         const std::uint64_t span_len = ((count[g] - 1) * step[g]) * dim_stride[g] + run;
-        std::span<const std::byte> src;
-        TS_RETURN_IF_ERROR(View(first, span_len, scratch, &src));
-        for (std::uint64_t j = 0; j < count[g]; ++j) {
-          std::memcpy(dst, src.data() + j * step[g] * dim_stride[g], run);
-          dst += run;
+        if (file_ != nullptr && span_len > (std::uint64_t{1} << 20)) {
+          // pread mode, sparse selection: read each run, so memory follows the
+          // output's size, not the span's.
+          for (std::uint64_t j = 0; j < count[g]; ++j) {
+            TS_RETURN_IF_ERROR(CopyOut(first + j * step[g] * dim_stride[g], {dst, run}));
+            dst += run;
+          }
+        } else {
+          std::span<const std::byte> src;
+          TS_RETURN_IF_ERROR(View(first, span_len, scratch, &src));
+          for (std::uint64_t j = 0; j < count[g]; ++j) {
+            std::memcpy(dst, src.data() + j * step[g] * dim_stride[g], run);
+            dst += run;
+          }
         }
       }
       // Advance the outer index (dims 0..g-1).

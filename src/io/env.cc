@@ -5,7 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -144,6 +147,7 @@ Status WriteAllFd(int fd, std::span<const std::byte> bytes, const std::string& n
       if (errno == EINTR) continue;
       return ErrnoStatus("write", name, errno);
     }
+    if (n == 0) return IOError(name + ": write wrote nothing", EIO);  // would loop forever
     bytes = bytes.subspan(static_cast<std::size_t>(n));
   }
   return Status::OK();
@@ -156,18 +160,27 @@ Env* Env::Default() {
 
 Result<std::unique_ptr<WritableFile>> Env::NewTempFile(const std::string& final_path,
                                                        std::string* tmp_path) {
-  std::string tmpl = final_path + ".tmp-XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  int fd = ::mkostemp(buf.data(), O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("cannot create temporary file", tmpl, errno);
-  // mkostemp makes 0600; a finished file should have the usual mode.
-  mode_t mask = ::umask(0);
-  ::umask(mask);
-  ::fchmod(fd, 0666 & ~mask);
-  *tmp_path = buf.data();
-  return std::unique_ptr<WritableFile>(
-      std::make_unique<FdWritableFile>(fd, *tmp_path, /*owned=*/true, /*seekable=*/true));
+  // Not mkostemp: it makes mode 0600, and fixing that needs the umask, which
+  // only a process-wide umask() call reveals. O_EXCL with 0666 applies the
+  // umask as any new file gets it.
+  static std::atomic<std::uint64_t> counter{0};
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    char suffix[32];
+    const std::uint64_t r = (static_cast<std::uint64_t>(::getpid()) << 32) ^
+                            static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+                            (counter.fetch_add(1) * 0x9e3779b97f4a7c15ull);
+    std::snprintf(suffix, sizeof suffix, ".tmp-%012llx", static_cast<unsigned long long>(r & 0xffffffffffffull));
+    std::string name = final_path + suffix;
+    int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0) {
+      if (errno == EEXIST) continue;
+      return ErrnoStatus("cannot create temporary file", name, errno);
+    }
+    *tmp_path = name;
+    return std::unique_ptr<WritableFile>(
+        std::make_unique<FdWritableFile>(fd, *tmp_path, /*owned=*/true, /*seekable=*/true));
+  }
+  return IOError(final_path + ": cannot create a temporary file: 100 names taken", EEXIST);
 }
 
 std::unique_ptr<WritableFile> Env::WrapFd(int fd, std::string name) {

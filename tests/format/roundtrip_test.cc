@@ -319,6 +319,11 @@ TEST(Reader, SliceReadsTheHyperslab) {
       ASSERT_TRUE(st.ok()) << st.ToString();
       EXPECT_EQ(got, want) << "trial " << trial;
     }
+    // A step past the end selects just the start (no wrap-around).
+    SliceDim huge[3] = {{1, 4, ~std::uint64_t{0}}, {2, 3, 1}, {0, 6, ~std::uint64_t{0} - 1}};
+    std::vector<std::int16_t> one(1, -1);
+    ASSERT_TRUE((*r)->ReadSlice("v", huge, std::as_writable_bytes(std::span(one))).ok());
+    EXPECT_EQ(one[0], v[(1 * D1 + 2) * D2 + 0]);
     SliceDim bad[3] = {{0, 5, 1}, {0, 1, 1}, {0, 1, 1}};
     std::vector<std::int16_t> out(5);
     Status st = (*r)->ReadSlice("v", bad, std::as_writable_bytes(std::span(out)));

@@ -87,7 +87,6 @@ Result<TensorSet> Decode(std::span<const std::byte> bytes, std::shared_ptr<const
     TS_ASSIGN_OR_RETURN(Tensor t, internal::npy::DecodeArray(member, std::move(member_owner), name, where, opt.npy));
     // Report offsets in the archive when the member is a view of it.
     if (!buffer) t.info.data_offset += e.data_offset;
-    t.info.position = set.tensors.size();
     set.tensors.push_back(std::move(t));
   }
   return set;

@@ -159,7 +159,8 @@ class Decoder {
       }
       if (!elems || !bytes || *elems > static_cast<std::uint64_t>(INT64_MAX)) {
         return Err(Corruption, ctx + ": shape " + GgmlShape(t) + " of " +
-                                   std::string(t.type.name) + " overflows 64 bits");
+                                   std::string(t.type.name) +
+                                   " overflows: more than INT64_MAX elements or 2^64 bytes");
       }
       t.nbytes = *bytes;
     }

@@ -172,6 +172,7 @@ class KvReader {
                           c_.String("key " + Str(i), opt_.max_string_bytes));
       if (key.empty()) return Fail(Corruption, "key " + Str(i) + " is empty");
       ctx_ = "key " + Str(i) + " " + QuoteName(key);
+      ctx_string_ = ctx_ + " string";  // built once, not per array element
       if (!IsValidUtf8(key)) return Fail(Corruption, ctx_ + " is not valid UTF-8");
       if (key == kTypesKey) {
         return Fail(Unsupported, ctx_ + " is reserved by tensorsafe for the GGUF types of the "
@@ -256,7 +257,7 @@ class KvReader {
   // `depth` counts the arrays around this value.
   Status Value(ValueType t, std::uint32_t depth, std::string* desc) {
     if (t == ValueType::kString) {
-      TS_ASSIGN_OR_RETURN(std::string_view s, c_.String(ctx_ + " string", opt_.max_string_bytes));
+      TS_ASSIGN_OR_RETURN(std::string_view s, c_.String(ctx_string_, opt_.max_string_bytes));
       if (IsValidUtf8(s)) {
         AppendJsonString(json_, s);
       } else {
@@ -371,6 +372,7 @@ class KvReader {
   std::string json_;
   std::string types_;
   std::string ctx_;
+  std::string ctx_string_;
   std::uint64_t pending_ = 0;  // bytes of descriptors not yet in types_
 };
 

@@ -1,0 +1,181 @@
+// GGUF v3 encoding of plain-dtype TensorSets, byte for byte what gguf-py's
+// GGUFWriter produces (docs/formats/gguf.md §Writer): header, key/value pairs
+// in metadata order, tensor infos with dims innermost-first and offsets that
+// are running sums of sizes padded to the alignment, zero padding to the
+// alignment after the infos (even with no tensors) and after every tensor.
+#include <algorithm>
+#include <array>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <unordered_map>
+
+#include "formats/gguf/gguf_internal.h"
+#include "tensorsafe/formats/gguf.h"
+#include "util/checked_math.h"
+#include "util/endian.h"
+#include "util/text.h"
+
+namespace tensorsafe::gguf {
+namespace {
+
+using tensorsafe::internal::AlignUp;
+using tensorsafe::internal::CheckedAdd;
+using tensorsafe::internal::Put32;
+using tensorsafe::internal::Put64;
+using tensorsafe::internal::QuoteName;
+
+std::string Str(std::uint64_t v) { return std::to_string(v); }
+
+// ggml's 64-byte name buffer holds 63 bytes and a NUL.
+constexpr std::size_t kMaxNameBytes = 63;
+
+struct Plan {
+  std::string head;  // header, key/values, tensor infos, padding
+  std::uint64_t alignment = kDefaultAlignment;
+  std::uint64_t total = 0;  // file size
+};
+
+std::optional<std::uint32_t> GgmlCode(DType dtype) {
+  for (std::uint32_t code = 0; code < 64; ++code) {
+    auto t = LookupGgmlType(code);
+    if (t && t->dtype == dtype) return code;
+  }
+  return std::nullopt;
+}
+
+// A tensor whose metadata marks ggml blocks (as the reader makes them).
+std::optional<std::string> QuantizedType(const std::string& metadata_json) {
+  if (metadata_json.empty()) return std::nullopt;
+  auto j = nlohmann::json::parse(metadata_json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  auto it = j.find("gguf.type");
+  if (it == j.end()) return std::nullopt;
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+Status CheckTensor(const Tensor& t, std::uint64_t i) {
+  const TensorInfo& info = t.info;
+  const std::string ctx = "tensor " + Str(i) + " " + QuoteName(info.name);
+  if (auto q = QuantizedType(info.metadata_json)) {
+    return Unsupported(ctx + " holds ggml " + *q +
+                       " blocks; the GGUF writer writes plain dtypes only");
+  }
+  if (!GgmlCode(info.dtype)) {
+    return Unsupported(ctx + ": dtype " + std::string(DTypeName(info.dtype)) +
+                       " has no GGUF type; the writer takes f32, f16, bf16, f64, i8, i16, i32, i64");
+  }
+  if (info.layout != Layout::kDense) return Unsupported(ctx + ": only dense tensors can be written");
+  if (info.shape.size() > kMaxDims) {
+    return Unsupported(ctx + ": rank " + Str(info.shape.size()) + "; GGUF readers take at most " +
+                       Str(kMaxDims) + " dimensions");
+  }
+  if (info.name.size() > kMaxNameBytes) {
+    return InvalidArgument(ctx + ": name of " + Str(info.name.size()) +
+                           " bytes; ggml reads names of at most 63");
+  }
+  auto size = DenseByteSize(info.dtype, info.shape);
+  if (!size.ok()) return size.status().WithContext(ctx);
+  if (*size != t.data.size()) {
+    return InvalidArgument(ctx + ": shape " + ShapeToString(info.shape) + " of " +
+                           std::string(DTypeName(info.dtype)) + " needs " + Str(*size) +
+                           " bytes, the data has " + Str(t.data.size()));
+  }
+  return Status::OK();
+}
+
+Result<Plan> BuildHead(const TensorSet& set, const WriteOptions& options) {
+  TS_ASSIGN_OR_RETURN(internal::EncodedKeyValues kv,
+                      internal::EncodeKeyValues(set.metadata_json, options));
+  Plan p;
+  p.alignment = kv.alignment;
+  std::string& h = p.head;
+  Put32(h, internal::kMagic);
+  Put32(h, kWriteVersion);
+  Put64(h, set.tensors.size());
+  Put64(h, kv.count);
+  h += kv.bytes;
+  std::unordered_map<std::string_view, std::uint64_t> seen;
+  std::uint64_t offset = 0;
+  for (std::uint64_t i = 0; i < set.tensors.size(); ++i) {
+    const Tensor& t = set.tensors[i];
+    TS_RETURN_IF_ERROR(CheckTensor(t, i));
+    auto [it, inserted] = seen.emplace(t.info.name, i);
+    if (!inserted) {
+      return InvalidArgument("tensor " + Str(i) + " " + QuoteName(t.info.name) +
+                             " has the name of tensor " + Str(it->second));
+    }
+    Put64(h, t.info.name.size());
+    h += t.info.name;
+    Put32(h, static_cast<std::uint32_t>(t.info.shape.size()));
+    for (auto d = t.info.shape.rbegin(); d != t.info.shape.rend(); ++d) Put64(h, *d);
+    Put32(h, *GgmlCode(t.info.dtype));
+    Put64(h, offset);
+    auto padded = AlignUp(t.data.size(), p.alignment);
+    auto next = padded ? CheckedAdd(offset, *padded) : std::nullopt;
+    if (!next) return OutOfRange("tensor data size overflows 64 bits");
+    offset = *next;
+  }
+  h.resize(*AlignUp(h.size(), p.alignment), '\0');
+  auto total = CheckedAdd(h.size(), offset);
+  if (!total) return OutOfRange("file size overflows 64 bits");
+  p.total = *total;
+  return p;
+}
+
+std::uint64_t PadBytes(std::uint64_t n, std::uint64_t alignment) {
+  return *AlignUp(n, alignment) - n;
+}
+
+}  // namespace
+
+Result<std::string> Encode(const TensorSet& set, const WriteOptions& options) {
+  TS_ASSIGN_OR_RETURN(Plan p, BuildHead(set, options));
+  if (p.total > std::string().max_size()) return OutOfRange("file too large for memory");
+  std::string out = std::move(p.head);
+  out.reserve(p.total);
+  for (const Tensor& t : set.tensors) {
+    out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size());
+    out.append(PadBytes(t.data.size(), p.alignment), '\0');
+  }
+  return out;
+}
+
+namespace internal {
+
+Status WriteFileWithEnv(const std::string& path, const TensorSet& set,
+                        const WriteOptions& options, tensorsafe::internal::Env* env) {
+  TS_ASSIGN_OR_RETURN(Plan p, BuildHead(set, options));
+  std::string tmp;
+  TS_ASSIGN_OR_RETURN(auto file, env->NewTempFile(path, &tmp));
+  auto write_all = [&]() -> Status {
+    TS_RETURN_IF_ERROR(file->Append(std::as_bytes(std::span(p.head))));
+    static constexpr std::array<std::byte, 4096> kZeros{};
+    for (const Tensor& t : set.tensors) {
+      TS_RETURN_IF_ERROR(file->Append(t.data));
+      for (std::uint64_t pad = PadBytes(t.data.size(), p.alignment); pad > 0;) {
+        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(pad, kZeros.size()));
+        TS_RETURN_IF_ERROR(file->Append(std::span(kZeros).first(n)));
+        pad -= n;
+      }
+    }
+    if (options.sync) TS_RETURN_IF_ERROR(file->Sync());
+    TS_RETURN_IF_ERROR(file->Close());
+    return env->Rename(tmp, path);
+  };
+  Status s = write_all();
+  if (!s.ok()) {
+    (void)file->Close();
+    (void)env->Remove(tmp);  // nothing is left behind on error
+    return s;
+  }
+  if (options.sync) TS_RETURN_IF_ERROR(env->SyncDirOf(path));
+  return Status::OK();
+}
+
+}  // namespace internal
+
+Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& options) {
+  return internal::WriteFileWithEnv(path, set, options, tensorsafe::internal::Env::Default());
+}
+
+}  // namespace tensorsafe::gguf

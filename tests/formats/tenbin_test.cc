@@ -219,6 +219,18 @@ TEST(TenbinBugs, BigEndianInputIsConvertedNotMislabelled) {
   EXPECT_EQ((*frames)[1], (Raw<float>({1.0f, 2.0f})));
 }
 
+TEST(TenbinBugs, RankTenAndAboveIsReadThoughNotWrittenByDefault) {
+  TensorSet set;
+  set.tensors.push_back(MakeTensor("r", DType::kU8, Shape(12, 1), "\x05"));
+  tenbin::WriteOptions wide;
+  wide.max_rank = 12;
+  auto bytes = tenbin::Encode(set, wide);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto back = DecodeStr(*bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->tensors[0].info.shape, Shape(12, 1));
+}
+
 // ---- Naming rule (docs/formats/tenbin.md §3) ----
 
 TEST(TenbinNames, EmptyDuplicateAndPositionalInfosGetPositionalNames) {

@@ -240,6 +240,17 @@ TEST(ZioTens, PackUsesLongLengthsFrom255AndAcceptsAnEmptyLastPart) {
   EXPECT_TRUE(back->payload[2].empty());
 }
 
+TEST(ZioTens, LongLengthMarkerForAShortPartIsAccepted) {
+  auto packed = zio::Pack(zio::Message{});
+  ASSERT_TRUE(packed.ok());
+  // Re-spell the 8-byte header part's length as 0xFF + big-endian u32 8.
+  const std::string long_form = std::string("\xff\x00\x00\x00\x08", 5) + packed->substr(1);
+  auto m = zio::Unpack(Bytes(long_form), nullptr, "p");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->form, "    ");
+  EXPECT_TRUE(m->payload.empty());
+}
+
 // ---- Named invalid inputs ----
 
 TEST(ZioInvalid, FrameDefects) {

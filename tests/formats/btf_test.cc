@@ -259,10 +259,11 @@ TEST(BtfGolden, DocumentedCooLayoutTwoIsReadUnlessDisabled) {
 
 TEST(BtfGolden, WriteFileThenReadFileAndFailureLeavesNothing) {
   testing::TempDir dir;
-  auto set = DecodeStr(SharedFixture("btf/vec_B2_rmd_i32_u8_padding.btf"));
+  const std::string b2 = SharedFixture("btf/vec_B2_rmd_i32_u8_padding.btf");  // the tensors view it
+  auto set = DecodeStr(b2);
   ASSERT_TRUE(set.ok());
   ASSERT_TRUE(btf::WriteFile(dir.File("a.btf"), *set).ok());
-  EXPECT_EQ(testing::ReadFileBytes(dir.File("a.btf")), SharedFixture("btf/vec_B2_rmd_i32_u8_padding.btf"));
+  EXPECT_EQ(testing::ReadFileBytes(dir.File("a.btf")), b2);
   std::filesystem::remove(dir.File("a.btf"));
   set->tensors[1].info.dtype = DType::kBool;
   EXPECT_STATUS(btf::WriteFile(dir.File("b.btf"), *set), StatusCode::kUnsupported,

@@ -385,7 +385,8 @@ TEST(ZioInvalid, EncodeErrors) {
 TEST(ZioInvalid, EveryTruncationIsAnErrorNeverACrash) {
   const std::string bytes = SharedFixture(kSingle);
   for (std::size_t n = 0; n < bytes.size(); ++n) {
-    auto r = zio::Decode(Bytes(bytes.substr(0, n)), nullptr, "t");
+    const std::string prefix = bytes.substr(0, n);
+    auto r = zio::Decode(Bytes(prefix), nullptr, "t");
     EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << "prefix " << n << ": " << r.status().ToString();
   }
 }

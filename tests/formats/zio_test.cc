@@ -377,7 +377,7 @@ TEST(ZioInvalid, EncodeErrors) {
   EXPECT_STATUS(zio::FromTensorSet(md), StatusCode::kInvalidArgument, "tensor 0 \"0\" metadata is not a JSON object");
   TensorSet size = Vec2x3();
   size.tensors[0].info.shape = {2, 4};
-  EXPECT_STATUS(zio::FromTensorSet(size), StatusCode::kInvalidArgument, "24 data bytes, but shape [2, 4] needs 32");
+  EXPECT_STATUS(zio::FromTensorSet(size), StatusCode::kInvalidArgument, "tensor 0 \"0\": 24 data bytes, but shape [2, 4] of f32 needs 32");
   TensorSet utf = Vec2x3("bad\xff");
   EXPECT_STATUS(zio::FromTensorSet(utf), StatusCode::kInvalidArgument, "cannot build the TENS label");
 }

@@ -214,14 +214,7 @@ Status AppendDims(std::string& out, std::span<const std::uint64_t> dims, const s
 }
 
 Status CheckData(const Tensor& t, const std::string& what) {
-  auto size = DenseByteSize(t.info.dtype, t.info.shape);
-  if (!size.ok()) return size.status().WithContext(what);
-  if (*size != t.data.size()) {
-    return InvalidArgument(what + ": " + N(t.data.size()) + " data bytes, but shape " +
-                           ShapeToString(t.info.shape) + " of " + std::string(DTypeName(t.info.dtype)) +
-                           " needs " + N(*size));
-  }
-  return Status::OK();
+  return internal::CheckDenseSize(t.info.dtype, t.info.shape, t.data.size(), what);
 }
 
 Result<std::uint8_t> DTypeCode(DType d, const std::string& what) {
@@ -293,8 +286,7 @@ Result<std::vector<Record>> DecodeRecords(std::span<const std::byte> bytes,
     return Corruption(ctx + "offset table of " + N(n) + " records runs past the end of the file (" +
                       N(bytes.size()) + " bytes)");
   }
-  std::vector<Record> records;
-  records.reserve(n);
+  std::vector<Record> records;  // not reserved: n is bounded by the file, not by memory
   for (std::uint64_t i = 0; i < n; ++i) {
     const std::uint64_t offset = Load64(bytes.data() + 8 * (i + 1));
     TS_ASSIGN_OR_RETURN(Record rec, DecodeRecord(bytes, i, offset, *table_end, owner, ctx, opt));

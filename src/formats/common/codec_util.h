@@ -35,6 +35,12 @@ Tensor ViewOrCopy(TensorInfo info, std::span<const std::byte> bytes,
 // A Tensor owning `bytes`.
 Tensor OwnedTensor(TensorInfo info, std::vector<std::byte> bytes);
 
+// OK when `size` bytes hold a dense tensor of `dtype` and `shape`; else
+// kInvalidArgument "<what>: 8 data bytes, but shape [2, 3] of f32 needs 24"
+// (kOutOfRange when the shape's byte size overflows).
+Status CheckDenseSize(DType dtype, std::span<const std::uint64_t> shape, std::uint64_t size,
+                      const std::string& what);
+
 // Names for tensors whose format offers at most a preferred name each
 // (tenbin's info, zio's metadata "name"): preferred[i] is kept when it is
 // non-empty, unique, and not the positional name of another tensor; every

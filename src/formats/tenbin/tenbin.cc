@@ -16,7 +16,6 @@
 namespace tensorsafe::tenbin {
 namespace {
 
-using internal::CheckedAdd;
 using internal::CheckedMul;
 
 constexpr std::string_view kMagic = "~TenBin~";
@@ -106,14 +105,7 @@ Result<std::vector<std::string>> EncodePayloadsImpl(std::span<const ArrayRef> ar
     if (i < names.size()) what += " " + internal::QuoteName(names[i]);
     auto header = EncodeHeaderPayload(a.header, opt);
     if (!header.ok()) return header.status().WithContext(what);
-    auto size = DenseByteSize(a.header.dtype, a.header.shape);
-    if (!size.ok()) return size.status().WithContext(what);
-    if (*size != a.data.size()) {
-      return InvalidArgument(what + ": " + std::to_string(a.data.size()) + " data bytes, but shape " +
-                             ShapeToString(a.header.shape) + " of " +
-                             std::string(DTypeName(a.header.dtype)) + " needs " +
-                             std::to_string(*size));
-    }
+    TS_RETURN_IF_ERROR(internal::CheckDenseSize(a.header.dtype, a.header.shape, a.data.size(), what));
     out.push_back(std::move(*header));
     std::string data(reinterpret_cast<const char*>(a.data.data()), a.data.size());
     const std::size_t w = ElementSize(a.header.dtype);
@@ -298,14 +290,16 @@ Result<TensorSet> DecodePayloads(std::span<const std::span<const std::byte>> pay
 Result<TensorSet> Decode(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
                          const std::string& display_name, const ReadOptions& opt) {
   TS_ASSIGN_OR_RETURN(auto payloads, SplitChunks(bytes, display_name, opt));
-  std::vector<std::uint64_t> offsets;  // of each payload, for messages and data_offset
-  for (const auto& p : payloads) offsets.push_back(static_cast<std::uint64_t>(p.data() - bytes.data()));
-  // Messages name the chunk's start (its magic), 16 bytes before the payload.
-  std::vector<std::uint64_t> chunk_offsets = offsets;
-  for (auto& o : chunk_offsets) o -= kChunkHeaderSize;
+  // Messages name each chunk by where it starts (its magic).
+  std::vector<std::uint64_t> chunk_offsets;
+  for (const auto& p : payloads) {
+    chunk_offsets.push_back(static_cast<std::uint64_t>(p.data() - bytes.data()) - kChunkHeaderSize);
+  }
   auto set = DecodePayloadsAt(payloads, chunk_offsets, std::move(owner), display_name, opt);
   if (set.ok()) {
-    for (std::size_t k = 0; k < set->tensors.size(); ++k) set->tensors[k].info.data_offset = offsets[2 * k + 1];
+    for (std::size_t k = 0; k < set->tensors.size(); ++k) {
+      set->tensors[k].info.data_offset = chunk_offsets[2 * k + 1] + kChunkHeaderSize;
+    }
   }
   return set;
 }

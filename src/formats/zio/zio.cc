@@ -396,12 +396,7 @@ Result<Message> AppendTensors(const Message& base, const TensorSet& set) {
                            " has no ZIO TENS type (f2 f4 f8 i1-i8 u1-u8 b1 c8 c16)");
       }
       if (t.info.layout != Layout::kDense) return InvalidArgument(what + ": not a dense tensor");
-      auto size = DenseByteSize(t.info.dtype, t.info.shape);
-      if (!size.ok()) return size.status().WithContext(what);
-      if (*size != t.data.size()) {
-        return InvalidArgument(what + ": " + N(t.data.size()) + " data bytes, but shape " +
-                               ShapeToString(t.info.shape) + " needs " + N(*size));
-      }
+      TS_RETURN_IF_ERROR(internal::CheckDenseSize(t.info.dtype, t.info.shape, t.data.size(), what));
       json md;
       if (!t.info.metadata_json.empty()) {
         TS_ASSIGN_OR_RETURN(md, ParseObjectArg(t.info.metadata_json, what + " metadata"));

@@ -17,6 +17,7 @@ namespace {
 using testing::Bytes;
 using testing::MakeTensor;
 using testing::Raw;
+using testing::Set64;
 using testing::SharedFixture;
 using testing::Str;
 
@@ -24,10 +25,6 @@ const std::string kDir = std::string(TS_SHARED_DIR) + "/fixtures/btf/";
 
 Result<TensorSet> DecodeStr(const std::string& s, const btf::ReadOptions& opt = {}) {
   return btf::Decode(Bytes(s), nullptr, "t.btf", opt);
-}
-
-void Set64(std::string& s, std::size_t off, std::int64_t v) {
-  internal::Store64(reinterpret_cast<std::byte*>(s.data() + off), static_cast<std::uint64_t>(v));
 }
 
 // ---- EXPECTED.txt: one line per file, one per record (Python reprs) ----

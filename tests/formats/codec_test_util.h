@@ -15,6 +15,7 @@
 
 #include "support/temp_dir.h"
 #include "tensorsafe/tensor_set.h"
+#include "util/endian.h"
 
 namespace tensorsafe::testing {
 
@@ -38,6 +39,11 @@ inline Tensor MakeTensor(std::string name, DType dtype, Shape shape, std::string
   t.data = Bytes(*buf);
   t.owner = buf;
   return t;
+}
+
+// Overwrites the 8 bytes at `off` with `v`, little-endian.
+inline void Set64(std::string& s, std::size_t off, std::int64_t v) {
+  internal::Store64(reinterpret_cast<std::byte*>(s.data() + off), static_cast<std::uint64_t>(v));
 }
 
 template <typename T>

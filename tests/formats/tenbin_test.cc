@@ -16,6 +16,7 @@ namespace {
 using testing::Bytes;
 using testing::MakeTensor;
 using testing::Raw;
+using testing::Set64;
 using testing::SharedFixture;
 using testing::Str;
 
@@ -29,10 +30,6 @@ TensorSet Vec2x3() {
 
 Result<TensorSet> DecodeStr(const std::string& s, const tenbin::ReadOptions& opt = {}) {
   return tenbin::Decode(Bytes(s), nullptr, "t.ten", opt);
-}
-
-void Set64(std::string& s, std::size_t off, std::int64_t v) {
-  internal::Store64(reinterpret_cast<std::byte*>(s.data() + off), static_cast<std::uint64_t>(v));
 }
 
 // ---- Fixtures made by the reference code ----

@@ -375,9 +375,7 @@ Result<std::string> Encode(const TensorSet& set, const WriteOptions& opt) {
 }
 
 Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& opt) {
-  auto bytes = Encode(set, opt);
-  if (!bytes.ok()) return bytes.status().WithContext(path);
-  return internal::WriteFileAtomically(path, internal::AsByteSpan(*bytes), opt.sync);
+  return internal::WriteEncodedFile(path, Encode(set, opt), opt.sync);
 }
 
 }  // namespace tensorsafe::btf

@@ -23,6 +23,11 @@ Status WriteFileAtomically(const std::string& path, std::span<const std::byte> b
   return Status::OK();
 }
 
+Status WriteEncodedFile(const std::string& path, const Result<std::string>& encoded, bool sync) {
+  if (!encoded.ok()) return encoded.status().WithContext(path);
+  return WriteFileAtomically(path, AsByteSpan(*encoded), sync);
+}
+
 Tensor OwnedTensor(TensorInfo info, std::vector<std::byte> bytes) {
   auto buf = std::make_shared<std::vector<std::byte>>(std::move(bytes));
   Tensor t;

@@ -27,6 +27,10 @@ inline std::span<const std::byte> AsByteSpan(std::string_view s) {
 Status WriteFileAtomically(const std::string& path, std::span<const std::byte> bytes, bool sync,
                            Env* env = Env::Default());
 
+// WriteFile of every codec: writes `encoded` atomically, or returns its error
+// prefixed with `path`.
+Status WriteEncodedFile(const std::string& path, const Result<std::string>& encoded, bool sync);
+
 // A Tensor viewing `bytes` (sharing `owner`) when their address is a multiple
 // of `align`, so callers may cast the data to the element type; otherwise a
 // Tensor owning an aligned copy.

@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/common/codec_util.h"
-#include "util/checked_math.h"
 #include "util/endian.h"
 #include "util/text.h"
 
@@ -448,9 +447,7 @@ Result<std::string> Encode(const TensorSet& set, const WriteOptions&) {
 }
 
 Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& opt) {
-  auto bytes = Encode(set, opt);
-  if (!bytes.ok()) return bytes.status().WithContext(path);
-  return internal::WriteFileAtomically(path, internal::AsByteSpan(*bytes), opt.sync);
+  return internal::WriteEncodedFile(path, Encode(set, opt), opt.sync);
 }
 
 }  // namespace tensorsafe::zio

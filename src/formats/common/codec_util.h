@@ -1,0 +1,59 @@
+// Pieces shared by the foreign-format codecs (tenbin, btf, zio): the file seam
+// for ReadFile/WriteFile, zero-copy-or-copy tensor construction, and the
+// naming rule for formats whose tensors have no (or no unique) names.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "io/env.h"
+#include "tensorsafe/status.h"
+#include "tensorsafe/tensor.h"
+
+namespace tensorsafe::internal {
+
+inline std::span<const std::byte> AsByteSpan(std::string_view s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+// Writes `bytes` to a temporary file next to `path` and renames it over
+// `path`; on any failure the temporary file is removed and `path` is left as
+// it was. `sync` fsyncs the file and its directory.
+Status WriteFileAtomically(const std::string& path, std::span<const std::byte> bytes, bool sync,
+                           Env* env = Env::Default());
+
+// WriteFile of every codec: writes `encoded` atomically, or returns its error
+// prefixed with `path`.
+Status WriteEncodedFile(const std::string& path, const Result<std::string>& encoded, bool sync);
+
+// A Tensor viewing `bytes` (sharing `owner`) when their address is a multiple
+// of `align`, so callers may cast the data to the element type; otherwise a
+// Tensor owning an aligned copy.
+Tensor ViewOrCopy(TensorInfo info, std::span<const std::byte> bytes,
+                  std::shared_ptr<const void> owner, std::size_t align);
+// A Tensor owning `bytes`.
+Tensor OwnedTensor(TensorInfo info, std::vector<std::byte> bytes);
+
+// OK when `size` bytes hold a dense tensor of `dtype` and `shape`; else
+// kInvalidArgument "<what>: 8 data bytes, but shape [2, 3] of f32 needs 24"
+// (kOutOfRange when the shape's byte size overflows).
+Status CheckDenseSize(DType dtype, std::span<const std::uint64_t> shape, std::uint64_t size,
+                      const std::string& what);
+
+// Names for tensors whose format offers at most a preferred name each
+// (tenbin's info, zio's metadata "name"): preferred[i] is kept when it is
+// non-empty, unique, and not the positional name of another tensor; every
+// other tensor is named by its decimal index ("0", "1", ...).
+std::vector<std::string> AssignNames(const std::vector<std::string>& preferred);
+// True when `name` is the positional name of index `i`.
+bool IsPositionalName(std::string_view name, std::size_t i);
+
+// "name: " for message prefixes, or "" when the name is empty.
+std::string Context(std::string_view display_name);
+
+}  // namespace tensorsafe::internal

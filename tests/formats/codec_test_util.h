@@ -1,0 +1,93 @@
+// Helpers shared by the foreign-format codec tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <iostream>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "support/temp_dir.h"
+#include "tensorsafe/tensor_set.h"
+#include "util/endian.h"
+
+namespace tensorsafe::testing {
+
+inline std::string SharedFixture(const std::string& rel) {
+  return ReadFileBytes(std::string(TS_SHARED_DIR) + "/fixtures/" + rel);
+}
+
+inline std::span<const std::byte> Bytes(const std::string& s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+// A tensor owning a copy of `bytes`.
+inline Tensor MakeTensor(std::string name, DType dtype, Shape shape, std::string bytes,
+                         std::string metadata = "") {
+  auto buf = std::make_shared<std::string>(std::move(bytes));
+  Tensor t;
+  t.info.name = std::move(name);
+  t.info.dtype = dtype;
+  t.info.shape = std::move(shape);
+  t.info.metadata_json = std::move(metadata);
+  t.data = Bytes(*buf);
+  t.owner = buf;
+  return t;
+}
+
+// Overwrites the 8 bytes at `off` with `v`, little-endian.
+inline void Set64(std::string& s, std::size_t off, std::int64_t v) {
+  internal::Store64(reinterpret_cast<std::byte*>(s.data() + off), static_cast<std::uint64_t>(v));
+}
+
+template <typename T>
+std::string Raw(std::initializer_list<T> v) {
+  std::vector<T> x(v);
+  return std::string(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(T));
+}
+
+inline std::string Str(std::span<const std::byte> b) {
+  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
+// A seed from the environment (TS_SEED) or the clock, printed so a failure
+// can be replayed.
+inline std::uint64_t TestSeed() {
+  std::uint64_t seed = std::random_device{}();
+  if (const char* s = std::getenv("TS_SEED")) seed = std::strtoull(s, nullptr, 10);
+  std::cout << "[ seed ] TS_SEED=" << seed << "\n";
+  return seed;
+}
+
+inline Shape RandomShape(std::mt19937_64& rng, std::size_t max_rank, std::uint64_t max_dim) {
+  Shape s(rng() % (max_rank + 1));
+  for (auto& d : s) d = rng() % (max_dim + 1);
+  return s;
+}
+
+inline std::string RandomBytes(std::mt19937_64& rng, std::uint64_t n) {
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+// Asserts the status is an error with `code` whose message contains `text`.
+#define EXPECT_STATUS(expr, code_, text_)                                         \
+  do {                                                                            \
+    auto ts_st_ = (expr);                                                         \
+    ::tensorsafe::Status ts_s_ = ::tensorsafe::testing::GetStatus(ts_st_);        \
+    EXPECT_EQ(ts_s_.code(), (code_)) << ts_s_.ToString();                         \
+    EXPECT_NE(ts_s_.message().find(text_), std::string::npos) << ts_s_.ToString(); \
+  } while (0)
+
+inline Status GetStatus(const Status& s) { return s; }
+template <typename T>
+Status GetStatus(const Result<T>& r) { return r.status(); }
+
+}  // namespace tensorsafe::testing

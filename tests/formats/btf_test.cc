@@ -233,7 +233,6 @@ TEST(BtfGolden, CooDecodesToTwoTensorsWithMetadata) {
   EXPECT_EQ(set->tensors[0].info.dtype, DType::kI64);
   EXPECT_EQ(set->tensors[0].info.shape, (Shape{3, 2}));
   EXPECT_EQ(set->tensors[1].info.name, "0.values");
-  EXPECT_EQ(set->tensors[1].info.position, 1u);
   EXPECT_EQ(Str(set->tensors[1].data), (Raw<float>({1, 2, 3})));
   for (const auto& t : set->tensors) EXPECT_EQ(t.info.metadata_json, R"({"layout":"coo","shape":[2,3]})");
 }

@@ -152,7 +152,6 @@ Result<Record> DecodeRecord(std::span<const std::byte> bytes, std::uint64_t inde
     const std::uint64_t at = r.pos();
     TS_ASSIGN_OR_RETURN(auto data, r.Take(n, "data"));
     rec.dense = internal::ViewOrCopy(MakeInfo(N(index), dtype, std::move(dims), at, n), data, owner, itemsize);
-    rec.dense.info.position = index;
   } else {
     TS_ASSIGN_OR_RETURN(Shape idims, r.Dims(2, "COO indices dims"));
     if (idims[1] != rank) {
@@ -310,7 +309,6 @@ Result<TensorSet> Decode(std::span<const std::byte> bytes, std::shared_ptr<const
       set.tensors.push_back(std::move(*t));
     }
   }
-  for (std::size_t i = 0; i < set.tensors.size(); ++i) set.tensors[i].info.position = i;
   return set;
 }
 

@@ -216,7 +216,6 @@ class Decoder {
 
       Tensor out;
       out.info.name = std::string(t.name);
-      out.info.position = i;
       out.info.data_offset = *abs;
       out.info.data_length = t.nbytes;
       for (std::uint32_t d = t.n_dims; d-- > 0;) out.info.shape.push_back(t.ne[d]);

@@ -266,7 +266,6 @@ Result<TensorSet> DecodePayloadsAt(std::span<const std::span<const std::byte>> p
     info.name = names[k];
     info.dtype = headers[k].dtype;
     info.shape = std::move(headers[k].shape);
-    info.position = k;
     info.data_length = payloads[2 * k + 1].size();
     // Keep an info the name cannot reproduce on Encode (see InfoFor).
     const std::string& raw = headers[k].info;

@@ -217,7 +217,6 @@ Result<Tensor> DecodeEntry(const json& e, std::size_t i, const Message& m, const
   info.shape = std::move(*shape);
   info.data_length = data.size();
   info.metadata_json = std::move(metadata);
-  info.position = i;
   const bool plain = (!order || *order == c_order) &&
                      std::find(ascend.begin(), ascend.end(), false) == ascend.end();
   if (plain) return internal::ViewOrCopy(std::move(info), data, m.owner, ElementSize(type->dtype));

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
+#include <memory>
 #include <numeric>
 #include <utility>
 #include <vector>
@@ -149,13 +151,41 @@ NumberClass ScanNumber(std::string_view t, std::uint64_t* out) {
   return NumberClass::kOther;
 }
 
-// A tensor entry as read, before the offset checks.
-struct Entry {
-  TensorInfo info;  // name, dtype and shape filled
+// Where a tensor's data lies, as read. Kept apart from its TensorInfo so
+// that sorting by offsets moves small records, not whole infos.
+struct Span {
   std::uint64_t begin = 0;
   std::uint64_t end = 0;
-  int rank = -1;  // safetensors dtype rank; -1 for an unknown dtype
+  std::uint32_t index = 0;  // into JsonWalker::infos
+  int rank = -1;            // safetensors dtype rank; -1 for an unknown dtype
 };
+
+// A parser and a padded input buffer. One per thread is kept for headers up
+// to kCachedHeaderBytes, so repeated parses do not fault in fresh buffers
+// (about 6x the header: simdjson indexes every structural byte).
+struct ParserCache {
+  sj::parser parser;
+  std::unique_ptr<char[]> buf;
+  std::size_t capacity = 0;
+
+  const char* Load(std::string_view text) {
+    const std::size_t need = text.size() + simdjson::SIMDJSON_PADDING;
+    if (capacity < need) {
+      buf.reset(new char[need]);
+      capacity = need;
+    }
+    std::memcpy(buf.get(), text.data(), text.size());
+    std::memset(buf.get() + text.size(), ' ', simdjson::SIMDJSON_PADDING);
+    return buf.get();
+  }
+};
+
+constexpr std::uint64_t kCachedHeaderBytes = std::uint64_t{16} << 20;
+
+ParserCache& ThreadCache() {
+  thread_local ParserCache cache;
+  return cache;
+}
 
 class JsonWalker {
  public:
@@ -164,7 +194,8 @@ class JsonWalker {
 
   Status Run(sj::document& doc);
 
-  std::vector<Entry> entries;
+  std::vector<TensorInfo> infos;  // header order; name, dtype and shape set
+  std::vector<Span> spans;        // same order
   std::vector<std::pair<std::string, std::string>> metadata;
   bool has_metadata = false;
   Status unknown_dtype;  // the first one; reported only if nothing worse is found
@@ -174,7 +205,7 @@ class JsonWalker {
   Status CheckDepth(std::uint32_t depth);
   Status ParseMetadata(sj::value& v);
   Status ParseEntry(std::string_view name, sj::value& v);
-  Status ParseDTypeField(Entry& en, sj::value& v);
+  Status ParseDTypeField(TensorInfo& info, Span& span, sj::value& v);
   template <typename Sink>
   Status ParseUints(std::string_view name, std::string_view field, sj::value& v, Sink&& sink);
   Status Skip(sj::value& v, std::uint32_t parent_depth);
@@ -293,8 +324,13 @@ Status JsonWalker::ParseEntry(std::string_view name, sj::value& v) {
   TS_RETURN_IF_ERROR(CheckDepth(2));
   sj::object obj;
   if (auto e = v.get_object().get(obj)) return JsonError(e);
-  Entry& en = entries.emplace_back();
-  en.info.name.assign(name);
+  TensorInfo& info = infos.emplace_back();
+  info.name.assign(name);
+  Span& span = spans.emplace_back();
+  span.index = static_cast<std::uint32_t>(spans.size() - 1);
+  // Most shapes are short: gather them here and allocate once.
+  std::uint64_t dims[8];
+  std::size_t rank = 0;
   bool has_dtype = false, has_shape = false, has_offsets = false;
   for (auto field_result : obj) {
     sj::field field;
@@ -305,21 +341,24 @@ Status JsonWalker::ParseEntry(std::string_view name, sj::value& v) {
     if (key == "dtype") {
       if (has_dtype) return Corruption(Where(name) + "duplicate field \"dtype\"");
       has_dtype = true;
-      TS_RETURN_IF_ERROR(ParseDTypeField(en, fv));
+      TS_RETURN_IF_ERROR(ParseDTypeField(info, span, fv));
     } else if (key == "shape") {
       if (has_shape) return Corruption(Where(name) + "duplicate field \"shape\"");
       has_shape = true;
       TS_RETURN_IF_ERROR(ParseUints(name, "shape", fv, [&](std::size_t, std::uint64_t d) {
-        en.info.shape.push_back(d);
+        if (rank == 8) info.shape.assign(dims, dims + 8);
+        if (rank < 8) dims[rank] = d; else info.shape.push_back(d);
+        ++rank;
         return Status::OK();
       }));
+      if (rank <= 8) info.shape.assign(dims, dims + rank);
     } else if (key == "data_offsets") {
       if (has_offsets) return Corruption(Where(name) + "duplicate field \"data_offsets\"");
       has_offsets = true;
       std::size_t count = 0;
       TS_RETURN_IF_ERROR(ParseUints(name, "data_offsets", fv, [&](std::size_t i, std::uint64_t d) {
         if (i >= 2) return Corruption(Where(name) + "data_offsets has more than 2 elements");
-        (i == 0 ? en.begin : en.end) = d;
+        (i == 0 ? span.begin : span.end) = d;
         count = i + 1;
         return Status::OK();
       }));
@@ -338,20 +377,20 @@ Status JsonWalker::ParseEntry(std::string_view name, sj::value& v) {
   return Status::OK();
 }
 
-Status JsonWalker::ParseDTypeField(Entry& en, sj::value& v) {
+Status JsonWalker::ParseDTypeField(TensorInfo& info, Span& span, sj::value& v) {
   sj::json_type t;
   if (auto e = v.type().get(t)) return JsonError(e);
   if (t != sj::json_type::string) {
-    return Corruption(Where(en.info.name) + "dtype is " + std::string(TypeName(t)) +
+    return Corruption(Where(info.name) + "dtype is " + std::string(TypeName(t)) +
                       ", not a string such as \"F32\"");
   }
   std::string_view s;
   if (auto e = v.get_string().get(s)) return JsonError(e);
-  en.rank = internal::RankOfName(s);
-  if (en.rank >= 0) {
-    en.info.dtype = internal::StDTypeAt(en.rank).dtype;
+  span.rank = internal::RankOfName(s);
+  if (span.rank >= 0) {
+    info.dtype = internal::StDTypeAt(span.rank).dtype;
   } else if (unknown_dtype.ok()) {
-    unknown_dtype = Unsupported(Where(en.info.name) + "unknown dtype " + QuoteName(s) +
+    unknown_dtype = Unsupported(Where(info.name) + "unknown dtype " + QuoteName(s) +
                                 " (safetensors names are upper-case, e.g. \"F32\", \"BF16\")");
   }
   return Status::OK();
@@ -458,32 +497,40 @@ Status JsonWalker::Skip(sj::value& v, std::uint32_t parent_depth) {
 
 // Refuses repeated tensor names, which the crate silently collapses to the
 // last one (a parser differential: docs/PERMISSIVE.md, "Stricter").
-Status CheckUniqueNames(const std::vector<Entry>& entries) {
-  if (entries.size() < 2) return Status::OK();
+Status CheckUniqueNames(const std::vector<TensorInfo>& infos) {
+  if (infos.size() < 2) return Status::OK();
   std::size_t cap = 1;
-  while (cap < entries.size() * 2) cap <<= 1;
-  std::vector<std::uint32_t> slots(cap, UINT32_MAX);
-  for (std::uint32_t i = 0; i < entries.size(); ++i) {
-    const std::string& name = entries[i].info.name;
-    std::size_t h = tensorsafe::internal::Hash64(name) & (cap - 1);
-    while (slots[h] != UINT32_MAX) {
-      if (entries[slots[h]].info.name == name) {
+  while (cap < infos.size() * 2) cap <<= 1;
+  // Open addressing; a slot keeps 32 bits of the hash so that most probes
+  // are settled without touching the (cache-cold) names.
+  struct Slot {
+    std::uint32_t tag;
+    std::uint32_t index;  // UINT32_MAX = empty
+  };
+  std::vector<Slot> slots(cap, Slot{0, UINT32_MAX});
+  for (std::uint32_t i = 0; i < infos.size(); ++i) {
+    const std::string& name = infos[i].name;
+    const std::uint64_t hash = tensorsafe::internal::Hash64(name);
+    const std::uint32_t tag = static_cast<std::uint32_t>(hash >> 32);
+    std::size_t h = hash & (cap - 1);
+    while (slots[h].index != UINT32_MAX) {
+      if (slots[h].tag == tag && infos[slots[h].index].name == name) {
         return Corruption("tensor name " + QuoteName(name) +
                           " appears twice in the header (tensor names must be unique)");
       }
       h = (h + 1) & (cap - 1);
     }
-    slots[h] = i;
+    slots[h] = Slot{tag, i};
   }
   return Status::OK();
 }
 
-std::string Range(const Entry& e) { return "[" + Str(e.begin) + ", " + Str(e.end) + "]"; }
+std::string Range(const Span& e) { return "[" + Str(e.begin) + ", " + Str(e.end) + "]"; }
 
 // The crate's validate(): entries in (begin, end) order must tile the buffer
 // from 0 with no hole or overlap, each exactly its dtype and shape's size.
-Result<std::uint64_t> CheckOffsets(std::vector<Entry>& entries) {
-  auto less = [](const Entry& a, const Entry& b) {
+Result<std::uint64_t> CheckOffsets(std::vector<Span>& entries, const std::vector<TensorInfo>& infos) {
+  auto less = [](const Span& a, const Span& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   };
   // Files from writers are already in data order; sort only when needed.
@@ -493,45 +540,46 @@ Result<std::uint64_t> CheckOffsets(std::vector<Entry>& entries) {
   }
   std::uint64_t running = 0;
   for (std::size_t i = 0; i < entries.size(); ++i) {
-    const Entry& e = entries[i];
-    const std::string where = "tensor " + QuoteName(e.info.name) + ": ";
+    const Span& e = entries[i];
+    const TensorInfo& info = infos[e.index];
+    auto where = [&] { return "tensor " + QuoteName(info.name) + ": "; };  // errors only
     if (e.begin != running) {
       if (i == 0) {
-        return Corruption(where + "data_offsets " + Range(e) + " begin at " + Str(e.begin) +
+        return Corruption(where() + "data_offsets " + Range(e) + " begin at " + Str(e.begin) +
                           ", but the first tensor's data must begin at 0");
       }
-      const std::string prev = QuoteName(entries[i - 1].info.name);
+      const std::string prev = QuoteName(infos[entries[i - 1].index].name);
       if (e.begin > running) {
-        return Corruption(where + "data_offsets " + Range(e) + " leave a gap of " +
+        return Corruption(where() + "data_offsets " + Range(e) + " leave a gap of " +
                           Str(e.begin - running) + " bytes after tensor " + prev + ", which ends at " +
                           Str(running));
       }
-      return Corruption(where + "data_offsets " + Range(e) + " overlap tensor " + prev +
+      return Corruption(where() + "data_offsets " + Range(e) + " overlap tensor " + prev +
                         ", which ends at " + Str(running));
     }
     if (e.end < e.begin) {
-      return Corruption(where + "data_offsets " + Range(e) + " end before they begin");
+      return Corruption(where() + "data_offsets " + Range(e) + " end before they begin");
     }
     running = e.end;
     const internal::StDType& st = internal::StDTypeAt(e.rank);
     std::optional<std::uint64_t> bits = 1;
-    for (std::uint64_t d : e.info.shape) {
+    for (std::uint64_t d : info.shape) {
       bits = CheckedMul(*bits, d);
       if (!bits) break;
     }
     if (bits) bits = CheckedMul(*bits, st.bits);
     if (!bits) {
-      return Corruption(where + "the size of " + std::string(st.name) + " " +
-                        ShapeToString(e.info.shape) + " overflows 64 bits");
+      return Corruption(where() + "the size of " + std::string(st.name) + " " +
+                        ShapeToString(info.shape) + " overflows 64 bits");
     }
     if (*bits % 8 != 0) {
-      return Corruption(where + std::string(st.name) + " " + ShapeToString(e.info.shape) +
+      return Corruption(where() + std::string(st.name) + " " + ShapeToString(info.shape) +
                         " takes " + Str(*bits) + " bits, not a whole number of bytes");
     }
     if (e.end - e.begin != *bits / 8) {
-      return Corruption(where + "data_offsets " + Range(e) + " hold " + Str(e.end - e.begin) +
+      return Corruption(where() + "data_offsets " + Range(e) + " hold " + Str(e.end - e.begin) +
                         " bytes, but " + std::string(st.name) + " " +
-                        ShapeToString(e.info.shape) + " takes " + Str(*bits / 8));
+                        ShapeToString(info.shape) + " takes " + Str(*bits / 8));
     }
   }
   return running;
@@ -578,14 +626,19 @@ Result<Header> ParseHeader(std::span<const std::byte> prefix, std::uint64_t file
     return Corruption("header is not valid JSON: it is empty");
   }
 
-  // A private padded copy: simdjson reads past the end of its input, and the
-  // bytes after the header are the file's (attacker-chosen) data.
-  simdjson::padded_string padded(header);
-  sj::parser parser;
-  JsonWalker walker(padded.data(), padded.size(), options);
+  // simdjson reads past the end of its input, and the bytes after the header
+  // are the file's (attacker-chosen) data: parse a private padded copy.
+  ParserCache local;
+  ParserCache& cache = n <= kCachedHeaderBytes ? ThreadCache() : local;
+  const char* json = cache.Load(header);
+  JsonWalker walker(json, header.size(), options);
+  // An entry takes at least ~50 header bytes, real ones about 100: reserve
+  // for the common case and let rare dense headers grow.
+  walker.infos.reserve(static_cast<std::size_t>(n / 96));
+  walker.spans.reserve(static_cast<std::size_t>(n / 96));
   {
     sj::document doc;
-    auto err = parser.iterate(padded).get(doc);
+    auto err = cache.parser.iterate(json, header.size(), header.size() + simdjson::SIMDJSON_PADDING).get(doc);
     Status s;
     if (err) {
       s = Corruption(std::string("header is not valid JSON: ") + simdjson::error_message(err));
@@ -594,10 +647,10 @@ Result<Header> ParseHeader(std::span<const std::byte> prefix, std::uint64_t file
     }
     if (!s.ok()) return s;
   }
-  std::vector<Entry>& entries = walker.entries;
-  TS_RETURN_IF_ERROR(CheckUniqueNames(entries));
+  TS_RETURN_IF_ERROR(CheckUniqueNames(walker.infos));
   if (!walker.unknown_dtype.ok()) return walker.unknown_dtype;
-  TS_ASSIGN_OR_RETURN(const std::uint64_t data_length, CheckOffsets(entries));
+  std::vector<Span>& spans = walker.spans;
+  TS_ASSIGN_OR_RETURN(const std::uint64_t data_length, CheckOffsets(spans, walker.infos));
 
   const std::uint64_t data_start = kLengthBytes + n;
   auto end = CheckedAdd(data_start, data_length);
@@ -607,7 +660,9 @@ Result<Header> ParseHeader(std::span<const std::byte> prefix, std::uint64_t file
                         " (8 + " + Str(n) + " + " + Str(data_length) + "), past the end of the file (" +
                         Str(file_size) + " bytes): truncated");
     }
-    return Corruption("file has " + Str(file_size - *end) + " bytes after the tensor data, which ends at byte " +
+    const std::uint64_t extra = file_size - *end;
+    return Corruption("file has " + Str(extra) + (extra == 1 ? " byte" : " bytes") +
+                      " after the tensor data, which ends at byte " +
                       Str(*end) + " (the data must end the file)");
   }
 
@@ -615,13 +670,19 @@ Result<Header> ParseHeader(std::span<const std::byte> prefix, std::uint64_t file
   h.header_length = n;
   h.data_start = data_start;
   h.data_length = data_length;
-  h.tensors.reserve(entries.size());
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    Entry& e = entries[i];
-    e.info.data_offset = data_start + e.begin;
-    e.info.data_length = e.end - e.begin;
-    e.info.position = i;
-    h.tensors.push_back(std::move(e.info));
+  bool in_order = true;
+  for (std::size_t i = 0; i < spans.size() && in_order; ++i) in_order = spans[i].index == i;
+  if (in_order) {
+    h.tensors = std::move(walker.infos);
+  } else {
+    h.tensors.reserve(spans.size());
+    for (const Span& sp : spans) h.tensors.push_back(std::move(walker.infos[sp.index]));
+  }
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    TensorInfo& info = h.tensors[i];
+    info.data_offset = data_start + spans[i].begin;
+    info.data_length = spans[i].end - spans[i].begin;
+    info.position = i;
   }
   if (walker.has_metadata) {
     std::string& m = h.metadata_json;

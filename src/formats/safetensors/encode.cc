@@ -83,23 +83,23 @@ Result<std::optional<KeyValues>> ParseMetadataArg(const std::string& json) {
 // Checks one tensor and returns its dtype rank.
 Result<int> CheckTensor(const Tensor& t) {
   const TensorInfo& info = t.info;
-  const std::string where = "tensor " + QuoteName(info.name) + ": ";
+  auto where = [&] { return "tensor " + QuoteName(info.name) + ": "; };  // errors only
   if (!tensorsafe::internal::IsValidUtf8(info.name)) {
-    return InvalidArgument(where + "the name is not valid UTF-8");
+    return InvalidArgument(where() + "the name is not valid UTF-8");
   }
   if (info.name == "__metadata__") {
-    return InvalidArgument(where + "the name is reserved for the file metadata");
+    return InvalidArgument(where() + "the name is reserved for the file metadata");
   }
   const int rank = internal::RankOfDType(info.dtype);
   if (rank < 0) {
-    return Unsupported(where + "dtype " + std::string(DTypeName(info.dtype)) +
+    return Unsupported(where() + "dtype " + std::string(DTypeName(info.dtype)) +
                        " has no safetensors equivalent (the format lacks c128, i4 and u4)");
   }
   if (info.layout != Layout::kDense) {
-    return Unsupported(where + "safetensors stores dense tensors only");
+    return Unsupported(where() + "safetensors stores dense tensors only");
   }
   if (!info.metadata_json.empty() && info.metadata_json != "{}") {
-    return Unsupported(where + "safetensors has no per-tensor metadata; clear metadata_json "
+    return Unsupported(where() + "safetensors has no per-tensor metadata; clear metadata_json "
                        "(or move it into the file metadata) to write this set");
   }
   const internal::StDType& st = internal::StDTypeAt(rank);
@@ -109,13 +109,13 @@ Result<int> CheckTensor(const Tensor& t) {
     if (!bits) break;
   }
   if (bits) bits = CheckedMul(*bits, st.bits);
-  if (!bits) return InvalidArgument(where + "the size of shape " + ShapeToString(info.shape) + " overflows");
+  if (!bits) return InvalidArgument(where() + "the size of shape " + ShapeToString(info.shape) + " overflows");
   if (*bits % 8 != 0) {
-    return InvalidArgument(where + std::string(st.name) + " " + ShapeToString(info.shape) + " takes " +
+    return InvalidArgument(where() + std::string(st.name) + " " + ShapeToString(info.shape) + " takes " +
                            Str(*bits) + " bits, not a whole number of bytes");
   }
   if (t.data.size() != *bits / 8) {
-    return InvalidArgument(where + "data holds " + Str(t.data.size()) + " bytes, but " +
+    return InvalidArgument(where() + "data holds " + Str(t.data.size()) + " bytes, but " +
                            std::string(st.name) + " " + ShapeToString(info.shape) + " takes " +
                            Str(*bits / 8));
   }

@@ -5,18 +5,21 @@
 //   safetensors_bench [--tensors N] [--reps R] [--file PATH]
 //
 // Writes PATH (default /tmp/tensorsafe_bench_<N>.safetensors, kept for the
-// Python side), maps it, and prints one line per measurement:
+// Python side), reads it back into memory, and prints one line per
+// measurement:
 //   <what> best_ms=<x> median_ms=<y> reps=<r>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
-#include "io/env.h"
 #include "tensorsafe/formats/safetensors.h"
 
 namespace ts = tensorsafe;
@@ -83,9 +86,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 1;
   }
-  auto region = ts::internal::Env::Default()->Map(path);
-  if (!region.ok()) return 1;
-  const auto bytes = (*region)->bytes();
+  std::ifstream in(path, std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(file.data()), file.size());
   auto h = st::ParseHeader(bytes);
   if (!h.ok()) {
     std::fprintf(stderr, "%s\n", h.status().ToString().c_str());

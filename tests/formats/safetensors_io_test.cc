@@ -20,10 +20,10 @@ using tensorsafe::internal::WritableFile;
 TensorSet MakeSet(std::vector<std::pair<std::string, std::size_t>> sizes) {
   TensorSet set;
   set.metadata_json = R"({"framework":"pt"})";
-  int seed = 1;
+  std::uint32_t seed = 1;
   for (auto& [name, size] : sizes) {
     auto data = std::make_shared<std::string>(size, '\0');
-    for (char& c : *data) c = static_cast<char>(seed = seed * 1103515245 + 12345);
+    for (char& c : *data) c = static_cast<char>((seed = seed * 1103515245u + 12345u) >> 24);
     Tensor t;
     t.info.name = name;
     t.info.dtype = DType::kU8;

@@ -351,7 +351,7 @@ TEST(SafetensorsDamage, TruncationAtEveryPrefix) {
     auto r = DecodeString(file.substr(0, len));
     ASSERT_FALSE(r.ok()) << "prefix " << len;
     EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << len;
-    const std::string& m = r.status().message();
+    const std::string m = r.status().message();
     if (len < 8) {
       EXPECT_NE(m.find("too short for the 8-byte header length"), std::string::npos) << m;
     } else if (len < 8 + n) {

@@ -1,0 +1,705 @@
+// The safetensors header reader: every check of the reference crate, in its
+// order (docs/formats/safetensors.md, "Reader checks"), on simdjson On-Demand.
+//
+// On-Demand validates only what is visited, so every value is visited: the
+// schema fields are parsed, and unknown fields (which the crate ignores) are
+// walked in full, so a header is accepted only if all of it is valid JSON.
+#include <simdjson.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <utility>
+#include <vector>
+
+#include "formats/safetensors/internal.h"
+#include "tensorsafe/formats/safetensors.h"
+#include "util/checked_math.h"
+#include "util/endian.h"
+#include "util/hash.h"
+#include "util/text.h"
+
+namespace tensorsafe::safetensors {
+namespace {
+
+namespace sj = simdjson::ondemand;
+using tensorsafe::internal::CheckedAdd;
+using tensorsafe::internal::CheckedMul;
+using tensorsafe::internal::QuoteName;
+
+constexpr std::uint64_t kLengthBytes = 8;
+// Recursion guard: deeper limits than simdjson's own default are clamped.
+constexpr std::uint32_t kDepthCeiling = 1024;
+
+std::string Str(std::uint64_t v) { return std::to_string(v); }
+
+std::string_view TypeName(sj::json_type t) {
+  switch (t) {
+    case sj::json_type::array: return "an array";
+    case sj::json_type::object: return "an object";
+    case sj::json_type::number: return "a number";
+    case sj::json_type::string: return "a string";
+    case sj::json_type::boolean: return "a boolean";
+    case sj::json_type::null: return "null";
+  }
+  return "a value";
+}
+
+std::string_view TrimRight(std::string_view s) {
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+enum class NumberClass {
+  kNotJson,     // not a JSON number at all
+  kUnsigned,    // an integer in [0, 2^64): what serde reads as usize
+  kOther,       // negative, fractional, exponent or too big: serde's float
+  kOutOfRange,  // a float whose magnitude overflows f64: serde rejects it
+};
+
+// True when the (valid) JSON number `t` has magnitude >= 1, from its digits
+// and exponent, so an out-of-range parse can be told apart from an underflow
+// (serde reads 1e-400 as 0 but rejects 1e400).
+bool MagnitudeAtLeastOne(std::string_view t) {
+  std::size_t i = (t[0] == '-') ? 1 : 0;
+  std::int64_t power = 0;  // power of ten of the first non-zero digit
+  bool found = false;
+  std::int64_t int_digits = 0;
+  std::size_t j = i;
+  while (j < t.size() && IsDigit(t[j])) ++int_digits, ++j;
+  for (std::size_t k = i; k < j; ++k) {
+    if (t[k] != '0') {
+      power = int_digits - 1 - static_cast<std::int64_t>(k - i);
+      found = true;
+      break;
+    }
+  }
+  if (j < t.size() && t[j] == '.') {
+    std::size_t k = j + 1;
+    for (; k < t.size() && IsDigit(t[k]); ++k) {
+      if (!found && t[k] != '0') {
+        power = -static_cast<std::int64_t>(k - j);
+        found = true;
+      }
+    }
+    j = k;
+  }
+  if (!found) return false;  // zero
+  std::int64_t exp = 0;
+  if (j < t.size() && (t[j] == 'e' || t[j] == 'E')) {
+    ++j;
+    bool neg = false;
+    if (t[j] == '+' || t[j] == '-') neg = t[j++] == '-';
+    for (; j < t.size(); ++j) exp = std::min<std::int64_t>(exp * 10 + (t[j] - '0'), 1'000'000'000);
+    if (neg) exp = -exp;
+  }
+  return power + exp >= 0;
+}
+
+NumberClass ScanNumber(std::string_view t, std::uint64_t* out) {
+  std::size_t i = 0;
+  const bool neg = !t.empty() && t[0] == '-';
+  if (neg) ++i;
+  const std::size_t int_begin = i;
+  if (i >= t.size() || !IsDigit(t[i])) return NumberClass::kNotJson;
+  if (t[i] == '0') {
+    ++i;  // JSON forbids leading zeros
+  } else {
+    while (i < t.size() && IsDigit(t[i])) ++i;
+  }
+  const std::size_t int_end = i;
+  bool real = false;
+  if (i < t.size() && t[i] == '.') {
+    const std::size_t s = ++i;
+    while (i < t.size() && IsDigit(t[i])) ++i;
+    if (i == s) return NumberClass::kNotJson;
+    real = true;
+  }
+  if (i < t.size() && (t[i] == 'e' || t[i] == 'E')) {
+    ++i;
+    if (i < t.size() && (t[i] == '+' || t[i] == '-')) ++i;
+    const std::size_t s = i;
+    while (i < t.size() && IsDigit(t[i])) ++i;
+    if (i == s) return NumberClass::kNotJson;
+    real = true;
+  }
+  if (i != t.size()) return NumberClass::kNotJson;
+  if (!neg && !real) {
+    std::uint64_t v = 0;
+    bool overflow = false;
+    for (std::size_t k = int_begin; k < int_end && !overflow; ++k) {
+      auto m = CheckedMul(v, 10);
+      auto a = m ? CheckedAdd(*m, static_cast<std::uint64_t>(t[k] - '0')) : std::nullopt;
+      if (a) v = *a; else overflow = true;
+    }
+    if (!overflow) {
+      *out = v;
+      return NumberClass::kUnsigned;
+    }
+  }
+  double d;
+  auto r = std::from_chars(t.data(), t.data() + t.size(), d);
+  if (r.ec == std::errc::result_out_of_range && MagnitudeAtLeastOne(t)) {
+    return NumberClass::kOutOfRange;
+  }
+  return NumberClass::kOther;
+}
+
+// Where a tensor's data lies, as read. Kept apart from its TensorInfo so
+// that sorting by offsets moves small records, not whole infos.
+struct Span {
+  std::uint64_t begin = 0;
+  std::uint64_t end = 0;
+  std::uint32_t index = 0;  // into JsonWalker::infos
+  int rank = -1;            // safetensors dtype rank; -1 for an unknown dtype
+};
+
+// A parser and a padded input buffer. One per thread is kept for headers up
+// to kCachedHeaderBytes, so repeated parses do not fault in fresh buffers
+// (about 6x the header: simdjson indexes every structural byte).
+struct ParserCache {
+  sj::parser parser;
+  std::unique_ptr<char[]> buf;
+  std::size_t capacity = 0;
+
+  const char* Load(std::string_view text) {
+    const std::size_t need = text.size() + simdjson::SIMDJSON_PADDING;
+    if (capacity < need) {
+      buf.reset(new char[need]);
+      capacity = need;
+    }
+    std::memcpy(buf.get(), text.data(), text.size());
+    std::memset(buf.get() + text.size(), ' ', simdjson::SIMDJSON_PADDING);
+    return buf.get();
+  }
+};
+
+constexpr std::uint64_t kCachedHeaderBytes = std::uint64_t{16} << 20;
+
+ParserCache& ThreadCache() {
+  thread_local ParserCache cache;
+  return cache;
+}
+
+class JsonWalker {
+ public:
+  JsonWalker(const char* text, std::size_t len, const ReadOptions& opt)
+      : text_(text), len_(len), max_depth_(std::min(opt.max_json_depth, kDepthCeiling)) {}
+
+  Status Run(sj::document& doc);
+
+  std::vector<TensorInfo> infos;  // header order; name, dtype and shape set
+  std::vector<Span> spans;        // same order
+  std::vector<std::pair<std::string, std::string>> metadata;
+  bool has_metadata = false;
+  Status unknown_dtype;  // the first one; reported only if nothing worse is found
+
+ private:
+  Status JsonError(simdjson::error_code e);
+  Status CheckDepth(std::uint32_t depth);
+  Status ParseMetadata(sj::value& v);
+  Status ParseEntry(std::string_view name, sj::value& v);
+  Status ParseDTypeField(TensorInfo& info, Span& span, sj::value& v);
+  template <typename Sink>
+  Status ParseUints(std::string_view name, std::string_view field, sj::value& v, Sink&& sink);
+  Status Skip(sj::value& v, std::uint32_t parent_depth);
+
+  static std::string Where(std::string_view name) { return "tensor " + QuoteName(name) + ": "; }
+
+  const char* text_;
+  std::size_t len_;
+  std::uint32_t max_depth_;
+  sj::document* doc_ = nullptr;
+};
+
+Status JsonWalker::JsonError(simdjson::error_code e) {
+  std::string m = "header is not valid JSON";
+  const char* loc = nullptr;
+  if (doc_ != nullptr && !doc_->current_location().get(loc) && loc >= text_ && loc <= text_ + len_) {
+    m += " (near byte " + Str(kLengthBytes + static_cast<std::uint64_t>(loc - text_)) + " of the file)";
+  }
+  m += ": ";
+  m += simdjson::error_message(e);
+  return Corruption(std::move(m));
+}
+
+Status JsonWalker::CheckDepth(std::uint32_t depth) {
+  if (depth <= max_depth_) return Status::OK();
+  return LimitExceeded("header JSON is nested deeper than " + Str(max_depth_) + " levels");
+}
+
+Status JsonWalker::Run(sj::document& doc) {
+  doc_ = &doc;
+  sj::json_type t;
+  if (auto e = doc.type().get(t)) return JsonError(e);
+  if (t != sj::json_type::object) {
+    return Corruption("header is " + std::string(TypeName(t)) + ", not a JSON object");
+  }
+  TS_RETURN_IF_ERROR(CheckDepth(1));
+  sj::object top;
+  if (auto e = doc.get_object().get(top)) return JsonError(e);
+  bool saw_metadata = false;
+  for (auto field_result : top) {
+    sj::field field;
+    if (auto e = std::move(field_result).get(field)) return JsonError(e);
+    std::string_view key;
+    if (auto e = field.unescaped_key().get(key)) return JsonError(e);
+    sj::value& value = field.value();
+    if (key == "__metadata__") {
+      if (saw_metadata) return Corruption("header has a second \"__metadata__\" key");
+      saw_metadata = true;
+      TS_RETURN_IF_ERROR(ParseMetadata(value));
+    } else {
+      TS_RETURN_IF_ERROR(ParseEntry(key, value));
+    }
+  }
+  const char* loc = nullptr;
+  if (!doc.current_location().get(loc)) {
+    return Corruption("trailing characters after the header's JSON object at byte " +
+                      Str(kLengthBytes + static_cast<std::uint64_t>(loc - text_)) + " of the file");
+  }
+  return Status::OK();
+}
+
+Status JsonWalker::ParseMetadata(sj::value& v) {
+  sj::json_type t;
+  if (auto e = v.type().get(t)) return JsonError(e);
+  if (t == sj::json_type::null) {
+    bool is_null = false;
+    if (auto e = v.is_null().get(is_null); e || !is_null) return JsonError(e ? e : simdjson::N_ATOM_ERROR);
+    return Status::OK();  // the crate reads null as absent
+  }
+  if (t != sj::json_type::object) {
+    return Corruption("\"__metadata__\" is " + std::string(TypeName(t)) +
+                      "; it must be an object of strings (or null)");
+  }
+  TS_RETURN_IF_ERROR(CheckDepth(2));
+  has_metadata = true;
+  sj::object obj;
+  if (auto e = v.get_object().get(obj)) return JsonError(e);
+  for (auto field_result : obj) {
+    sj::field field;
+    if (auto e = std::move(field_result).get(field)) return JsonError(e);
+    std::string_view key;
+    if (auto e = field.unescaped_key().get(key)) return JsonError(e);
+    sj::value& fv = field.value();
+    sj::json_type ft;
+    if (auto e = fv.type().get(ft)) return JsonError(e);
+    if (ft != sj::json_type::string) {
+      return Corruption("\"__metadata__\": the value of " + QuoteName(key) + " is " +
+                        std::string(TypeName(ft)) + "; metadata maps strings to strings");
+    }
+    std::string_view s;
+    if (auto e = fv.get_string().get(s)) return JsonError(e);
+    metadata.emplace_back(std::string(key), std::string(s));
+  }
+  // The crate keeps the last of repeated keys; we refuse the ambiguity.
+  std::vector<std::string_view> keys;
+  keys.reserve(metadata.size());
+  for (const auto& kv : metadata) keys.push_back(kv.first);
+  std::sort(keys.begin(), keys.end());
+  auto dup = std::adjacent_find(keys.begin(), keys.end());
+  if (dup != keys.end()) return Corruption("\"__metadata__\" has the key " + QuoteName(*dup) + " twice");
+  return Status::OK();
+}
+
+Status JsonWalker::ParseEntry(std::string_view name, sj::value& v) {
+  sj::json_type t;
+  if (auto e = v.type().get(t)) return JsonError(e);
+  if (t == sj::json_type::array) {
+    // serde would read a positional [dtype, shape, offsets]; no writer makes it.
+    return Corruption(Where(name) + "the entry is an array; only the object form "
+                      "{\"dtype\", \"shape\", \"data_offsets\"} is accepted");
+  }
+  if (t != sj::json_type::object) {
+    return Corruption(Where(name) + "the entry is " + std::string(TypeName(t)) +
+                      ", not an object with dtype, shape and data_offsets");
+  }
+  TS_RETURN_IF_ERROR(CheckDepth(2));
+  sj::object obj;
+  if (auto e = v.get_object().get(obj)) return JsonError(e);
+  TensorInfo& info = infos.emplace_back();
+  info.name.assign(name);
+  Span& span = spans.emplace_back();
+  span.index = static_cast<std::uint32_t>(spans.size() - 1);
+  // Most shapes are short: gather them here and allocate once.
+  std::uint64_t dims[8];
+  std::size_t rank = 0;
+  bool has_dtype = false, has_shape = false, has_offsets = false;
+  for (auto field_result : obj) {
+    sj::field field;
+    if (auto e = std::move(field_result).get(field)) return JsonError(e);
+    std::string_view key;
+    if (auto e = field.unescaped_key().get(key)) return JsonError(e);
+    sj::value& fv = field.value();
+    if (key == "dtype") {
+      if (has_dtype) return Corruption(Where(name) + "duplicate field \"dtype\"");
+      has_dtype = true;
+      TS_RETURN_IF_ERROR(ParseDTypeField(info, span, fv));
+    } else if (key == "shape") {
+      if (has_shape) return Corruption(Where(name) + "duplicate field \"shape\"");
+      has_shape = true;
+      TS_RETURN_IF_ERROR(ParseUints(name, "shape", fv, [&](std::size_t, std::uint64_t d) {
+        if (rank == 8) info.shape.assign(dims, dims + 8);
+        if (rank < 8) dims[rank] = d; else info.shape.push_back(d);
+        ++rank;
+        return Status::OK();
+      }));
+      if (rank <= 8) info.shape.assign(dims, dims + rank);
+    } else if (key == "data_offsets") {
+      if (has_offsets) return Corruption(Where(name) + "duplicate field \"data_offsets\"");
+      has_offsets = true;
+      std::size_t count = 0;
+      TS_RETURN_IF_ERROR(ParseUints(name, "data_offsets", fv, [&](std::size_t i, std::uint64_t d) {
+        if (i >= 2) return Corruption(Where(name) + "data_offsets has more than 2 elements");
+        (i == 0 ? span.begin : span.end) = d;
+        count = i + 1;
+        return Status::OK();
+      }));
+      if (count != 2) {
+        return Corruption(Where(name) + "data_offsets has " + Str(count) + " element" +
+                          (count == 1 ? "" : "s") + "; it must be [begin, end]");
+      }
+    } else {
+      TS_RETURN_IF_ERROR(Skip(fv, 2));  // unknown fields are ignored, as by the crate
+    }
+  }
+  // serde reports the first missing field in declaration order.
+  if (!has_dtype) return Corruption(Where(name) + "missing field \"dtype\"");
+  if (!has_shape) return Corruption(Where(name) + "missing field \"shape\"");
+  if (!has_offsets) return Corruption(Where(name) + "missing field \"data_offsets\"");
+  return Status::OK();
+}
+
+Status JsonWalker::ParseDTypeField(TensorInfo& info, Span& span, sj::value& v) {
+  sj::json_type t;
+  if (auto e = v.type().get(t)) return JsonError(e);
+  if (t != sj::json_type::string) {
+    return Corruption(Where(info.name) + "dtype is " + std::string(TypeName(t)) +
+                      ", not a string such as \"F32\"");
+  }
+  std::string_view s;
+  if (auto e = v.get_string().get(s)) return JsonError(e);
+  span.rank = internal::RankOfName(s);
+  if (span.rank >= 0) {
+    info.dtype = internal::StDTypeAt(span.rank).dtype;
+  } else if (unknown_dtype.ok()) {
+    unknown_dtype = Unsupported(Where(info.name) + "unknown dtype " + QuoteName(s) +
+                                " (safetensors names are upper-case, e.g. \"F32\", \"BF16\")");
+  }
+  return Status::OK();
+}
+
+template <typename Sink>
+Status JsonWalker::ParseUints(std::string_view name, std::string_view field, sj::value& v,
+                              Sink&& sink) {
+  sj::json_type t;
+  if (auto e = v.type().get(t)) return JsonError(e);
+  if (t != sj::json_type::array) {
+    return Corruption(Where(name) + std::string(field) + " is " + std::string(TypeName(t)) +
+                      ", not an array of integers");
+  }
+  TS_RETURN_IF_ERROR(CheckDepth(3));
+  sj::array arr;
+  if (auto e = v.get_array().get(arr)) return JsonError(e);
+  std::size_t i = 0;
+  for (auto element_result : arr) {
+    sj::value el;
+    if (auto e = std::move(element_result).get(el)) return JsonError(e);
+    sj::json_type et;
+    if (auto e = el.type().get(et)) return JsonError(e);
+    auto item = [&] { return std::string(field) + "[" + Str(i) + "]"; };  // errors only
+    if (et != sj::json_type::number) {
+      return Corruption(Where(name) + item() + " is " + std::string(TypeName(et)) +
+                        ", not a non-negative integer");
+    }
+    const std::string_view tok = TrimRight(el.raw_json_token());
+    std::uint64_t u = 0;
+    switch (ScanNumber(tok, &u)) {
+      case NumberClass::kUnsigned:
+        break;
+      case NumberClass::kNotJson:
+        return Corruption(Where(name) + item() + " is not a valid JSON number: " + std::string(tok));
+      default:
+        return Corruption(Where(name) + item() + " is " + std::string(tok) +
+                          ", not an integer from 0 to 2^64-1");
+    }
+    TS_RETURN_IF_ERROR(sink(i, u));
+    ++i;
+  }
+  return Status::OK();
+}
+
+Status JsonWalker::Skip(sj::value& v, std::uint32_t parent_depth) {
+  sj::json_type t;
+  if (auto e = v.type().get(t)) return JsonError(e);
+  switch (t) {
+    case sj::json_type::array: {
+      TS_RETURN_IF_ERROR(CheckDepth(parent_depth + 1));
+      sj::array arr;
+      if (auto e = v.get_array().get(arr)) return JsonError(e);
+      for (auto element_result : arr) {
+        sj::value el;
+        if (auto e = std::move(element_result).get(el)) return JsonError(e);
+        TS_RETURN_IF_ERROR(Skip(el, parent_depth + 1));
+      }
+      return Status::OK();
+    }
+    case sj::json_type::object: {
+      TS_RETURN_IF_ERROR(CheckDepth(parent_depth + 1));
+      sj::object obj;
+      if (auto e = v.get_object().get(obj)) return JsonError(e);
+      for (auto field_result : obj) {
+        sj::field field;
+        if (auto e = std::move(field_result).get(field)) return JsonError(e);
+        std::string_view key;
+        if (auto e = field.unescaped_key().get(key)) return JsonError(e);
+        TS_RETURN_IF_ERROR(Skip(field.value(), parent_depth + 1));
+      }
+      return Status::OK();
+    }
+    case sj::json_type::number: {
+      const std::string_view tok = TrimRight(v.raw_json_token());
+      std::uint64_t u;
+      switch (ScanNumber(tok, &u)) {
+        case NumberClass::kNotJson:
+          return Corruption("header is not valid JSON: bad number " + std::string(tok));
+        case NumberClass::kOutOfRange:
+          return Corruption("header holds the number " + std::string(tok) + ", out of range of f64");
+        default:
+          return Status::OK();
+      }
+    }
+    case sj::json_type::string: {
+      std::string_view s;
+      if (auto e = v.get_string().get(s)) return JsonError(e);
+      return Status::OK();
+    }
+    case sj::json_type::boolean: {
+      bool b;
+      if (auto e = v.get_bool().get(b)) return JsonError(e);
+      return Status::OK();
+    }
+    case sj::json_type::null: {
+      bool is_null = false;
+      if (auto e = v.is_null().get(is_null); e || !is_null) return JsonError(e ? e : simdjson::N_ATOM_ERROR);
+      return Status::OK();
+    }
+  }
+  return JsonError(simdjson::INCORRECT_TYPE);
+}
+
+// Refuses repeated tensor names, which the crate silently collapses to the
+// last one (a parser differential: docs/PERMISSIVE.md, "Stricter").
+Status CheckUniqueNames(const std::vector<TensorInfo>& infos) {
+  if (infos.size() < 2) return Status::OK();
+  std::size_t cap = 1;
+  while (cap < infos.size() * 2) cap <<= 1;
+  // Open addressing; a slot keeps 32 bits of the hash so that most probes
+  // are settled without touching the (cache-cold) names.
+  struct Slot {
+    std::uint32_t tag;
+    std::uint32_t index;  // UINT32_MAX = empty
+  };
+  std::vector<Slot> slots(cap, Slot{0, UINT32_MAX});
+  for (std::uint32_t i = 0; i < infos.size(); ++i) {
+    const std::string& name = infos[i].name;
+    const std::uint64_t hash = tensorsafe::internal::Hash64(name);
+    const std::uint32_t tag = static_cast<std::uint32_t>(hash >> 32);
+    std::size_t h = hash & (cap - 1);
+    while (slots[h].index != UINT32_MAX) {
+      if (slots[h].tag == tag && infos[slots[h].index].name == name) {
+        return Corruption("tensor name " + QuoteName(name) +
+                          " appears twice in the header (tensor names must be unique)");
+      }
+      h = (h + 1) & (cap - 1);
+    }
+    slots[h] = Slot{tag, i};
+  }
+  return Status::OK();
+}
+
+std::string Range(const Span& e) { return "[" + Str(e.begin) + ", " + Str(e.end) + "]"; }
+
+// The crate's validate(): entries in (begin, end) order must tile the buffer
+// from 0 with no hole or overlap, each exactly its dtype and shape's size.
+Result<std::uint64_t> CheckOffsets(std::vector<Span>& entries, const std::vector<TensorInfo>& infos) {
+  auto less = [](const Span& a, const Span& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  };
+  // Files from writers are already in data order; sort only when needed.
+  // Stable so that ties (zero-size tensors) keep header order.
+  if (!std::is_sorted(entries.begin(), entries.end(), less)) {
+    std::stable_sort(entries.begin(), entries.end(), less);
+  }
+  std::uint64_t running = 0;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const Span& e = entries[i];
+    const TensorInfo& info = infos[e.index];
+    auto where = [&] { return "tensor " + QuoteName(info.name) + ": "; };  // errors only
+    if (e.begin != running) {
+      if (i == 0) {
+        return Corruption(where() + "data_offsets " + Range(e) + " begin at " + Str(e.begin) +
+                          ", but the first tensor's data must begin at 0");
+      }
+      const std::string prev = QuoteName(infos[entries[i - 1].index].name);
+      if (e.begin > running) {
+        return Corruption(where() + "data_offsets " + Range(e) + " leave a gap of " +
+                          Str(e.begin - running) + " bytes after tensor " + prev + ", which ends at " +
+                          Str(running));
+      }
+      return Corruption(where() + "data_offsets " + Range(e) + " overlap tensor " + prev +
+                        ", which ends at " + Str(running));
+    }
+    if (e.end < e.begin) {
+      return Corruption(where() + "data_offsets " + Range(e) + " end before they begin");
+    }
+    running = e.end;
+    const internal::StDType& st = internal::StDTypeAt(e.rank);
+    std::optional<std::uint64_t> bits = 1;
+    for (std::uint64_t d : info.shape) {
+      bits = CheckedMul(*bits, d);
+      if (!bits) break;
+    }
+    if (bits) bits = CheckedMul(*bits, st.bits);
+    if (!bits) {
+      return Corruption(where() + "the size of " + std::string(st.name) + " " +
+                        ShapeToString(info.shape) + " overflows 64 bits");
+    }
+    if (*bits % 8 != 0) {
+      return Corruption(where() + std::string(st.name) + " " + ShapeToString(info.shape) +
+                        " takes " + Str(*bits) + " bits, not a whole number of bytes");
+    }
+    if (e.end - e.begin != *bits / 8) {
+      return Corruption(where() + "data_offsets " + Range(e) + " hold " + Str(e.end - e.begin) +
+                        " bytes, but " + std::string(st.name) + " " +
+                        ShapeToString(info.shape) + " takes " + Str(*bits / 8));
+    }
+  }
+  return running;
+}
+
+}  // namespace
+
+Result<Header> ParseHeader(std::span<const std::byte> prefix, std::uint64_t file_size,
+                           const ReadOptions& options) {
+  if (file_size < kLengthBytes) {
+    return Corruption("file is " + Str(file_size) +
+                      " bytes, too short for the 8-byte header length");
+  }
+  if (prefix.size() < kLengthBytes) {
+    return InvalidArgument("ParseHeader needs the first 8 bytes of the file, got " + Str(prefix.size()));
+  }
+  const std::uint64_t n = tensorsafe::internal::Load64(prefix.data());
+  if (n > options.max_header_bytes) {
+    return LimitExceeded("header length " + Str(n) + " exceeds the limit of " +
+                         Str(options.max_header_bytes) + " bytes");
+  }
+  if (n > file_size - kLengthBytes) {
+    return Corruption("header length " + Str(n) + " runs past the end of the file: 8 + " + Str(n) +
+                      " > file size " + Str(file_size));
+  }
+  if (prefix.size() - kLengthBytes < n) {
+    return InvalidArgument("ParseHeader needs the first " + Str(kLengthBytes + n) +
+                           " bytes of the file, got " + Str(prefix.size()));
+  }
+  const char* text = reinterpret_cast<const char*>(prefix.data()) + kLengthBytes;
+  const std::string_view header(text, static_cast<std::size_t>(n));
+  if (!tensorsafe::internal::IsValidUtf8(header)) {
+    return Corruption("header is not valid UTF-8 (bad sequence at byte " +
+                      Str(kLengthBytes + internal::FirstInvalidUtf8(header)) + " of the file)");
+  }
+  // Friendlier messages for two known writer mistakes, both JSON errors anyway.
+  if (header.size() >= 3 && header.substr(0, 3) == "\xEF\xBB\xBF") {
+    return Corruption("header is not valid JSON: it starts with a UTF-8 byte order mark");
+  }
+  if (!header.empty() && header.back() == '\0') {
+    return Corruption("header is not valid JSON: it ends with NUL bytes (only spaces may pad it)");
+  }
+  if (header.find_first_not_of(" \t\n\r") == std::string_view::npos) {
+    return Corruption("header is not valid JSON: it is empty");
+  }
+
+  // simdjson reads past the end of its input, and the bytes after the header
+  // are the file's (attacker-chosen) data: parse a private padded copy.
+  ParserCache local;
+  ParserCache& cache = n <= kCachedHeaderBytes ? ThreadCache() : local;
+  const char* json = cache.Load(header);
+  JsonWalker walker(json, header.size(), options);
+  // An entry takes at least ~50 header bytes, real ones about 100: reserve
+  // for the common case and let rare dense headers grow.
+  walker.infos.reserve(static_cast<std::size_t>(n / 96));
+  walker.spans.reserve(static_cast<std::size_t>(n / 96));
+  {
+    sj::document doc;
+    auto err = cache.parser.iterate(json, header.size(), header.size() + simdjson::SIMDJSON_PADDING).get(doc);
+    Status s;
+    if (err) {
+      s = Corruption(std::string("header is not valid JSON: ") + simdjson::error_message(err));
+    } else {
+      s = walker.Run(doc);
+    }
+    if (!s.ok()) return s;
+  }
+  TS_RETURN_IF_ERROR(CheckUniqueNames(walker.infos));
+  if (!walker.unknown_dtype.ok()) return walker.unknown_dtype;
+  std::vector<Span>& spans = walker.spans;
+  TS_ASSIGN_OR_RETURN(const std::uint64_t data_length, CheckOffsets(spans, walker.infos));
+
+  const std::uint64_t data_start = kLengthBytes + n;
+  auto end = CheckedAdd(data_start, data_length);
+  if (!end || *end != file_size) {
+    if (!end || *end > file_size) {
+      return Corruption("tensor data ends at byte " + (end ? Str(*end) : std::string("2^64+")) +
+                        " (8 + " + Str(n) + " + " + Str(data_length) + "), past the end of the file (" +
+                        Str(file_size) + " bytes): truncated");
+    }
+    const std::uint64_t extra = file_size - *end;
+    return Corruption("file has " + Str(extra) + (extra == 1 ? " byte" : " bytes") +
+                      " after the tensor data, which ends at byte " +
+                      Str(*end) + " (the data must end the file)");
+  }
+
+  Header h;
+  h.header_length = n;
+  h.data_start = data_start;
+  h.data_length = data_length;
+  bool in_order = true;
+  for (std::size_t i = 0; i < spans.size() && in_order; ++i) in_order = spans[i].index == i;
+  if (in_order) {
+    h.tensors = std::move(walker.infos);
+  } else {
+    h.tensors.reserve(spans.size());
+    for (const Span& sp : spans) h.tensors.push_back(std::move(walker.infos[sp.index]));
+  }
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    TensorInfo& info = h.tensors[i];
+    info.data_offset = data_start + spans[i].begin;
+    info.data_length = spans[i].end - spans[i].begin;
+    info.position = i;
+  }
+  if (walker.has_metadata) {
+    std::string& m = h.metadata_json;
+    m.push_back('{');
+    for (std::size_t i = 0; i < walker.metadata.size(); ++i) {
+      if (i) m.push_back(',');
+      internal::AppendJsonString(m, walker.metadata[i].first);
+      m.push_back(':');
+      internal::AppendJsonString(m, walker.metadata[i].second);
+    }
+    m.push_back('}');
+  }
+  return h;
+}
+
+Result<Header> ParseHeader(std::span<const std::byte> file, const ReadOptions& options) {
+  return ParseHeader(file, file.size(), options);
+}
+
+}  // namespace tensorsafe::safetensors

@@ -682,7 +682,6 @@ Result<Header> ParseHeader(std::span<const std::byte> prefix, std::uint64_t file
     TensorInfo& info = h.tensors[i];
     info.data_offset = data_start + spans[i].begin;
     info.data_length = spans[i].end - spans[i].begin;
-    info.position = i;
   }
   if (walker.has_metadata) {
     std::string& m = h.metadata_json;

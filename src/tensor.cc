@@ -37,3 +37,22 @@ std::string ShapeToString(std::span<const std::uint64_t> shape) {
 }
 
 }  // namespace tensorsafe
+
+namespace tensorsafe {
+
+Result<CooParts> SplitCoo(const TensorInfo& info, std::span<const std::byte> data) {
+  if (info.layout != Layout::kCoo) return InvalidArgument("tensor \"" + info.name + "\" is not sparse COO");
+  auto idx = internal::CheckedMul(info.nnz, info.shape.size());
+  auto idx_bytes = idx ? internal::CheckedMul(*idx, 8) : std::nullopt;
+  const Shape values_shape{info.nnz};
+  auto val_bytes = DenseByteSize(info.dtype, values_shape);
+  if (!idx_bytes || !val_bytes.ok() || info.coo_values_offset < *idx_bytes ||
+      info.coo_values_offset > data.size() || data.size() - info.coo_values_offset != *val_bytes) {
+    return InvalidArgument("tensor \"" + info.name + "\": COO sizes disagree with its " +
+                           std::to_string(data.size()) + " data bytes");
+  }
+  return CooParts{data.first(static_cast<std::size_t>(*idx_bytes)),
+                  data.subspan(static_cast<std::size_t>(info.coo_values_offset))};
+}
+
+}  // namespace tensorsafe

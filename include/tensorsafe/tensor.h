@@ -23,7 +23,10 @@ using Shape = std::vector<std::uint64_t>;
 // Persisted in .tsafe index entries (FORMAT.md §6.2): never renumber.
 enum class Layout : std::uint8_t {
   kDense = 0,  // row-major (C order), contiguous, little-endian
-  kCoo = 1,    // reserved for sparse COO; spec 1.0 readers reject it
+  // Sparse coordinate format (spec 1.1): the data region holds the indices,
+  // i64 [nnz, rank] row-major, then (at coo_values_offset, aligned) the
+  // values, [nnz] of the tensor's dtype. The shape is the dense shape.
+  kCoo = 1,
 };
 
 // Number of elements of a shape (1 for rank 0), or an out-of-range error when
@@ -61,7 +64,21 @@ struct TensorInfo {
   std::uint64_t data_length = 0;  // bytes
   std::uint64_t data_checksum = 0;  // XXH3-64 of the data bytes
   std::string metadata_json;        // per-tensor metadata, "" when absent
+  // Layout::kCoo only: stored elements, where the values start (relative to
+  // data_offset), and whether the indices are sorted and unique.
+  std::uint64_t nnz = 0;
+  std::uint64_t coo_values_offset = 0;
+  bool coalesced = false;
 };
+
+// The two parts of a COO tensor's data region.
+struct CooParts {
+  std::span<const std::byte> indices;  // i64 [nnz, rank], row-major
+  std::span<const std::byte> values;   // [nnz] of info.dtype
+};
+// Splits `data` (the whole region of a Layout::kCoo tensor) per `info`;
+// kInvalidArgument when it is not a COO tensor or the sizes disagree.
+Result<CooParts> SplitCoo(const TensorInfo& info, std::span<const std::byte> data);
 
 // A tensor's bytes together with their owner. For a mapped reader the bytes
 // are the file mapping itself (zero-copy, read-only) and `owner` keeps the

@@ -53,6 +53,16 @@ class Writer {
   Status Add(std::string_view name, const TensorView& view,
              std::string_view metadata_json = {});
 
+  // Adds a sparse COO tensor of dense shape `shape` (spec 1.1, FORMAT.md
+  // §6.2): `indices` holds nnz rows of rank i64 (each within its dimension;
+  // strictly increasing rows when `coalesced`), `values` nnz elements.
+  // Errors as Add, and kInvalidArgument for out-of-range or unordered indices.
+  Status AddCoo(std::string_view name, DType dtype, const Shape& shape, std::span<const std::int64_t> indices,
+                std::span<const std::byte> values, bool coalesced, std::string_view metadata_json = {});
+  // Copies a tensor as another reader returned it, dense or COO, with its
+  // name and metadata (for compaction and conversion).
+  Status AddTensor(const Tensor& tensor);
+
   // Streams a tensor larger than memory: Begin, then Append its bytes in row-
   // major order in chunks of any size, then End. End fails unless exactly
   // DenseByteSize(dtype, shape) bytes were appended.

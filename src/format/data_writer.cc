@@ -173,6 +173,77 @@ Result<TensorInfo> DataWriter::WriteView(std::string_view name, const TensorView
   return End();
 }
 
+Result<TensorInfo> DataWriter::WriteCoo(std::string_view name, DType dtype, const Shape& shape,
+                                        std::span<const std::int64_t> indices, std::span<const std::byte> values,
+                                        bool coalesced, std::string_view metadata, const Limits& limits) {
+  const std::uint64_t rank = shape.size();
+  const std::string who = "tensor " + QuoteName(name);
+  if (rank == 0 ? !indices.empty() : indices.size() % rank != 0) {
+    return InvalidArgument(who + ": " + std::to_string(indices.size()) + " indices do not form rows of rank " +
+                           std::to_string(rank));
+  }
+  // With rank 0 there are no index columns: nnz comes from the values.
+  const DTypeInfo& di = GetDTypeInfo(dtype);
+  const std::uint64_t nnz = rank ? indices.size() / rank : values.size() / di.block_bytes * di.block_elems;
+  const Shape values_shape{nnz};
+  auto values_bytes = DenseByteSize(dtype, values_shape);
+  if (!values_bytes.ok()) return values_bytes.status().WithContext(who);
+  if (*values_bytes != values.size()) {
+    return InvalidArgument(who + ": " + std::to_string(values.size()) + " value bytes for " + std::to_string(nnz) +
+                           " elements of " + std::string(di.name) + " (" + std::to_string(*values_bytes) + " bytes)");
+  }
+  for (std::uint64_t r = 0; r < nnz && rank > 0; ++r) {
+    int order = r == 0 ? 1 : 0;
+    for (std::uint64_t d = 0; d < rank; ++d) {
+      const std::int64_t v = indices[r * rank + d];
+      if (v < 0 || static_cast<std::uint64_t>(v) >= shape[d]) {
+        return InvalidArgument(who + ": COO index of element " + std::to_string(r) + " in dimension " +
+                               std::to_string(d) + " is " + std::to_string(v) + ", outside [0, " +
+                               std::to_string(shape[d]) + ")");
+      }
+      if (order == 0 && v != indices[(r - 1) * rank + d]) order = v > indices[(r - 1) * rank + d] ? 1 : -1;
+    }
+    if (coalesced && order <= 0) {
+      return InvalidArgument(who + ": marked coalesced, but element " + std::to_string(r) +
+                             " does not follow element " + std::to_string(r - 1) + " in order");
+    }
+  }
+  // The region: indices, zeros up to the alignment, values. Begin() checks
+  // name, rank and metadata against a 1-D byte shape of the region's size.
+  const std::uint64_t idx_bytes = indices.size() * 8;
+  auto values_at = AlignUp(idx_bytes, alignment_);
+  if (!values_at) return OutOfRange(who + ": COO region overflows");
+  const Shape region{*values_at + values.size()};
+  if (shape.size() > limits.max_rank || shape.size() > kSpecMaxRank) {
+    return LimitExceeded(who + ": rank " + std::to_string(shape.size()) + " exceeds the limit of " +
+                         std::to_string(limits.max_rank));
+  }
+  TS_RETURN_IF_ERROR(Begin(name, DType::kU8, region, metadata, limits));
+  Status s = Append(std::as_bytes(indices));
+  if (s.ok()) {
+    static constexpr std::byte kPad[4096] = {};
+    std::uint64_t pad = *values_at - idx_bytes;
+    while (s.ok() && pad > 0) {
+      const std::size_t k = static_cast<std::size_t>(std::min<std::uint64_t>(pad, sizeof kPad));
+      s = Append({kPad, k});
+      pad -= k;
+    }
+  }
+  if (s.ok()) s = Append(values);
+  if (!s.ok()) {
+    in_tensor_ = false;
+    return s;
+  }
+  TS_ASSIGN_OR_RETURN(TensorInfo info, End());
+  info.dtype = dtype;
+  info.layout = Layout::kCoo;
+  info.shape = shape;
+  info.nnz = nnz;
+  info.coo_values_offset = *values_at;
+  info.coalesced = coalesced;
+  return info;
+}
+
 // Gathers a strided view row by row through a staging buffer.
 Status DataWriter::AppendStrided(const TensorView& v) {
   const std::uint32_t es = ElementSize(v.dtype);

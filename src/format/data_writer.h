@@ -38,6 +38,12 @@ class DataWriter {
   // Begin + the view's bytes (contiguous or strided) + End.
   Result<TensorInfo> WriteView(std::string_view name, const TensorView& view, std::string_view metadata,
                                const Limits& limits);
+  // A sparse COO tensor (FORMAT.md §6.2): `indices` i64 [nnz, rank]
+  // row-major, each within its dimension (and strictly increasing rows when
+  // `coalesced`), `values` nnz elements of `dtype`.
+  Result<TensorInfo> WriteCoo(std::string_view name, DType dtype, const Shape& shape,
+                              std::span<const std::int64_t> indices, std::span<const std::byte> values,
+                              bool coalesced, std::string_view metadata, const Limits& limits);
   bool in_tensor() const { return in_tensor_; }
 
  private:

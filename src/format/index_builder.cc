@@ -15,6 +15,7 @@ Status IndexBuilder::Add(const TensorInfo& t, std::optional<std::uint64_t> name_
   const std::uint64_t off = entries_.size();
   if (off / 8 + 1 >= (std::uint64_t{1} << kSlotPosBits)) return LimitExceeded("index entries exceed 8 TiB");
   EncodeEntry(t, entries_);
+  if (t.layout == Layout::kCoo) features_ |= kFeatureCoo;
   slots_.push_back({name_hash ? *name_hash : NameHash(t.name), off});
   data_bytes_ += t.data_length;
   // Load factor <= 1/2 keeps probes short.
@@ -89,7 +90,7 @@ std::string IndexBuilder::Finish(std::uint64_t index_offset, std::string_view me
   root.metadata_checksum = Hash64(metadata);
   auto* r = reinterpret_cast<std::byte*>(out.data());
   EncodeRoot(root, r);
-  ptr->features = 0;
+  ptr->features = features_;
   ptr->index_offset = index_offset;
   ptr->index_length = length;
   ptr->index_checksum = Hash64(std::span<const std::byte>(r, kRootSize));

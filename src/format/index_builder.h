@@ -23,6 +23,9 @@ class IndexBuilder {
   bool Contains(std::string_view name, std::uint64_t name_hash) const;
   std::uint64_t count() const { return slots_.size(); }
   std::uint64_t data_bytes() const { return data_bytes_; }
+  // Feature bits the entries need (FORMAT.md §3.2): kFeatureCoo once a COO
+  // entry was added.
+  std::uint64_t features() const { return features_; }
 
   // Serialises the index that will start at `index_offset` (a multiple of 8):
   // root, entries, hash table, metadata and zero padding, followed by the
@@ -41,6 +44,7 @@ class IndexBuilder {
   // on a tag match: a string set cost 2x the time of a whole Add.
   std::vector<std::uint64_t> dedup_;
   std::uint64_t data_bytes_ = 0;
+  std::uint64_t features_ = 0;
 };
 
 }  // namespace tensorsafe::internal

@@ -203,7 +203,8 @@ std::uint64_t EntryView::dim(std::size_t i) const { return Load64(dims.data() + 
 
 // FORMAT.md §6.2: length 4 | check 4 | dtype 1 | layout 1 | rank 1 | flags 1 |
 // name_length 4 | data_offset 8 | data_length 8 | data_checksum 8 |
-// dims 8*rank | name | metadata_length 4 | metadata | zero padding to 8.
+// dims 8*rank | [COO: nnz 8 | values_offset 8 | coo_flags 8] | name |
+// metadata_length 4 | metadata | zero padding to 8.
 void EncodeEntry(const TensorInfo& t, std::string& out) {
   const std::size_t start = out.size();
   Put32(out, 0);  // length, patched below
@@ -217,6 +218,11 @@ void EncodeEntry(const TensorInfo& t, std::string& out) {
   Put64(out, t.data_length);
   Put64(out, t.data_checksum);
   for (std::uint64_t d : t.shape) Put64(out, d);
+  if (t.layout == Layout::kCoo) {
+    Put64(out, t.nnz);
+    Put64(out, t.coo_values_offset);
+    Put64(out, t.coalesced ? kCooCoalesced : 0);
+  }
   out += t.name;
   Put32(out, static_cast<std::uint32_t>(t.metadata_json.size()));
   out += t.metadata_json;
@@ -260,11 +266,13 @@ Status DecodeEntry(std::span<const std::byte> in, std::uint32_t max_rank,
     return LimitExceeded("name of " + std::to_string(name_len) + " bytes exceeds the limit of " +
                          std::to_string(max_name_bytes));
   }
-  // All sizes below are < 2^32 + 2^11, so the sums cannot overflow 64 bits.
-  const std::uint64_t dims_end = kEntryFixedSize + 8ull * e->rank;
+  const bool coo = layout == static_cast<std::uint8_t>(Layout::kCoo);
+  // All sizes below are < 2^32 + 2^12, so the sums cannot overflow 64 bits.
+  const std::uint64_t params_end = kEntryFixedSize + 8ull * e->rank;
+  const std::uint64_t dims_end = params_end + (coo ? kCooParamsSize : 0);
   const std::uint64_t name_end = dims_end + name_len;
   if (name_end + 4 > len) {
-    return Corruption("entry of " + std::to_string(len) + " bytes cannot hold rank " +
+    return Corruption("entry of " + std::to_string(len) + " bytes cannot hold " + (coo ? "COO " : "") + "rank " +
                       std::to_string(e->rank) + " and a name of " + std::to_string(name_len) + " bytes");
   }
   const std::uint32_t meta_len = Load32(p + name_end);
@@ -279,18 +287,23 @@ Status DecodeEntry(std::span<const std::byte> in, std::uint32_t max_rank,
   }
   if (!AllZero(in.subspan(meta_end))) return Corruption("entry padding is not zero");
   e->dims = in.subspan(kEntryFixedSize, 8ull * e->rank);
+  if (coo) {
+    e->nnz = Load64(p + params_end);
+    e->values_offset = Load64(p + params_end + 8);
+    e->coo_flags = Load64(p + params_end + 16);
+  }
   e->name = std::string_view(reinterpret_cast<const char*>(p + dims_end), name_len);
   e->metadata = std::string_view(reinterpret_cast<const char*>(p + name_end + 4), meta_len);
   auto info = LookupDType(dtype);
   if (!info) return Unsupported("unknown dtype code " + std::to_string(dtype));
   e->dtype = info->dtype;
-  if (layout == static_cast<std::uint8_t>(Layout::kCoo)) {
-    return Unsupported("layout 1 (sparse COO) is reserved in format 1.0");
-  }
-  if (layout != static_cast<std::uint8_t>(Layout::kDense)) {
+  if (!coo && layout != static_cast<std::uint8_t>(Layout::kDense)) {
     return Unsupported("unknown layout code " + std::to_string(layout));
   }
-  e->layout = Layout::kDense;
+  e->layout = coo ? Layout::kCoo : Layout::kDense;
+  if ((e->coo_flags & ~kCooCoalesced) != 0) {
+    return Corruption("COO flags " + std::to_string(e->coo_flags) + " have reserved bits set");
+  }
   return Status::OK();
 }
 

@@ -21,7 +21,7 @@ inline constexpr std::array<std::byte, 8> kMagic = {
     std::byte{0x89}, std::byte{'T'}, std::byte{'S'}, std::byte{'F'},
     std::byte{0x0d}, std::byte{0x0a}, std::byte{0x1a}, std::byte{0x0a}};
 inline constexpr std::uint16_t kVersionMajor = 1;
-inline constexpr std::uint16_t kVersionMinor = 0;
+inline constexpr std::uint16_t kVersionMinor = 1;
 
 inline constexpr std::size_t kIdentitySize = 32;
 inline constexpr std::size_t kSlotSize = 48;
@@ -39,8 +39,13 @@ inline constexpr std::uint64_t kMaxEntriesBytes = (std::uint64_t{1} << kSlotPosB
 inline constexpr std::array<std::byte, 8> kIndexMagic = {
     std::byte{'T'}, std::byte{'S'}, std::byte{'F'}, std::byte{'I'},
     std::byte{'N'}, std::byte{'D'}, std::byte{'E'}, std::byte{'X'}};
-// Feature bits a 1.0 reader knows: none.
-inline constexpr std::uint64_t kKnownFeatures = 0;
+// FORMAT.md §3.2 feature bits. Bit 0 (spec 1.1): the index has sparse COO
+// entries, so a 1.0 reader, which would reject them, refuses the file at once.
+inline constexpr std::uint64_t kFeatureCoo = 1;
+inline constexpr std::uint64_t kKnownFeatures = kFeatureCoo;
+// FORMAT.md §6.2: the COO parameters after the dims (nnz, values offset, flags).
+inline constexpr std::size_t kCooParamsSize = 24;
+inline constexpr std::uint64_t kCooCoalesced = 1;
 
 inline std::uint64_t SlotOffset(int i) { return kIdentitySize + static_cast<std::uint64_t>(i) * kSlotSize; }
 
@@ -112,6 +117,9 @@ struct EntryView {
   std::uint64_t data_length = 0;
   std::uint64_t data_checksum = 0;
   std::span<const std::byte> dims;  // rank little-endian u64
+  std::uint64_t nnz = 0;            // COO only
+  std::uint64_t values_offset = 0;  // COO only, relative to data_offset
+  std::uint64_t coo_flags = 0;      // COO only
   std::string_view name;
   std::string_view metadata;
   std::uint64_t dim(std::size_t i) const;

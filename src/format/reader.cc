@@ -236,6 +236,70 @@ class Reader::Impl {
     return CheckEntry(*e, label);
   }
 
+  // FORMAT.md §6.2 (spec 1.1): R30 for COO entries. The indices take
+  // 8 x nnz x rank bytes; the values start at the next multiple of the
+  // alignment and take the dtype's size of nnz elements; nothing follows.
+  Status CheckCooSizes(const internal::EntryView& e, const EntryLabel& label) const {
+    if ((ptr_.features & internal::kFeatureCoo) == 0) {
+      return Err(Corruption(label.with(e.name) + ": a COO entry in a file whose header does not declare "
+                                                 "the sparse feature (bit 0)"));
+    }
+    auto idx = internal::CheckedMul(e.nnz, e.rank);
+    auto idx_bytes = idx ? internal::CheckedMul(*idx, 8) : std::nullopt;
+    auto values_at = idx_bytes ? internal::AlignUp(*idx_bytes, id_.alignment) : std::nullopt;
+    const std::uint64_t nnz = e.nnz;
+    auto values = DenseByteSize(e.dtype, std::span<const std::uint64_t>(&nnz, 1));
+    if (!values_at || !values.ok()) {
+      return Err(Corruption(label.with(e.name) + ": COO sizes of " + N(e.nnz) + " elements of rank " +
+                            N(e.rank) + " overflow"));
+    }
+    if (e.values_offset != *values_at) {
+      return Err(Corruption(label.with(e.name) + ": COO values offset " + N(e.values_offset) + " is not " +
+                            N(*values_at) + " (the indices' " + N(*idx_bytes) + " bytes, aligned)"));
+    }
+    auto total = CheckedAdd(*values_at, *values);
+    if (!total || *total != e.data_length) {
+      return Err(Corruption(label.with(e.name) + ": data length " + N(e.data_length) + " does not match " +
+                            N(e.nnz) + " COO elements of " + std::string(DTypeName(e.dtype)) + " (" +
+                            N(total.value_or(0)) + " bytes)"));
+    }
+    return Status::OK();
+  }
+
+  // R42 (Verify): every COO index lies within its dimension, and a tensor
+  // marked coalesced has its index rows strictly increasing.
+  Status CheckCooIndices(const internal::EntryView& e, const EntryLabel& label) const {
+    const std::uint64_t rank = e.rank;
+    if (e.nnz == 0 || rank == 0) return Status::OK();
+    const std::uint64_t row_bytes = 8 * rank;
+    const std::uint64_t rows_per_chunk = std::max<std::uint64_t>(1, (std::uint64_t{1} << 20) / row_bytes);
+    std::vector<std::byte> scratch;
+    std::vector<std::uint64_t> prev(rank, 0);
+    for (std::uint64_t row = 0; row < e.nnz; row += rows_per_chunk) {
+      const std::uint64_t n = std::min(rows_per_chunk, e.nnz - row);
+      std::span<const std::byte> chunk;
+      TS_RETURN_IF_ERROR(View(e.data_offset + row * row_bytes, n * row_bytes, scratch, &chunk));
+      for (std::uint64_t r = 0; r < n; ++r) {
+        int order = row + r == 0 ? 1 : 0;  // vs the previous row: -1, 0, 1
+        for (std::uint64_t d = 0; d < rank; ++d) {
+          const std::uint64_t v = internal::Load64(chunk.data() + r * row_bytes + 8 * d);
+          if (v >= e.dim(d)) {  // negative i64 values are huge as u64
+            return Err(Corruption(label.with(e.name) + ": COO index of element " + N(row + r) + " in dimension " +
+                                  N(d) + " is " + std::to_string(static_cast<std::int64_t>(v)) +
+                                  ", outside [0, " + N(e.dim(d)) + ")"));
+          }
+          if (order == 0 && v != prev[d]) order = v > prev[d] ? 1 : -1;
+          prev[d] = v;
+        }
+        if ((e.coo_flags & internal::kCooCoalesced) && order <= 0) {
+          return Err(Corruption(label.with(e.name) + ": marked coalesced, but COO element " + N(row + r) +
+                                " does not follow element " + N(row + r - 1) + " in order"));
+        }
+      }
+    }
+    return Status::OK();
+  }
+
   Status CheckEntry(const internal::EntryView& e, const EntryLabel& label) const {
     if (!internal::IsValidUtf8(e.name)) return Err(Corruption(label.with(e.name) + ": name is not valid UTF-8"));
     if (!e.metadata.empty()) {
@@ -254,12 +318,16 @@ class Reader::Impl {
     const std::size_t rank = std::min<std::size_t>(e.rank, kMaxDims);
     for (std::size_t i = 0; i < rank; ++i) dims[i] = e.dim(i);
     const std::span<const std::uint64_t> shape(dims, rank);
-    auto want = DenseByteSize(e.dtype, shape);
-    if (!want.ok()) return Err(Corruption(label.with(e.name) + ": " + want.status().message()));
-    if (*want != e.data_length) {
+    if (e.layout == Layout::kCoo) {
+      TS_RETURN_IF_ERROR(CheckCooSizes(e, label));
+    } else {
+      auto want = DenseByteSize(e.dtype, shape);
+      if (!want.ok()) return Err(Corruption(label.with(e.name) + ": " + want.status().message()));
+      if (*want != e.data_length) {
       return Err(Corruption(label.with(e.name) + ": data length " + N(e.data_length) +
                             " does not match shape " + ShapeToString(shape) + " of " +
                             std::string(DTypeName(e.dtype)) + " (" + N(*want) + " bytes)"));
+      }
     }
     if (e.data_offset % id_.alignment != 0) {
       return Err(Corruption(label.with(e.name) + ": data offset " + N(e.data_offset) +
@@ -279,6 +347,9 @@ class Reader::Impl {
     t.name = std::string(e.name);
     t.dtype = e.dtype;
     t.layout = e.layout;
+    t.nnz = e.nnz;
+    t.coo_values_offset = e.values_offset;
+    t.coalesced = (e.coo_flags & internal::kCooCoalesced) != 0;
     t.shape.resize(e.rank);
     for (std::size_t i = 0; i < e.rank; ++i) t.shape[i] = e.dim(i);
     t.data_offset = e.data_offset;
@@ -546,6 +617,9 @@ class Reader::Impl {
 
   Status ReadSlice(std::string_view name, std::span<const SliceDim> slice, std::span<std::byte> out) const {
     TS_ASSIGN_OR_RETURN(TensorInfo info, Find(name));
+    if (info.layout != Layout::kDense) {
+      return Unsupported("tensor " + QuoteName(name) + ": slicing a sparse COO tensor is not supported");
+    }
     const std::uint64_t es = ElementSize(info.dtype);
     if (es == 0) {
       return Unsupported("tensor " + QuoteName(name) + ": slicing packed " +
@@ -665,6 +739,13 @@ class Reader::Impl {
                                  N(e.data_checksum) + ", computed " + N(got)));
         }
         if (damaged) damaged->emplace_back(e.name);
+      } else if (e.layout == Layout::kCoo) {
+        // Only indices that the checksum vouches for are worth checking.
+        Status cs = CheckCooIndices(e, Ordinal(i));
+        if (!cs.ok()) {
+          if (first.ok()) first = cs;
+          if (damaged) damaged->emplace_back(e.name);
+        }
       }
       return Status::OK();
     }));

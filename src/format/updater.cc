@@ -450,7 +450,7 @@ Result<CompactResult> Compact(const std::string& path, const UpdaterOptions& opt
   Status inner;
   TS_RETURN_IF_ERROR(r->ForEach([&](const TensorInfo& t) {
     auto g = r->Get(t.name);
-    inner = g.ok() ? w->Add(t.name, TensorView::Contiguous(t.dtype, t.shape, g->data), t.metadata_json) : g.status();
+    inner = g.ok() ? w->AddTensor(*g) : g.status();
     return inner.ok();
   }));
   TS_RETURN_IF_ERROR(inner);

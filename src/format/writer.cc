@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <cstring>
+#include <vector>
+
 #include "format/data_writer.h"
 #include "format/index_builder.h"
 #include "format/layout.h"
@@ -52,6 +55,15 @@ class Writer::Impl {
     TS_RETURN_IF_ERROR(CheckOpen());
     TS_RETURN_IF_ERROR(CheckNewName(name));
     auto info = data_.WriteView(name, view, metadata, opt_.limits);
+    if (!info.ok()) return Check(info.status());
+    return Record(std::move(info).value());
+  }
+
+  Status AddCoo(std::string_view name, DType dtype, const Shape& shape, std::span<const std::int64_t> indices,
+                std::span<const std::byte> values, bool coalesced, std::string_view metadata) {
+    TS_RETURN_IF_ERROR(CheckOpen());
+    TS_RETURN_IF_ERROR(CheckNewName(name));
+    auto info = data_.WriteCoo(name, dtype, shape, indices, values, coalesced, metadata, opt_.limits);
     if (!info.ok()) return Check(info.status());
     return Record(std::move(info).value());
   }
@@ -210,6 +222,31 @@ Result<std::unique_ptr<Writer>> Writer::ToFile(std::unique_ptr<internal::Writabl
 Status Writer::Add(std::string_view name, const TensorView& view, std::string_view metadata_json) {
   return impl_->Add(name, view, metadata_json);
 }
+Status Writer::AddCoo(std::string_view name, DType dtype, const Shape& shape, std::span<const std::int64_t> indices,
+                      std::span<const std::byte> values, bool coalesced, std::string_view metadata_json) {
+  return impl_->AddCoo(name, dtype, shape, indices, values, coalesced, metadata_json);
+}
+
+Status Writer::AddTensor(const Tensor& t) {
+  if (t.info.layout == Layout::kDense) {
+    return impl_->Add(t.info.name, TensorView::Contiguous(t.info.dtype, t.info.shape, t.data), t.info.metadata_json);
+  }
+  TS_ASSIGN_OR_RETURN(CooParts parts, SplitCoo(t.info, t.data));
+  // The indices of a mapped file are 8-aligned (FORMAT.md §4 aligns every
+  // region to at least 8 by default) but a caller's buffer may not be.
+  std::vector<std::int64_t> aligned;
+  std::span<const std::int64_t> idx;
+  if (reinterpret_cast<std::uintptr_t>(parts.indices.data()) % alignof(std::int64_t) == 0) {
+    idx = {reinterpret_cast<const std::int64_t*>(parts.indices.data()), parts.indices.size() / 8};
+  } else {
+    aligned.resize(parts.indices.size() / 8);
+    std::memcpy(aligned.data(), parts.indices.data(), parts.indices.size());
+    idx = aligned;
+  }
+  return impl_->AddCoo(t.info.name, t.info.dtype, t.info.shape, idx, parts.values, t.info.coalesced,
+                       t.info.metadata_json);
+}
+
 Status Writer::BeginTensor(std::string_view name, DType dtype, const Shape& shape, std::string_view metadata_json) {
   return impl_->Begin(name, dtype, shape, metadata_json);
 }

@@ -25,6 +25,7 @@ TEST(Golden, WriterReproducesSmallFile) {
   const std::string got = ReadFileBytes(path);
   const std::string want = ReadFileBytes(kGolden);
   ASSERT_EQ(want.size(), 392u);
+  EXPECT_EQ(want[10], 1);  // version 1.1
   EXPECT_EQ(got, want);
 }
 

@@ -34,6 +34,8 @@ std::uint64_t TsafeImage::entry_name(std::size_t i) const {
   return e + 40 + 8 * static_cast<std::uint8_t>(bytes_[e + 10]);
 }
 
+std::uint64_t TsafeImage::HashRange(std::uint64_t off, std::uint64_t len) const { return H(bytes_, off, len); }
+
 std::uint64_t TsafeImage::Get64(std::uint64_t off) const {
   std::uint64_t v;
   std::memcpy(&v, bytes_.data() + off, 8);

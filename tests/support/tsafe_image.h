@@ -29,6 +29,8 @@ class TsafeImage {
   // Absolute offset of entry i's name / metadata-length field.
   std::uint64_t entry_name(std::size_t i) const;
 
+  // XXH3-64 of bytes [off, off + len), e.g. to fix a data checksum.
+  std::uint64_t HashRange(std::uint64_t off, std::uint64_t len) const;
   std::uint64_t Get64(std::uint64_t off) const;
   std::uint32_t Get32(std::uint64_t off) const;
   void Set64(std::uint64_t off, std::uint64_t v);

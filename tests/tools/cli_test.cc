@@ -84,7 +84,7 @@ TEST_F(CliTest, UsageErrorsExit2) {
 TEST_F(CliTest, Info) {
   Output o = Run("info " + path_);
   ASSERT_EQ(o.rc, 0) << o.err;
-  EXPECT_NE(o.out.find("format:       tsafe 1.0\n"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("format:       tsafe 1.1\n"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("tensors:      4\n"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("header slot:  sequence 1\n"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("metadata:     {\"model\":\"m\"}\n"), std::string::npos) << o.out;

@@ -1,6 +1,7 @@
 #include "format/data_writer.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "format/layout.h"
 #include "util/checked_math.h"
@@ -19,24 +20,26 @@ Status ValidateTensorName(std::string_view name, const Limits& limits) {
     return LimitExceeded("tensor name of " + std::to_string(name.size()) +
                          " bytes exceeds the limit of " + std::to_string(limits.max_name_bytes));
   }
-  if (!IsValidUtf8(name)) return InvalidArgument("tensor name " + QuoteName(name) + " is not valid UTF-8");
+  bool ascii = true;  // most names: skip the general validator
+  for (char c : name) ascii &= static_cast<unsigned char>(c) < 0x80;
+  if (!ascii && !IsValidUtf8(name)) return InvalidArgument("tensor name " + QuoteName(name) + " is not valid UTF-8");
   return Status::OK();
 }
 
 DataWriter::DataWriter(WritableFile* file, std::uint64_t start, std::uint32_t alignment)
-    : file_(file), pos_(start), alignment_(alignment) {
-  buf_.reserve(kChunk);
-}
+    : file_(file), pos_(start), alignment_(alignment), buf_(new std::byte[kChunk]) {}
 
 Status DataWriter::Put(std::span<const std::byte> bytes) {
   pos_ += bytes.size();
-  if (buf_.size() + bytes.size() <= kChunk) {
-    buf_.insert(buf_.end(), bytes.begin(), bytes.end());
+  if (used_ + bytes.size() <= kChunk) {
+    if (!bytes.empty()) std::memcpy(buf_.get() + used_, bytes.data(), bytes.size());
+    used_ += bytes.size();
     return Status::OK();
   }
   TS_RETURN_IF_ERROR(Flush());
   if (bytes.size() >= kChunk / 2) return file_->Append(bytes);  // large: no staging copy
-  buf_.insert(buf_.end(), bytes.begin(), bytes.end());
+  std::memcpy(buf_.get(), bytes.data(), bytes.size());
+  used_ = bytes.size();
   return Status::OK();
 }
 
@@ -50,9 +53,9 @@ Status DataWriter::PutZeros(std::uint64_t n) {
 }
 
 Status DataWriter::Flush() {
-  if (buf_.empty()) return Status::OK();
-  Status s = file_->Append(buf_);
-  buf_.clear();
+  if (used_ == 0) return Status::OK();
+  Status s = file_->Append({buf_.get(), used_});
+  used_ = 0;
   return s;
 }
 
@@ -87,6 +90,9 @@ Status DataWriter::Begin(std::string_view name, DType dtype, const Shape& shape,
   cur_.data_length = *size;
   cur_.data_checksum = 0;
   cur_.metadata_json.assign(metadata);
+  cur_.nnz = 0;
+  cur_.coo_values_offset = 0;
+  cur_.coalesced = false;
   streaming_ = false;
   one_shot_.reset();
   remaining_ = *size;
@@ -115,7 +121,7 @@ Status DataWriter::Append(std::span<const std::byte> bytes) {
   return Status::OK();
 }
 
-Result<TensorInfo> DataWriter::End() {
+Status DataWriter::End() {
   if (!in_tensor_) return FailedPrecondition("no streamed tensor is open");
   if (remaining_ != 0) {
     return InvalidArgument("tensor " + QuoteName(cur_.name) + ": " + std::to_string(remaining_) + " of " +
@@ -123,7 +129,7 @@ Result<TensorInfo> DataWriter::End() {
   }
   cur_.data_checksum = one_shot_ ? *one_shot_ : streaming_ ? hash_.Digest() : Hash64(std::span<const std::byte>());
   in_tensor_ = false;
-  return cur_;
+  return Status::OK();
 }
 
 namespace {
@@ -142,8 +148,8 @@ bool IsContiguous(const TensorView& v) {
 }
 }  // namespace
 
-Result<TensorInfo> DataWriter::WriteView(std::string_view name, const TensorView& v,
-                                         std::string_view metadata, const Limits& limits) {
+Status DataWriter::WriteView(std::string_view name, const TensorView& v, std::string_view metadata,
+                             const Limits& limits) {
   if (!v.strides.empty() && v.strides.size() != v.shape.size()) {
     return InvalidArgument("tensor " + QuoteName(name) + ": " + std::to_string(v.strides.size()) +
                            " strides for rank " + std::to_string(v.shape.size()));
@@ -151,11 +157,11 @@ Result<TensorInfo> DataWriter::WriteView(std::string_view name, const TensorView
   if (!v.strides.empty() && !IsContiguous(v) && ElementSize(v.dtype) == 0) {
     return InvalidArgument("tensor " + QuoteName(name) + ": packed sub-byte dtypes must be contiguous");
   }
-  auto size = DenseByteSize(v.dtype, v.shape);
-  if (size.ok() && *size != 0 && v.data == nullptr) {
+  TS_RETURN_IF_ERROR(Begin(name, v.dtype, v.shape, metadata, limits));
+  if (cur_.data_length != 0 && v.data == nullptr) {
+    in_tensor_ = false;  // only padding was written
     return InvalidArgument("tensor " + QuoteName(name) + ": null data");
   }
-  TS_RETURN_IF_ERROR(Begin(name, v.dtype, v.shape, metadata, limits));
   Status s;
   if (IsContiguous(v) && cur_.data_length <= kChunk) {
     // Small: one XXH3 call (same digest as streaming) and into the buffer.
@@ -173,7 +179,7 @@ Result<TensorInfo> DataWriter::WriteView(std::string_view name, const TensorView
   return End();
 }
 
-Result<TensorInfo> DataWriter::WriteCoo(std::string_view name, DType dtype, const Shape& shape,
+Status DataWriter::WriteCoo(std::string_view name, DType dtype, const Shape& shape,
                                         std::span<const std::int64_t> indices, std::span<const std::byte> values,
                                         bool coalesced, std::string_view metadata, const Limits& limits) {
   const std::uint64_t rank = shape.size();
@@ -234,14 +240,14 @@ Result<TensorInfo> DataWriter::WriteCoo(std::string_view name, DType dtype, cons
     in_tensor_ = false;
     return s;
   }
-  TS_ASSIGN_OR_RETURN(TensorInfo info, End());
-  info.dtype = dtype;
-  info.layout = Layout::kCoo;
-  info.shape = shape;
-  info.nnz = nnz;
-  info.coo_values_offset = *values_at;
-  info.coalesced = coalesced;
-  return info;
+  TS_RETURN_IF_ERROR(End());
+  cur_.dtype = dtype;
+  cur_.layout = Layout::kCoo;
+  cur_.shape = shape;
+  cur_.nnz = nnz;
+  cur_.coo_values_offset = *values_at;
+  cur_.coalesced = coalesced;
+  return Status::OK();
 }
 
 // Gathers a strided view row by row through a staging buffer.

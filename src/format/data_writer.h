@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -30,18 +31,20 @@ class DataWriter {
 
   // Tensor streaming: Begin pads to the alignment and checks dtype/shape/
   // metadata (not the name's uniqueness: the caller's job); Append takes the
-  // bytes in row-major order; End checks the count and returns the entry.
+  // bytes in row-major order; End checks the count and completes the entry,
+  // which current() then returns until the next Begin (no copy per tensor).
   Status Begin(std::string_view name, DType dtype, const Shape& shape, std::string_view metadata,
                const Limits& limits);
   Status Append(std::span<const std::byte> bytes);
-  Result<TensorInfo> End();
+  Status End();
+  const TensorInfo& current() const { return cur_; }
   // Begin + the view's bytes (contiguous or strided) + End.
-  Result<TensorInfo> WriteView(std::string_view name, const TensorView& view, std::string_view metadata,
+  Status WriteView(std::string_view name, const TensorView& view, std::string_view metadata,
                                const Limits& limits);
   // A sparse COO tensor (FORMAT.md §6.2): `indices` i64 [nnz, rank]
   // row-major, each within its dimension (and strictly increasing rows when
   // `coalesced`), `values` nnz elements of `dtype`.
-  Result<TensorInfo> WriteCoo(std::string_view name, DType dtype, const Shape& shape,
+  Status WriteCoo(std::string_view name, DType dtype, const Shape& shape,
                               std::span<const std::int64_t> indices, std::span<const std::byte> values,
                               bool coalesced, std::string_view metadata, const Limits& limits);
   bool in_tensor() const { return in_tensor_; }
@@ -52,7 +55,10 @@ class DataWriter {
   WritableFile* file_;
   std::uint64_t pos_;
   std::uint32_t alignment_;
-  std::vector<std::byte> buf_;
+  // Pending small writes, flushed at kChunk bytes (a plain array: vector's
+  // insert cost as much as the copy itself for 1 KiB tensors).
+  std::unique_ptr<std::byte[]> buf_;
+  std::size_t used_ = 0;
   bool in_tensor_ = false;
   TensorInfo cur_;
   std::uint64_t remaining_ = 0;

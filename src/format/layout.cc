@@ -206,30 +206,39 @@ std::uint64_t EntryView::dim(std::size_t i) const { return Load64(dims.data() + 
 // dims 8*rank | [COO: nnz 8 | values_offset 8 | coo_flags 8] | name |
 // metadata_length 4 | metadata | zero padding to 8.
 void EncodeEntry(const TensorInfo& t, std::string& out) {
+  // Sized once and filled in place: appending field by field cost more than
+  // the rest of a small tensor's Add.
+  const bool coo = t.layout == Layout::kCoo;
+  const std::size_t content = kEntryFixedSize + 8 * t.shape.size() + (coo ? kCooParamsSize : 0) + t.name.size() + 4 +
+                              t.metadata_json.size();
+  const std::size_t len = (content + 7) & ~std::size_t{7};
   const std::size_t start = out.size();
-  Put32(out, 0);  // length, patched below
-  Put32(out, 0);  // check, patched below
-  Put8(out, static_cast<std::uint8_t>(t.dtype));
-  Put8(out, static_cast<std::uint8_t>(t.layout));
-  Put8(out, static_cast<std::uint8_t>(t.shape.size()));
-  Put8(out, 0);
-  Put32(out, static_cast<std::uint32_t>(t.name.size()));
-  Put64(out, t.data_offset);
-  Put64(out, t.data_length);
-  Put64(out, t.data_checksum);
-  for (std::uint64_t d : t.shape) Put64(out, d);
-  if (t.layout == Layout::kCoo) {
-    Put64(out, t.nnz);
-    Put64(out, t.coo_values_offset);
-    Put64(out, t.coalesced ? kCooCoalesced : 0);
-  }
-  out += t.name;
-  Put32(out, static_cast<std::uint32_t>(t.metadata_json.size()));
-  out += t.metadata_json;
-  out.resize((out.size() + 7) & ~std::size_t{7}, '\0');
+  out.resize(start + len);  // zero-filled, so the padding is zero
   auto* p = reinterpret_cast<std::byte*>(out.data() + start);
-  const std::size_t len = out.size() - start;
   Store32(p, static_cast<std::uint32_t>(len));
+  Store8(p + 8, static_cast<std::uint8_t>(t.dtype));
+  Store8(p + 9, static_cast<std::uint8_t>(t.layout));
+  Store8(p + 10, static_cast<std::uint8_t>(t.shape.size()));
+  Store8(p + 11, 0);
+  Store32(p + 12, static_cast<std::uint32_t>(t.name.size()));
+  Store64(p + 16, t.data_offset);
+  Store64(p + 24, t.data_length);
+  Store64(p + 32, t.data_checksum);
+  std::byte* q = p + kEntryFixedSize;
+  for (std::uint64_t d : t.shape) {
+    Store64(q, d);
+    q += 8;
+  }
+  if (coo) {
+    Store64(q, t.nnz);
+    Store64(q + 8, t.coo_values_offset);
+    Store64(q + 16, t.coalesced ? kCooCoalesced : 0);
+    q += kCooParamsSize;
+  }
+  if (!t.name.empty()) std::memcpy(q, t.name.data(), t.name.size());
+  q += t.name.size();
+  Store32(q, static_cast<std::uint32_t>(t.metadata_json.size()));
+  if (!t.metadata_json.empty()) std::memcpy(q + 4, t.metadata_json.data(), t.metadata_json.size());
   Store32(p + 4, static_cast<std::uint32_t>(Hash64(std::span<const std::byte>(p + 8, len - 8))));
 }
 

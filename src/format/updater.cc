@@ -152,9 +152,8 @@ class Updater::Impl {
 
   Status Write(std::string_view name, const TensorView& view, std::string_view metadata, bool replace,
                std::optional<std::string> keep_metadata) {
-    auto info = data_->WriteView(name, view, metadata, opt_.limits);
-    if (!info.ok()) return info.status();
-    return Record_(std::move(info).value(), replace, std::move(keep_metadata));
+    TS_RETURN_IF_ERROR(data_->WriteView(name, view, metadata, opt_.limits));
+    return Record_(data_->current(), replace, std::move(keep_metadata));
   }
 
   Status Add(std::string_view name, const TensorView& view, std::string_view metadata) {
@@ -185,11 +184,10 @@ class Updater::Impl {
   Status Append(std::span<const std::byte> bytes) { return data_->Append(bytes); }
 
   Status End() {
-    auto info = data_->End();
-    if (!info.ok()) return info.status();
+    TS_RETURN_IF_ERROR(data_->End());
     const bool replace = pending_.value_or(false);
     pending_ = std::nullopt;
-    return Record_(std::move(info).value(), replace, std::nullopt);
+    return Record_(data_->current(), replace, std::nullopt);
   }
 
   Status Remove(std::string_view name) {

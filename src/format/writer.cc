@@ -54,18 +54,16 @@ class Writer::Impl {
   Status Add(std::string_view name, const TensorView& view, std::string_view metadata) {
     TS_RETURN_IF_ERROR(CheckOpen());
     TS_RETURN_IF_ERROR(CheckNewName(name));
-    auto info = data_.WriteView(name, view, metadata, opt_.limits);
-    if (!info.ok()) return Check(info.status());
-    return Record(std::move(info).value());
+    TS_RETURN_IF_ERROR(Check(data_.WriteView(name, view, metadata, opt_.limits)));
+    return Record(data_.current());
   }
 
   Status AddCoo(std::string_view name, DType dtype, const Shape& shape, std::span<const std::int64_t> indices,
                 std::span<const std::byte> values, bool coalesced, std::string_view metadata) {
     TS_RETURN_IF_ERROR(CheckOpen());
     TS_RETURN_IF_ERROR(CheckNewName(name));
-    auto info = data_.WriteCoo(name, dtype, shape, indices, values, coalesced, metadata, opt_.limits);
-    if (!info.ok()) return Check(info.status());
-    return Record(std::move(info).value());
+    TS_RETURN_IF_ERROR(Check(data_.WriteCoo(name, dtype, shape, indices, values, coalesced, metadata, opt_.limits)));
+    return Record(data_.current());
   }
 
   Status Begin(std::string_view name, DType dtype, const Shape& shape, std::string_view metadata) {
@@ -81,9 +79,8 @@ class Writer::Impl {
 
   Status End() {
     if (failed_) return FailedPrecondition("the writer has failed");
-    auto info = data_.End();
-    if (!info.ok()) return info.status();
-    return Record(std::move(info).value());
+    TS_RETURN_IF_ERROR(data_.End());
+    return Record(data_.current());
   }
 
   Status SetMetadata(std::string_view json) {

@@ -121,6 +121,7 @@ class FdRandomAccessFile final : public RandomAccessFile {
   }
   std::uint64_t size() const override { return size_; }
   const std::string& name() const override { return name_; }
+  int fd() const { return fd_; }
 
  private:
   int fd_;
@@ -202,7 +203,9 @@ Result<std::unique_ptr<WritableFile>> Env::OpenForUpdate(const std::string& path
   return std::unique_ptr<WritableFile>(std::move(f));
 }
 
-Result<std::unique_ptr<RandomAccessFile>> Env::OpenRead(const std::string& path) {
+namespace {
+// Opens a regular file for reading; the result owns the descriptor.
+Result<std::unique_ptr<FdRandomAccessFile>> OpenRegularFile(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus("cannot open", path, errno);
   struct stat st;
@@ -215,63 +218,33 @@ Result<std::unique_ptr<RandomAccessFile>> Env::OpenRead(const std::string& path)
     ::close(fd);
     return InvalidArgument(path + ": not a regular file");
   }
-  return std::unique_ptr<RandomAccessFile>(
-      std::make_unique<FdRandomAccessFile>(fd, path, static_cast<std::uint64_t>(st.st_size)));
+  return std::make_unique<FdRandomAccessFile>(fd, path, static_cast<std::uint64_t>(st.st_size));
+}
+}  // namespace
+
+Result<std::unique_ptr<RandomAccessFile>> Env::OpenRead(const std::string& path) {
+  TS_ASSIGN_OR_RETURN(auto f, OpenRegularFile(path));
+  return std::unique_ptr<RandomAccessFile>(std::move(f));
 }
 
 Result<std::shared_ptr<MappedRegion>> Env::Map(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("cannot open", path, errno);
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int e = errno;
-    ::close(fd);
-    return ErrnoStatus("fstat", path, e);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return InvalidArgument(path + ": not a regular file");
-  }
-  const std::size_t size = static_cast<std::size_t>(st.st_size);
-  if (size == 0) {
-    ::close(fd);
-    return std::make_shared<MappedRegion>(nullptr, 0);
-  }
-  void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-  int e = errno;
-  ::close(fd);  // the mapping holds its own reference
-  if (p == MAP_FAILED) return ErrnoStatus("mmap", path, e);
-  return std::make_shared<MappedRegion>(p, size);
+  TS_ASSIGN_OR_RETURN(MappedFile m, MapWithFile(path));
+  return std::move(m.region);  // the mapping holds its own reference to the file
 }
 
 Result<Env::MappedFile> Env::MapWithFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("cannot open", path, errno);
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int e = errno;
-    ::close(fd);
-    return ErrnoStatus("fstat", path, e);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return InvalidArgument(path + ": not a regular file");
-  }
-  const std::size_t size = static_cast<std::size_t>(st.st_size);
+  TS_ASSIGN_OR_RETURN(auto f, OpenRegularFile(path));
+  const std::size_t size = static_cast<std::size_t>(f->size());
   MappedFile out;
   if (size == 0) {
     out.region = std::make_shared<MappedRegion>(nullptr, 0);
   } else {
-    void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-      int e = errno;
-      ::close(fd);
-      return ErrnoStatus("mmap", path, e);
-    }
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, f->fd(), 0);
+    if (p == MAP_FAILED) return ErrnoStatus("mmap", path, errno);
     out.region = std::make_shared<MappedRegion>(p, size);
   }
   // The reader owns the descriptor from here (closed with it).
-  out.file = std::make_unique<FdRandomAccessFile>(fd, path, static_cast<std::uint64_t>(size));
+  out.file = std::move(f);
   return out;
 }
 

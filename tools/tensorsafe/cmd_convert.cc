@@ -57,6 +57,7 @@ std::function<int()> SetupCommand(CLI::App& sub) {
   sub.add_option("--tensor", o.tensors, "Convert only this tensor (repeat for more; keeps this order)")
       ->type_name("NAME")
       ->expected(1)
+      ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub.add_option("--alignment", o.alignment, "Data alignment: tsafe (default 64), gguf (general.alignment)")
       ->type_name("N");

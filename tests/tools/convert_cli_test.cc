@@ -115,6 +115,9 @@ TEST_F(ConvertCliTest, ProgressBarOnlyOnATerminalAndNotWhenQuiet) {
   EXPECT_NE(shown.find("converting ["), std::string::npos) << shown;
   EXPECT_NE(shown.find("100%"), std::string::npos) << shown;
   EXPECT_TRUE(std::filesystem::exists(dir_.File("t.gguf")));
+  // A compressed output ends below the data's size; the bar still ends full.
+  const std::string packed = RunOnTerminal({"convert", "--compress", path_, dir_.File("t.npz")});
+  EXPECT_NE(packed.find("100%"), std::string::npos) << packed;
   const std::string quiet = RunOnTerminal({"convert", "--quiet", path_, dir_.File("t2.gguf")});
   EXPECT_EQ(quiet, "");
   EXPECT_TRUE(std::filesystem::exists(dir_.File("t2.gguf")));

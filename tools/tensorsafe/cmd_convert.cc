@@ -33,7 +33,7 @@ int Run(Args& a) {
   }
   auto stats = Convert(a.in, a.out, a.options);
   if (!stats.ok()) {
-    if (bar.enabled()) fmt::print(stderr, "\n");
+    bar.Abandon();
     return Fail("convert", stats.status());
   }
   if (!a.quiet) {

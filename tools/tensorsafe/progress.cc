@@ -18,14 +18,25 @@ void ProgressBar::Update(std::uint64_t done, std::uint64_t total, bool final) {
   last_ = now;
   drawn_ = true;
   constexpr int kWidth = 30;
-  const double frac = total == 0 ? 1.0 : std::min(1.0, static_cast<double>(done) / static_cast<double>(total));
+  const double frac =
+      final || total == 0 ? 1.0 : std::min(1.0, static_cast<double>(done) / static_cast<double>(total));
   const int filled = static_cast<int>(frac * kWidth);
   std::string bar(static_cast<std::size_t>(filled), '#');
   bar.append(static_cast<std::size_t>(kWidth - filled), '.');
   // \r redraws the line; trailing spaces clear a longer previous one.
-  fmt::print(stderr, "\r{} [{}] {:3.0f}%  {} of {}   {}", label_, bar, frac * 100, HumanBytes(done),
+  // The bytes shown are the data's share: headers can make `done` pass
+  // `total`, compression keep it below.
+  const auto shown = static_cast<std::uint64_t>(frac * static_cast<double>(total));
+  fmt::print(stderr, "\r{} [{}] {:3.0f}%  {} of {}   {}", label_, bar, frac * 100, HumanBytes(shown),
              HumanBytes(total), final ? "\n" : "");
   std::fflush(stderr);
+  if (final) drawn_ = false;
+}
+
+void ProgressBar::Abandon() {
+  if (!enabled_ || !drawn_) return;
+  fmt::print(stderr, "\n");
+  drawn_ = false;
 }
 
 std::string HumanBytes(std::uint64_t n) {

@@ -14,8 +14,11 @@ class ProgressBar {
   // `label` starts the line ("converting"). `quiet` turns the bar off.
   ProgressBar(std::string label, bool quiet);
   // Redraws for `done` of `total` bytes (done may pass total: the bar stops
-  // at 100%). `final` draws regardless of the rate limit and ends the line.
+  // at 100%). `final` draws a full bar regardless of the rate limit (a
+  // compressed output ends below its total) and ends the line.
   void Update(std::uint64_t done, std::uint64_t total, bool final);
+  // Ends a drawn, unfinished line, so an error message starts on its own.
+  void Abandon();
   bool enabled() const { return enabled_; }
 
  private:

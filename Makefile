@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build demo test test-cpp bench asan clean
+.PHONY: all deps configure build demo test test-cpp test-interop bench asan clean
 
 all: build
 
@@ -23,7 +23,12 @@ demo: build
 test-cpp: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-test: test-cpp
+# The conversion interop tests: `tensorsafe convert` against numpy,
+# safetensors, gguf-py and webdataset from .venv (tests/interop/).
+test-interop: build
+	@TENSORSAFE_CLI=$(BUILD)/bin/tensorsafe .venv/bin/python -m pytest tests/interop -q
+
+test: test-cpp test-interop
 
 bench: build
 	@$(BUILD)/bin/format_bench

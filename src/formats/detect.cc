@@ -35,6 +35,7 @@ std::string_view FormatName(Format f) {
     case Format::kTenbin: return "tenbin";
     case Format::kBtf: return "btf";
     case Format::kGguf: return "gguf";
+    case Format::kZio: return "zio";
     case Format::kUnknown: break;
   }
   return "unknown";
@@ -46,6 +47,14 @@ Format DetectFormatFromBytes(std::span<const std::byte> b, std::string_view path
   if (StartsWith(b, "PK\x03\x04") || StartsWith(b, "PK\x05\x06")) return Format::kNpz;
   if (StartsWith(b, "~TenBin~")) return Format::kTenbin;
   if (StartsWith(b, "GGUF")) return Format::kGguf;
+  // ZIO single frame (docs/formats/zio.md §1): the header frame's length
+  // prefix (one byte below 0xFF, or 0xFF and a big-endian u32), then
+  // "ZIO" and the level digit.
+  const auto zio_at = [&](std::size_t at) {
+    return b.size() >= at + 4 && std::memcmp(b.data() + at, "ZIO", 3) == 0 &&
+           static_cast<char>(b[at + 3]) >= '0' && static_cast<char>(b[at + 3]) <= '8';
+  };
+  if (!b.empty() && (static_cast<unsigned char>(b[0]) == 0xFF ? zio_at(5) : zio_at(1))) return Format::kZio;
   // safetensors: an 8-byte header length, then a JSON object.
   if (b.size() >= 9 && static_cast<char>(b[8]) == '{' && internal::Load64(b.data()) >= 2) {
     return Format::kSafetensors;
@@ -58,6 +67,7 @@ Format DetectFormatFromBytes(std::span<const std::byte> b, std::string_view path
   if (ext == "ten" || ext == "tenbin") return Format::kTenbin;
   if (ext == "btf") return Format::kBtf;
   if (ext == "gguf") return Format::kGguf;
+  if (ext == "zio") return Format::kZio;
   return Format::kUnknown;
 }
 

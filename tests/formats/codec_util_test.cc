@@ -4,8 +4,10 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <functional>
 
 #include "formats/codec_test_util.h"
+#include "formats/common/env_write.h"
 
 namespace tensorsafe {
 namespace {
@@ -99,6 +101,69 @@ TEST(CodecUtil, ViewOrCopyViewsAlignedBytesAndCopiesOthers) {
   EXPECT_NE(c.data.data(), odd.data());
   EXPECT_NE(c.owner, owner);
   EXPECT_EQ(testing::Str(c.data), "bcdefghi");
+}
+
+TEST(CodecUtil, PiecesJoinAndStreamTheSameBytes) {
+  const std::string big(200 << 10, 'x');  // above the 64 KiB buffering threshold
+  internal::Pieces p;
+  const std::size_t table = p.Append("head");
+  p.AppendView(testing::Bytes(big));
+  p.AppendZeros(3);
+  p.AppendView({});  // empty views add nothing
+  p.Append("tail");
+  p.owned(table)[0] = 'H';
+  const std::string want = "Head" + big + std::string(3, '\0') + "tail";
+  EXPECT_EQ(p.size(), want.size());
+  EXPECT_EQ(p.Join(), want);
+  testing::TempDir dir;
+  ASSERT_TRUE(internal::WritePiecesAtomically(dir.File("p.bin"), p, false, internal::Env::Default()).ok());
+  EXPECT_EQ(testing::ReadFileBytes(dir.File("p.bin")), want);
+}
+
+// The streamed WriteFile of every codec built on Pieces writes what Encode
+// returns, and leaves nothing behind when a write, sync or rename fails.
+TEST(CodecUtil, StreamedCodecWritersMatchEncodeAndCleanUp) {
+  const std::string data(100000, '\x01');
+  TensorSet set;
+  set.tensors.push_back(testing::MakeTensor("a", DType::kI32, {25000}, data));
+  set.tensors.push_back(testing::MakeTensor("b", DType::kU8, {3}, "xyz"));
+  struct Codec {
+    const char* name;
+    std::function<Status(internal::Env*, const std::string&)> write;
+    std::function<Result<std::string>()> encode;
+  };
+  const std::vector<Codec> codecs = {
+      {"tenbin", [&](internal::Env* e, const std::string& p) { return internal::WriteTenbinWithEnv(e, p, set, {}); },
+       [&] { return tenbin::Encode(set); }},
+      {"btf", [&](internal::Env* e, const std::string& p) { return internal::WriteBtfWithEnv(e, p, set, {}); },
+       [&] { return btf::Encode(set); }},
+      {"zio", [&](internal::Env* e, const std::string& p) { return internal::WriteZioWithEnv(e, p, set, {}); },
+       [&] { return zio::Encode(set); }},
+      {"npz", [&](internal::Env* e, const std::string& p) { return internal::WriteNpzWithEnv(e, p, set, {}); },
+       [&] { return npz::Encode(set); }},
+  };
+  for (const Codec& c : codecs) {
+    SCOPED_TRACE(c.name);
+    testing::TempDir dir;
+    auto want = c.encode();
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    FaultyEnv ok_env(FaultyEnv::Fail::kNone);
+    ASSERT_TRUE(c.write(&ok_env, dir.File("f")).ok());
+    EXPECT_EQ(testing::ReadFileBytes(dir.File("f")), *want);
+    for (auto fail : {FaultyEnv::Fail::kAppend, FaultyEnv::Fail::kSync, FaultyEnv::Fail::kRename}) {
+      testing::TempDir d2;
+      FaultyEnv env(fail);
+      Status s = c.write(&env, d2.File("f"));
+      EXPECT_EQ(s.code(), StatusCode::kIOError) << s.ToString();
+      EXPECT_TRUE(std::filesystem::is_empty(d2.path()));
+    }
+  }
+  TensorSet one;
+  one.tensors.push_back(set.tensors[0]);
+  testing::TempDir dir;
+  FaultyEnv env(FaultyEnv::Fail::kAppend);
+  EXPECT_EQ(internal::WriteNpyWithEnv(&env, dir.File("a.npy"), one, {}).code(), StatusCode::kIOError);
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
 
 }  // namespace

@@ -20,6 +20,19 @@ TEST(Detect, MagicWinsOverExtension) {
   EXPECT_EQ(FromBytes(std::string("\x02\0\0\0\0\0\0\0{}", 10), "x"), Format::kSafetensors);
 }
 
+TEST(Detect, ZioSingleFrameByItsHeaderFrame) {
+  EXPECT_EQ(FromBytes("\x4cZIO0TENS{", "x.bin"), Format::kZio);
+  EXPECT_EQ(FromBytes(std::string("\xff\0\0\x01\x00ZIO8FLOW", 13), "x"), Format::kZio);
+  // The real message made by ZIO's C++ code (formats.md §2.4).
+  auto f = DetectFormat(std::string(TS_SHARED_DIR) + "/fixtures/zio/vec_zio_tens_2x3f4_single_part.bin");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(*f, Format::kZio);
+  EXPECT_EQ(FromBytes("\x4cZIO9", "x"), Format::kUnknown);  // level digits stop at 8
+  EXPECT_EQ(FromBytes("\x4cZIO", "x"), Format::kUnknown);   // too short to tell
+  EXPECT_EQ(FromBytes("abc", "a.zio"), Format::kZio);
+  EXPECT_EQ(FormatName(Format::kZio), "zio");
+}
+
 TEST(Detect, ExtensionWhenNoMagic) {
   EXPECT_EQ(FromBytes("", "dir.v2/model.BTF"), Format::kBtf);
   EXPECT_EQ(FromBytes("abc", "a.safetensors"), Format::kSafetensors);

@@ -226,10 +226,16 @@ TEST_F(CliTest, ErrorsMapToExitCodes) {
   Output missing = Run("info " + dir_.File("absent.tsafe"));
   EXPECT_EQ(missing.rc, 4);
   EXPECT_NE(missing.err.find("No such file or directory"), std::string::npos) << missing.err;
+  // Every format is read now: a truncated GGUF file is corrupt, and only a
+  // file no format recognises is unsupported.
   testing::WriteFileBytes(dir_.File("x.gguf"), "GGUF\3\0\0\0");
   Output gguf = Run("ls " + dir_.File("x.gguf"));
-  EXPECT_EQ(gguf.rc, 5);
-  EXPECT_NE(gguf.err.find("unsupported format: gguf"), std::string::npos) << gguf.err;
+  EXPECT_EQ(gguf.rc, 1) << gguf.err;
+  EXPECT_NE(gguf.err.find("tensorsafe ls: corruption: "), std::string::npos) << gguf.err;
+  testing::WriteFileBytes(dir_.File("x.bin"), "not a tensor file");
+  Output unknown = Run("ls " + dir_.File("x.bin"));
+  EXPECT_EQ(unknown.rc, 5);
+  EXPECT_NE(unknown.err.find("not a tensor file tensorsafe recognises"), std::string::npos) << unknown.err;
   testing::WriteFileBytes(dir_.File("t.npy"), "\x93NUMPY\x01");
   Output trunc = Run("verify " + dir_.File("t.npy"));
   EXPECT_EQ(trunc.rc, 1);

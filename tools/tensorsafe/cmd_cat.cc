@@ -17,6 +17,7 @@ namespace {
 struct Args {
   std::string path, name, out;
   bool all = false;
+  Format from = Format::kUnknown;
 };
 
 // The tensor with its bytes; .tsafe data is read with its checksum checked,
@@ -39,7 +40,7 @@ Result<Tensor> Load(const Source& src, const std::string& name) {
 }
 
 int Run(const Args& a) {
-  auto src = OpenSource(a.path);
+  auto src = OpenSource(a.path, false, a.from);
   if (!src.ok()) return Fail("cat", src.status());
   auto t = Load(*src, a.name);
   if (!t.ok()) return Fail("cat", t.status());
@@ -60,10 +61,11 @@ int Run(const Args& a) {
 
 std::function<int()> SetupCommand(CLI::App& sub) {
   auto a = std::make_shared<Args>();
-  sub.add_option("FILE", a->path, "Tensor file (.tsafe, .npy, .npz)")->required();
+  sub.add_option("FILE", a->path, "Tensor file in any supported format")->required();
   sub.add_option("NAME", a->name, "Tensor name")->required();
   sub.add_option("--out", a->out, "Write the tensor to this .npy file instead of printing it");
   sub.add_flag("--all", a->all, "Print every value (default: summarise tensors over 1000 elements)");
+  AddFormatOption(sub, "--from", &a->from, "Read FILE as this format instead of detecting it");
   return [a] { return Run(*a); };
 }
 

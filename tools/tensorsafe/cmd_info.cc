@@ -15,8 +15,8 @@ nlohmann::json TensorJson(const TensorInfo& t) {
           {"offset", t.data_offset}, {"nbytes", t.data_length}};
 }
 
-int Run(const std::string& path, bool json) {
-  auto src = OpenSource(path);
+int Run(const std::string& path, bool json, Format from) {
+  auto src = OpenSource(path, false, from);
   if (!src.ok()) return Fail("info", src.status());
   nlohmann::json j;
   j["file"] = path;
@@ -96,9 +96,11 @@ int Run(const std::string& path, bool json) {
 std::function<int()> SetupCommand(CLI::App& sub) {
   auto path = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
-  sub.add_option("FILE", *path, "Tensor file (.tsafe, .npy, .npz)")->required();
+  auto from = std::make_shared<Format>(Format::kUnknown);
+  sub.add_option("FILE", *path, "Tensor file in any supported format")->required();
   sub.add_flag("--json", *json, "Print one JSON object, with a tensors array");
-  return [path, json] { return Run(*path, *json); };
+  AddFormatOption(sub, "--from", from.get(), "Read FILE as this format instead of detecting it");
+  return [path, json, from] { return Run(*path, *json, *from); };
 }
 
 }  // namespace

@@ -30,8 +30,8 @@ void Header(const Widths& w) {
   fmt::print("{:<{}}  {:<{}}  {:<{}}  {:>12}\n", "NAME", w.name, "DTYPE", w.dtype, "SHAPE", w.shape, "NBYTES");
 }
 
-int Run(const std::string& path) {
-  auto src = OpenSource(path);
+int Run(const std::string& path, Format from) {
+  auto src = OpenSource(path, false, from);
   if (!src.ok()) return Fail("ls", src.status());
   Widths w;
   if (src->reader) {
@@ -50,8 +50,10 @@ int Run(const std::string& path) {
 
 std::function<int()> SetupCommand(CLI::App& sub) {
   auto path = std::make_shared<std::string>();
-  sub.add_option("FILE", *path, "Tensor file (.tsafe, .npy, .npz)")->required();
-  return [path] { return Run(*path); };
+  auto from = std::make_shared<Format>(Format::kUnknown);
+  sub.add_option("FILE", *path, "Tensor file in any supported format")->required();
+  AddFormatOption(sub, "--from", from.get(), "Read FILE as this format instead of detecting it");
+  return [path, from] { return Run(*path, *from); };
 }
 
 }  // namespace

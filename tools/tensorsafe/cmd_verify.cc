@@ -1,6 +1,6 @@
 // `tensorsafe verify FILE`: every check the format has. For .tsafe: the
-// whole index at open and every data checksum; for .npy/.npz: a full decode
-// (npz member CRCs included).
+// whole index at open and every data checksum; for every other format: a
+// full decode with every check its reader has (npz member CRCs included).
 #include <fmt/core.h>
 
 #include "command.h"
@@ -10,8 +10,8 @@
 namespace tensorsafe::cli {
 namespace {
 
-int Run(const std::string& path) {
-  auto src = OpenSource(path, /*eager=*/true);
+int Run(const std::string& path, Format from) {
+  auto src = OpenSource(path, /*eager=*/true, from);
   if (!src.ok()) return Fail("verify", src.status());
   std::uint64_t count = 0, bytes = 0;
   if (src->reader) {
@@ -38,8 +38,10 @@ int Run(const std::string& path) {
 
 std::function<int()> SetupCommand(CLI::App& sub) {
   auto path = std::make_shared<std::string>();
-  sub.add_option("FILE", *path, "Tensor file (.tsafe, .npy, .npz)")->required();
-  return [path] { return Run(*path); };
+  auto from = std::make_shared<Format>(Format::kUnknown);
+  sub.add_option("FILE", *path, "Tensor file in any supported format")->required();
+  AddFormatOption(sub, "--from", from.get(), "Read FILE as this format instead of detecting it");
+  return [path, from] { return Run(*path, *from); };
 }
 
 }  // namespace

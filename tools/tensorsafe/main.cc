@@ -29,7 +29,7 @@ bool RegisterCommand(std::string name, std::string description, Setup setup) {
 
 int main(int argc, char** argv) {
   using namespace tensorsafe::cli;
-  CLI::App app{"tensorsafe: inspect, verify and extract tensor files (.tsafe, .npy, .npz)", "tensorsafe"};
+  CLI::App app{"tensorsafe: inspect, verify, extract and convert tensor files", "tensorsafe"};
   app.set_version_flag("--version", "tensorsafe " TS_VERSION);
   app.require_subcommand(1);
   app.footer("Exit codes: 0 ok, 1 corruption, 2 usage, 3 not found, 4 I/O, 5 unsupported,\n"

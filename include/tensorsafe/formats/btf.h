@@ -97,8 +97,9 @@ Result<std::string> EncodeItems(std::span<const Item> items, const WriteOptions&
 // A tensor with {"layout":"coo"} metadata must be named "<base>.indices" or
 // "<base>.values" and have its partner (kInvalidArgument otherwise).
 Result<std::string> Encode(const TensorSet& set, const WriteOptions& options = {});
-// Encodes and writes via a temporary file renamed over `path`; on error
-// nothing is left behind.
+// Writes the bytes Encode returns via a temporary file renamed over `path`;
+// on error nothing is left behind. Streams: only headers are built in
+// memory, each tensor's bytes are written from where they are.
 Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& options = {});
 
 }  // namespace tensorsafe::btf

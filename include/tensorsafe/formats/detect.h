@@ -22,6 +22,7 @@ enum class Format {
   kTenbin,       // "~TenBin~"
   kBtf,          // no magic: by the ".btf" extension only
   kGguf,         // "GGUF"
+  kZio,          // single-frame ZIO message: a length prefix, then "ZIO" + level digit
 };
 
 // A stable lower-case name: "tsafe", "npy", ..., "unknown".

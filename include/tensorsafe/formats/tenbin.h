@@ -70,8 +70,9 @@ Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& options =
 // above max_rank), kInvalidArgument (an info longer than 8 bytes, not ASCII
 // or holding NUL; data size not matching shape; a non-dense tensor).
 Result<std::string> Encode(const TensorSet& set, const WriteOptions& options = {});
-// Encodes and writes via a temporary file renamed over `path`; on error
-// nothing is left behind.
+// Writes the bytes Encode returns via a temporary file renamed over `path`;
+// on error nothing is left behind. Streams: only headers are built in
+// memory, each tensor's bytes are written from where they are.
 Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& options = {});
 
 // ---- Chunk-level API (tensorcom) ----

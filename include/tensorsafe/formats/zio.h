@@ -104,8 +104,9 @@ Result<TensorSet> Decode(std::span<const std::byte> bytes, std::shared_ptr<const
 Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& options = {});
 // FromTensorSet + Pack.
 Result<std::string> Encode(const TensorSet& set, const WriteOptions& options = {});
-// Encodes and writes via a temporary file renamed over `path`; on error
-// nothing is left behind.
+// Writes the bytes Encode returns via a temporary file renamed over `path`;
+// on error nothing is left behind. Streams: only headers are built in
+// memory, each tensor's bytes are written from where they are.
 Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& options = {});
 
 }  // namespace tensorsafe::zio

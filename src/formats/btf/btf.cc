@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/common/codec_util.h"
+#include "formats/common/env_write.h"
 #include "util/checked_math.h"
 #include "util/endian.h"
 #include "util/text.h"
@@ -232,17 +233,21 @@ void PutHeader(std::string& out, std::uint64_t rank, std::uint8_t dtype, std::ui
   out.append(6, '\0');  // reserved: TFRT's writer left them uninitialised before 2022
 }
 
-Status EncodeDense(std::string& out, const Tensor& t, const std::string& what) {
+// Records are built as pieces: headers and dims owned, data viewed, so
+// WriteFile streams the tensors' bytes.
+Status EncodeDense(internal::Pieces& out, const Tensor& t, const std::string& what) {
   TS_ASSIGN_OR_RETURN(std::uint8_t code, DTypeCode(t.info.dtype, what));
   if (t.info.layout != Layout::kDense) return InvalidArgument(what + ": not a dense tensor");
   TS_RETURN_IF_ERROR(CheckData(t, what));
-  PutHeader(out, t.info.shape.size(), code, kLayoutDense);
-  TS_RETURN_IF_ERROR(AppendDims(out, t.info.shape, what));
-  out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size());
+  std::string head;
+  PutHeader(head, t.info.shape.size(), code, kLayoutDense);
+  TS_RETURN_IF_ERROR(AppendDims(head, t.info.shape, what));
+  out.Append(std::move(head));
+  out.AppendView(t.data);
   return Status::OK();
 }
 
-Status EncodeCoo(std::string& out, const CooTensor& c, const std::string& what) {
+Status EncodeCoo(internal::Pieces& out, const CooTensor& c, const std::string& what) {
   TS_ASSIGN_OR_RETURN(std::uint8_t code, DTypeCode(c.values.info.dtype, what + " values"));
   const std::uint64_t rank = c.dense_shape.size();
   const Shape& is = c.indices.info.shape;
@@ -257,12 +262,16 @@ Status EncodeCoo(std::string& out, const CooTensor& c, const std::string& what) 
   TS_RETURN_IF_ERROR(CheckData(c.indices, what + " indices"));
   TS_RETURN_IF_ERROR(CheckData(c.values, what + " values"));
   TS_RETURN_IF_ERROR(CheckCooIndices(c.indices.data, c.dense_shape, is[0], what, StatusCode::kInvalidArgument));
-  PutHeader(out, rank, code, kLayoutCoo);
-  TS_RETURN_IF_ERROR(AppendDims(out, c.dense_shape, what));
-  TS_RETURN_IF_ERROR(AppendDims(out, is, what));
-  out.append(reinterpret_cast<const char*>(c.indices.data.data()), c.indices.data.size());
-  internal::Put64(out, is[0]);
-  out.append(reinterpret_cast<const char*>(c.values.data.data()), c.values.data.size());
+  std::string head;
+  PutHeader(head, rank, code, kLayoutCoo);
+  TS_RETURN_IF_ERROR(AppendDims(head, c.dense_shape, what));
+  TS_RETURN_IF_ERROR(AppendDims(head, is, what));
+  out.Append(std::move(head));
+  out.AppendView(c.indices.data);
+  std::string nnz;
+  internal::Put64(nnz, is[0]);
+  out.Append(std::move(nnz));
+  out.AppendView(c.values.data);
   return Status::OK();
 }
 
@@ -317,25 +326,30 @@ Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& opt) {
   return Decode(region->bytes(), region, path, opt);
 }
 
-Result<std::string> EncodeItems(std::span<const Item> items, const WriteOptions&) {
+namespace {
+
+Result<internal::Pieces> EncodeItemPieces(std::span<const Item> items) {
   const std::uint64_t n = items.size();
-  std::string out;
-  internal::Put64(out, n);
-  out.append(8 * n, '\0');  // offsets, filled in below
+  internal::Pieces out;
+  std::string table;
+  internal::Put64(table, n);
+  table.append(8 * n, '\0');  // offsets, filled in below
+  const std::size_t table_piece = out.Append(std::move(table));
   for (std::uint64_t i = 0; i < n; ++i) {
-    internal::Store64(reinterpret_cast<std::byte*>(out.data() + 8 * (i + 1)), out.size());
+    internal::Store64(reinterpret_cast<std::byte*>(out.owned(table_piece).data() + 8 * (i + 1)), out.size());
     const std::string what = "record " + N(i);
     if (const auto* t = std::get_if<Tensor>(&items[i])) {
       TS_RETURN_IF_ERROR(EncodeDense(out, *t, what + " " + internal::QuoteName(t->info.name)));
     } else {
       TS_RETURN_IF_ERROR(EncodeCoo(out, std::get<CooTensor>(items[i]), what + " (COO)"));
     }
-    out.append(*internal::AlignUp(out.size(), kRecordAlignment) - out.size(), '\0');
+    out.AppendZeros(*internal::AlignUp(out.size(), kRecordAlignment) - out.size());
   }
   return out;
 }
 
-Result<std::string> Encode(const TensorSet& set, const WriteOptions& opt) {
+// The records of `set`: dense tensors, and COO pairs joined into one item.
+Result<std::vector<Item>> ItemsOf(const TensorSet& set) {
   std::vector<Item> items;
   std::map<std::string, std::size_t> coo_item;  // base name -> index in items
   for (std::size_t i = 0; i < set.tensors.size(); ++i) {
@@ -369,11 +383,39 @@ Result<std::string> Encode(const TensorSet& set, const WriteOptions& opt) {
                              (c.indices.info.name.empty() ? "indices" : "values"));
     }
   }
-  return EncodeItems(items, opt);
+  return items;
+}
+
+Result<internal::Pieces> EncodePieces(const TensorSet& set) {
+  TS_ASSIGN_OR_RETURN(auto items, ItemsOf(set));
+  return EncodeItemPieces(items);
+}
+
+}  // namespace
+
+Result<std::string> EncodeItems(std::span<const Item> items, const WriteOptions&) {
+  TS_ASSIGN_OR_RETURN(auto pieces, EncodeItemPieces(items));
+  return pieces.Join();
+}
+
+Result<std::string> Encode(const TensorSet& set, const WriteOptions&) {
+  TS_ASSIGN_OR_RETURN(auto pieces, EncodePieces(set));
+  return pieces.Join();
 }
 
 Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& opt) {
-  return internal::WriteEncodedFile(path, Encode(set, opt), opt.sync);
+  return internal::WriteBtfWithEnv(internal::Env::Default(), path, set, opt);
 }
 
 }  // namespace tensorsafe::btf
+
+namespace tensorsafe::internal {
+
+Status WriteBtfWithEnv(Env* env, const std::string& path, const TensorSet& set,
+                       const btf::WriteOptions& opt) {
+  auto pieces = btf::EncodePieces(set);
+  if (!pieces.ok()) return pieces.status().WithContext(path);
+  return WritePiecesAtomically(path, *pieces, opt.sync, env);
+}
+
+}  // namespace tensorsafe::internal

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <new>
 
+#include "formats/common/env_write.h"
 #include "formats/npy/header.h"
 #include "formats/npy/npy_internal.h"
 #include "tensorsafe/formats/npy.h"
@@ -240,8 +241,7 @@ Result<Tensor> DecodeArray(std::span<const std::byte> bytes, std::shared_ptr<con
 }
 
 Status WriteAtomically(const std::string& path, bool sync,
-                       const std::function<Status(WritableFile&)>& fill) {
-  Env* env = Env::Default();
+                       const std::function<Status(WritableFile&)>& fill, Env* env) {
   std::string tmp;
   TS_ASSIGN_OR_RETURN(auto file, env->NewTempFile(path, &tmp));
   Status s = fill(*file);
@@ -312,8 +312,8 @@ Result<std::string> EncodeHeader(DType dtype, std::span<const std::uint64_t> sha
   return internal::npy::WrapHeader(internal::npy::FormatHeaderDict(descr, false, shape));
 }
 
-namespace {
-Status CheckSize(const Tensor& t) {
+// The data size a dense tensor of its dtype and shape needs.
+static Status CheckSize(const Tensor& t) {
   TS_ASSIGN_OR_RETURN(std::uint64_t want, DenseByteSize(t.info.dtype, t.info.shape));
   if (want != t.data.size()) {
     return InvalidArgument("tensor " + internal::QuoteName(t.info.name) + ": shape " +
@@ -323,7 +323,6 @@ Status CheckSize(const Tensor& t) {
   }
   return Status::OK();
 }
-}  // namespace
 
 Result<std::string> Encode(const Tensor& tensor, const WriteOptions& options) {
   TS_RETURN_IF_ERROR(CheckSize(tensor));
@@ -333,6 +332,17 @@ Result<std::string> Encode(const Tensor& tensor, const WriteOptions& options) {
 }
 
 Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& options) {
+  return internal::WriteNpyWithEnv(internal::Env::Default(), path, set, options);
+}
+
+}  // namespace npy
+
+namespace internal {
+
+Status WriteNpyWithEnv(Env* env, const std::string& path, const TensorSet& set,
+                       const tensorsafe::npy::WriteOptions& options) {
+  using tensorsafe::npy::CheckSize;
+  using tensorsafe::npy::EncodeHeader;
   if (set.tensors.size() != 1) {
     return InvalidArgument(path + ": a .npy file holds exactly one array, the set has " +
                            std::to_string(set.tensors.size()) + " (write an .npz instead)");
@@ -342,11 +352,11 @@ Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptio
   if (!s.ok()) return s.WithContext(path);
   auto header = EncodeHeader(t.info.dtype, t.info.shape);
   if (!header.ok()) return header.status().WithContext(path + ": tensor " + internal::QuoteName(t.info.name));
-  return internal::npy::WriteAtomically(path, options.sync, [&](internal::WritableFile& f) -> Status {
+  return npy::WriteAtomically(path, options.sync, [&](WritableFile& f) -> Status {
     TS_RETURN_IF_ERROR(f.Append(std::as_bytes(std::span(*header))));
     return f.Append(t.data);
-  });
+  }, env);
 }
 
-}  // namespace npy
+}  // namespace internal
 }  // namespace tensorsafe

@@ -25,7 +25,7 @@ std::shared_ptr<std::byte> AllocAligned(std::uint64_t n);
 // `sync`), closes and renames it over `path`. On any error the temp file is
 // removed and `path` is untouched.
 Status WriteAtomically(const std::string& path, bool sync,
-                       const std::function<Status(WritableFile&)>& fill);
+                       const std::function<Status(WritableFile&)>& fill, Env* env = Env::Default());
 
 // The last path component without `suffix` (when it ends with it).
 std::string StemOf(const std::string& path, std::string_view suffix);

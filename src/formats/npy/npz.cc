@@ -1,6 +1,7 @@
 // The .npz codec: zip.h for the container, npy_internal.h for the members.
 #include <set>
 
+#include "formats/common/env_write.h"
 #include "formats/npy/npy_internal.h"
 #include "formats/npy/zip.h"
 #include "tensorsafe/formats/npz.h"
@@ -99,10 +100,7 @@ Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& options) 
 }
 
 Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& options) {
-  Status s = internal::npy::WriteAtomically(path, options.sync, [&](internal::WritableFile& f) {
-    return WriteTo(f, set, options);
-  });
-  return s.WithContext(path);
+  return internal::WriteNpzWithEnv(internal::Env::Default(), path, set, options);
 }
 
 Result<std::string> Encode(const TensorSet& set, const WriteOptions& options) {
@@ -112,3 +110,15 @@ Result<std::string> Encode(const TensorSet& set, const WriteOptions& options) {
 }
 
 }  // namespace tensorsafe::npz
+
+namespace tensorsafe::internal {
+
+Status WriteNpzWithEnv(Env* env, const std::string& path, const TensorSet& set,
+                       const npz::WriteOptions& options) {
+  Status s = npy::WriteAtomically(path, options.sync, [&](WritableFile& f) {
+    return npz::WriteTo(f, set, options);
+  }, env);
+  return s.WithContext(path);
+}
+
+}  // namespace tensorsafe::internal

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/common/codec_util.h"
+#include "formats/common/env_write.h"
 #include "util/checked_math.h"
 #include "util/endian.h"
 #include "util/text.h"
@@ -324,9 +325,11 @@ Result<std::vector<std::string>> EncodePayloads(std::span<const ArrayRef> arrays
   return EncodePayloadsImpl(arrays, {}, opt);
 }
 
-Result<std::vector<std::string>> EncodePayloads(const TensorSet& set, const WriteOptions& opt) {
+namespace {
+
+// The arrays of `set` with their infos, checking that every tensor is dense.
+Result<std::vector<ArrayRef>> ArraysOf(const TensorSet& set, const WriteOptions& opt) {
   std::vector<ArrayRef> arrays;
-  std::vector<std::string> names;
   for (std::size_t i = 0; i < set.tensors.size(); ++i) {
     const Tensor& t = set.tensors[i];
     if (t.info.layout != Layout::kDense) {
@@ -334,18 +337,65 @@ Result<std::vector<std::string>> EncodePayloads(const TensorSet& set, const Writ
                              ": tenbin stores dense tensors only");
     }
     arrays.push_back(ArrayRef{ArrayHeader{t.info.dtype, InfoFor(t, i, opt), t.info.shape}, t.data});
-    names.push_back(t.info.name);
   }
+  return arrays;
+}
+
+void AppendChunkHead(std::string& out, std::uint64_t payload_size) {
+  out.append(kMagic);
+  internal::Put64(out, payload_size);
+}
+
+// The chunks of `set` (§2) as pieces: the header chunks owned, the data
+// chunks viewing the tensors' bytes, so WriteFile streams them.
+Result<internal::Pieces> EncodePieces(const TensorSet& set, const WriteOptions& opt) {
+  TS_ASSIGN_OR_RETURN(auto arrays, ArraysOf(set, opt));
+  internal::Pieces out;
+  for (std::size_t i = 0; i < arrays.size(); ++i) {
+    const ArrayRef& a = arrays[i];
+    const std::string what = "tensor " + std::to_string(i) + " " + internal::QuoteName(set.tensors[i].info.name);
+    auto header = EncodeHeaderPayload(a.header, opt);
+    if (!header.ok()) return header.status().WithContext(what);
+    TS_RETURN_IF_ERROR(internal::CheckDenseSize(a.header.dtype, a.header.shape, a.data.size(), what));
+    std::string head;
+    AppendChunkHead(head, header->size());
+    head.append(*header);
+    head.append(*internal::AlignUp(header->size(), kChunkAlignment) - header->size(), '\0');
+    AppendChunkHead(head, a.data.size());
+    out.Append(std::move(head));
+    out.AppendView(a.data);
+    out.AppendZeros(*internal::AlignUp(a.data.size(), kChunkAlignment) - a.data.size());
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> EncodePayloads(const TensorSet& set, const WriteOptions& opt) {
+  TS_ASSIGN_OR_RETURN(auto arrays, ArraysOf(set, opt));
+  std::vector<std::string> names;
+  for (const Tensor& t : set.tensors) names.push_back(t.info.name);
   return EncodePayloadsImpl(arrays, names, opt);
 }
 
 Result<std::string> Encode(const TensorSet& set, const WriteOptions& opt) {
-  TS_ASSIGN_OR_RETURN(auto payloads, EncodePayloads(set, opt));
-  return JoinChunks(payloads);
+  TS_ASSIGN_OR_RETURN(auto pieces, EncodePieces(set, opt));
+  return pieces.Join();
 }
 
 Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& opt) {
-  return internal::WriteEncodedFile(path, Encode(set, opt), opt.sync);
+  return internal::WriteTenbinWithEnv(internal::Env::Default(), path, set, opt);
 }
 
 }  // namespace tensorsafe::tenbin
+
+namespace tensorsafe::internal {
+
+Status WriteTenbinWithEnv(Env* env, const std::string& path, const TensorSet& set,
+                          const tenbin::WriteOptions& opt) {
+  auto pieces = tenbin::EncodePieces(set, opt);
+  if (!pieces.ok()) return pieces.status().WithContext(path);
+  return WritePiecesAtomically(path, *pieces, opt.sync, env);
+}
+
+}  // namespace tensorsafe::internal

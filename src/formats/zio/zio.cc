@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/common/codec_util.h"
+#include "formats/common/env_write.h"
 #include "util/endian.h"
 #include "util/text.h"
 
@@ -288,27 +289,45 @@ Result<Message> DecodeFrames(std::span<const std::span<const std::byte>> frames,
   return m;
 }
 
-Result<std::string> Pack(const Message& m) {
+namespace {
+
+// The single-frame packing (§1) as pieces: length prefixes, header and coord
+// frames owned, payload frames viewed, so WriteFile streams the payloads.
+Result<internal::Pieces> PackPieces(const Message& m) {
   TS_ASSIGN_OR_RETURN(std::string header, HeaderFrame(m));
-  const std::string coord = CoordFrame(m);
-  std::vector<std::span<const std::byte>> parts = {internal::AsByteSpan(header), internal::AsByteSpan(coord)};
-  parts.insert(parts.end(), m.payload.begin(), m.payload.end());
-  std::string out;
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    const std::uint64_t n = parts[i].size();
+  std::string coord = CoordFrame(m);
+  const std::size_t nparts = 2 + m.payload.size();
+  internal::Pieces out;
+  for (std::size_t i = 0; i < nparts; ++i) {
+    const std::uint64_t n = i == 0 ? header.size() : i == 1 ? coord.size() : m.payload[i - 2].size();
     if (n > UINT32_MAX) {
       return InvalidArgument("frame " + N(i) + " is " + N(n) +
                              " bytes; the single-frame encoding holds at most 4294967295");
     }
+    std::string prefix;
     if (n < kLongLength) {
-      internal::Put8(out, static_cast<std::uint8_t>(n));
+      internal::Put8(prefix, static_cast<std::uint8_t>(n));
     } else {
-      internal::Put8(out, kLongLength);
-      for (int shift = 24; shift >= 0; shift -= 8) internal::Put8(out, static_cast<std::uint8_t>(n >> shift));
+      internal::Put8(prefix, kLongLength);
+      for (int shift = 24; shift >= 0; shift -= 8) internal::Put8(prefix, static_cast<std::uint8_t>(n >> shift));
     }
-    out.append(reinterpret_cast<const char*>(parts[i].data()), n);
+    if (i == 0) {
+      out.Append(prefix + header);
+    } else if (i == 1) {
+      out.Append(prefix + coord);
+    } else {
+      out.Append(std::move(prefix));
+      out.AppendView(m.payload[i - 2]);
+    }
   }
   return out;
+}
+
+}  // namespace
+
+Result<std::string> Pack(const Message& m) {
+  TS_ASSIGN_OR_RETURN(auto pieces, PackPieces(m));
+  return pieces.Join();
 }
 
 Result<Message> Unpack(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
@@ -446,7 +465,21 @@ Result<std::string> Encode(const TensorSet& set, const WriteOptions&) {
 }
 
 Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& opt) {
-  return internal::WriteEncodedFile(path, Encode(set, opt), opt.sync);
+  return internal::WriteZioWithEnv(internal::Env::Default(), path, set, opt);
 }
 
 }  // namespace tensorsafe::zio
+
+namespace tensorsafe::internal {
+
+Status WriteZioWithEnv(Env* env, const std::string& path, const TensorSet& set,
+                       const zio::WriteOptions& opt) {
+  // The message's payload frames view the tensors' bytes (AppendTensors).
+  auto message = zio::FromTensorSet(set);
+  if (!message.ok()) return message.status().WithContext(path);
+  auto pieces = zio::PackPieces(*message);
+  if (!pieces.ok()) return pieces.status().WithContext(path);
+  return WritePiecesAtomically(path, *pieces, opt.sync, env);
+}
+
+}  // namespace tensorsafe::internal

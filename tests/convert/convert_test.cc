@@ -1,0 +1,496 @@
+// Convert (convert.h): random round trips native -> X -> native for every
+// format and every dtype it holds, the refusals of docs/CONVERT.md §3, the
+// dtype table against the codecs, progress, selection and checksums.
+#include "tensorsafe/convert.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "convert/convert_test_util.h"
+#include "support/temp_dir.h"
+#include "tensorsafe/formats/btf.h"
+#include "tensorsafe/formats/gguf.h"
+#include "tensorsafe/formats/npy.h"
+#include "tensorsafe/formats/npz.h"
+#include "tensorsafe/formats/safetensors.h"
+#include "tensorsafe/formats/tenbin.h"
+#include "tensorsafe/formats/zio.h"
+#include "tensorsafe/reader.h"
+
+namespace tensorsafe {
+namespace {
+
+using json = nlohmann::json;
+
+const Format kAllFormats[] = {Format::kTsafe, Format::kSafetensors, Format::kNpy,    Format::kNpz,
+                              Format::kGguf,  Format::kTenbin,      Format::kBtf,    Format::kZio};
+
+std::string Ext(Format f) { return f == Format::kTenbin ? "ten" : std::string(FormatName(f)); }
+
+ConvertOptions Fast() {
+  ConvertOptions o;
+  o.sync = false;
+  return o;
+}
+
+// What a format keeps of file metadata, and the metadata a test gives it.
+std::string MetadataFor(Format f) {
+  switch (f) {
+    case Format::kTsafe: case Format::kZio: return R"({"cfg":{"dims":[8,4],"ok":true},"s":"x"})";
+    case Format::kSafetensors: return R"({"framework":"np","s":"x"})";
+    case Format::kGguf: return R"({"general.name":"m","n":3})";
+    default: return "";
+  }
+}
+
+// The file metadata after a trip through `f`, compared without GGUF's
+// type map (which the trip adds so that gguf -> tsafe -> gguf is exact).
+std::string ComparableMetadata(const std::string& text) {
+  if (text.empty()) return "";
+  json j = json::parse(text);
+  j.erase("tensorsafe.gguf_types");
+  return j.dump();
+}
+
+std::string NameFor(Format f, std::size_t i, DType d) {
+  if (f == Format::kBtf) return std::to_string(i);
+  if (f == Format::kTenbin) return "t" + std::to_string(i);
+  return "layer." + std::to_string(i) + "/" + std::string(DTypeName(d));
+}
+
+TensorSet RandomSet(std::mt19937_64& rng, Format f, const std::vector<DType>& dtypes) {
+  TensorSet set;
+  for (std::size_t i = 0; i < dtypes.size(); ++i) {
+    Tensor t = testing::RandomTensor(rng, NameFor(f, i, dtypes[i]), dtypes[i]);
+    if (f == Format::kTsafe || f == Format::kZio) t.info.metadata_json = json{{"k", i}, {"unit", "m"}}.dump();
+    set.tensors.push_back(std::move(t));
+  }
+  set.metadata_json = MetadataFor(f);
+  return set;
+}
+
+void ExpectSameTensors(const TensorSet& want, const TensorSet& got, bool by_position) {
+  ASSERT_EQ(want.tensors.size(), got.tensors.size());
+  for (std::size_t i = 0; i < want.tensors.size(); ++i) {
+    const Tensor& w = want.tensors[i];
+    const Tensor* g = nullptr;
+    for (const Tensor& c : got.tensors) {
+      if (c.info.name == w.info.name) g = &c;
+    }
+    if (by_position) g = &got.tensors[i];
+    ASSERT_NE(g, nullptr) << "missing " << w.info.name;
+    SCOPED_TRACE(w.info.name + " " + std::string(DTypeName(w.info.dtype)));
+    EXPECT_EQ(g->info.dtype, w.info.dtype);
+    EXPECT_EQ(g->info.shape, w.info.shape);
+    EXPECT_EQ(testing::BytesOf(*g), testing::BytesOf(w));
+    EXPECT_EQ(g->info.metadata_json, w.info.metadata_json);
+  }
+}
+
+// native -> X -> native gives back every tensor, and X -> native -> X gives
+// back X's bytes, for every dtype X holds.
+TEST(Convert, RandomRoundTripsThroughEveryFormat) {
+  std::mt19937_64 rng(testing::TestSeed());
+  for (Format f : kAllFormats) {
+    SCOPED_TRACE(FormatName(f));
+    std::vector<DType> dtypes;
+    for (DType d : testing::AllDTypes()) {
+      if (FormatHoldsDType(f, d)) dtypes.push_back(d);
+    }
+    ASSERT_FALSE(dtypes.empty());
+    // .npy holds one tensor: one file per dtype.
+    std::vector<std::vector<DType>> groups;
+    if (f == Format::kNpy) {
+      for (DType d : dtypes) groups.push_back({d});
+    } else {
+      groups.push_back(dtypes);
+    }
+    for (const auto& group : groups) {
+      testing::TempDir dir;
+      TensorSet set = RandomSet(rng, f, group);
+      if (f == Format::kNpy) set.tensors[0].info.name = "x";  // the file's stem
+      const std::string a = dir.File("a.tsafe"), x = dir.File("x." + Ext(f)), b = dir.File("b.tsafe"),
+                        x2 = dir.File("x2." + Ext(f));
+      testing::WriteTsafe(a, set);
+      auto s1 = Convert(a, x, Fast());
+      ASSERT_TRUE(s1.ok()) << s1.status().ToString();
+      EXPECT_EQ(s1->from, Format::kTsafe);
+      EXPECT_EQ(s1->to, f);
+      EXPECT_EQ(s1->tensor_count, group.size());
+      EXPECT_EQ(s1->file_size, std::filesystem::file_size(x));
+      auto s2 = Convert(x, b, Fast());
+      ASSERT_TRUE(s2.ok()) << s2.status().ToString();
+      EXPECT_EQ(s2->from, f);
+      auto back = ReadTensorSet(b);
+      ASSERT_TRUE(back.ok()) << back.status().ToString();
+      ExpectSameTensors(set, *back, /*by_position=*/f == Format::kNpy);
+      EXPECT_EQ(ComparableMetadata(back->metadata_json), ComparableMetadata(set.metadata_json));
+      auto s3 = Convert(b, x2, Fast());
+      ASSERT_TRUE(s3.ok()) << s3.status().ToString();
+      EXPECT_EQ(testing::ReadFileBytes(x2), testing::ReadFileBytes(x)) << "X -> tsafe -> X changed the bytes";
+    }
+  }
+}
+
+// Every ordered pair X -> Y converts directly, over random tensors of every
+// dtype both hold, named by position (the names every format can hold; an
+// .npy file named "0.npy" holds tensor "0").
+TEST(Convert, EveryPairConvertsDirectly) {
+  std::mt19937_64 rng(testing::TestSeed());
+  for (Format from : kAllFormats) {
+    for (Format to : kAllFormats) {
+      SCOPED_TRACE(std::string(FormatName(from)) + " -> " + std::string(FormatName(to)));
+      std::vector<DType> dtypes;
+      for (DType d : testing::AllDTypes()) {
+        if (FormatHoldsDType(from, d) && FormatHoldsDType(to, d)) dtypes.push_back(d);
+      }
+      ASSERT_FALSE(dtypes.empty());
+      if (from == Format::kNpy || to == Format::kNpy) dtypes = {dtypes[rng() % dtypes.size()]};
+      TensorSet set;
+      for (std::size_t i = 0; i < dtypes.size(); ++i) {
+        set.tensors.push_back(testing::RandomTensor(rng, std::to_string(i), dtypes[i]));
+      }
+      testing::TempDir dir;
+      std::filesystem::create_directory(dir.path() / "x");
+      std::filesystem::create_directory(dir.path() / "y");
+      const std::string a = dir.File("a.tsafe"), x = dir.File("x/0." + Ext(from)), y = dir.File("y/0." + Ext(to));
+      testing::WriteTsafe(a, set);
+      auto sx = Convert(a, x, Fast());
+      ASSERT_TRUE(sx.ok()) << sx.status().ToString();
+      ConvertOptions opt = Fast();
+      TensorSet want = set;
+      if (from == Format::kSafetensors && to == Format::kBtf) {
+        // safetensors sorted the tensors, so "0", "1", ... are no longer
+        // their positions, which is all BTF keeps: that needs consent.
+        auto refused = Convert(x, y, opt);
+        if (set.tensors.size() > 1) EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+        opt.drop_names = true;
+        want = *ReadTensorSet(x);
+        for (std::size_t i = 0; i < want.tensors.size(); ++i) want.tensors[i].info.name = std::to_string(i);
+      }
+      auto sy = Convert(x, y, opt);
+      ASSERT_TRUE(sy.ok()) << sy.status().ToString();
+      auto back = ReadTensorSet(y);
+      ASSERT_TRUE(back.ok()) << back.status().ToString();
+      ExpectSameTensors(want, *back, /*by_position=*/false);  // by name: safetensors sorts
+    }
+  }
+}
+
+// The dtype table of convert.h agrees with the codecs: a dtype it says a
+// format holds encodes and decodes as itself; any other fails to encode or
+// comes back as another dtype.
+TEST(Convert, DTypeTableMatchesTheCodecs) {
+  for (Format f : kAllFormats) {
+    if (f == Format::kTsafe) continue;  // holds every dtype by definition (FORMAT.md §5)
+    for (DType d : testing::AllDTypes()) {
+      SCOPED_TRACE(std::string(FormatName(f)) + " " + std::string(DTypeName(d)));
+      std::mt19937_64 rng(1);
+      TensorSet set;
+      set.tensors.push_back(testing::RandomTensor(rng, f == Format::kBtf ? "0" : "x", d, 1));
+      testing::TempDir dir;
+      const std::string path = dir.File("x." + Ext(f));
+      Status w;
+      switch (f) {
+        case Format::kSafetensors: w = safetensors::WriteFile(path, set); break;
+        case Format::kNpy: w = npy::WriteFile(path, set); break;
+        case Format::kNpz: w = npz::WriteFile(path, set); break;
+        case Format::kGguf: w = gguf::WriteFile(path, set); break;
+        case Format::kTenbin: w = tenbin::WriteFile(path, set); break;
+        case Format::kBtf: w = btf::WriteFile(path, set); break;
+        case Format::kZio: w = zio::WriteFile(path, set); break;
+        default: FAIL();
+      }
+      bool same = false;
+      if (w.ok()) {
+        auto back = ReadTensorSet(path, f);
+        same = back.ok() && back->tensors.size() == 1 && back->tensors[0].info.dtype == d;
+      }
+      EXPECT_EQ(FormatHoldsDType(f, d), same) << w.ToString();
+    }
+  }
+}
+
+class ConvertRefusal : public ::testing::Test {
+ protected:
+  // Writes a .tsafe holding `set` and converts it with `opt` to out.<ext>.
+  Result<ConvertStats> Run(const TensorSet& set, Format to, ConvertOptions opt = Fast()) {
+    testing::WriteTsafe(dir_.File("in.tsafe"), set);
+    out_ = dir_.File("out." + Ext(to));
+    return Convert(dir_.File("in.tsafe"), out_, opt);
+  }
+  // After a refusal nothing is written: no output, no temporary file.
+  void ExpectNothingWritten() {
+    EXPECT_FALSE(std::filesystem::exists(out_));
+    std::size_t files = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir_.path())) ++files;
+    EXPECT_EQ(files, 1u);  // in.tsafe
+  }
+  TensorSet One(DType d, std::string name = "w", std::string metadata = "") {
+    std::mt19937_64 rng(7);
+    TensorSet set;
+    set.tensors.push_back(testing::RandomTensor(rng, std::move(name), d));
+    set.tensors[0].info.metadata_json = std::move(metadata);
+    return set;
+  }
+  testing::TempDir dir_;
+  std::string out_;
+};
+
+TEST_F(ConvertRefusal, DTypeTheTargetLacksNamesTensorAndDType) {
+  TensorSet set = One(DType::kF32, "0");
+  std::mt19937_64 rng(3);
+  set.tensors.push_back(testing::RandomTensor(rng, "1", DType::kBF16));
+  auto r = Run(set, Format::kBtf);
+  ASSERT_EQ(r.status().code(), StatusCode::kUnsupported) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("tensor 1 \"1\": dtype bf16 cannot be stored in btf"), std::string::npos)
+      << r.status().message();
+  ExpectNothingWritten();
+}
+
+TEST_F(ConvertRefusal, NpyLosesOneByteFloatsSoRefusesThem) {
+  auto r = Run(One(DType::kF8E4M3FN), Format::kNpy);
+  ASSERT_EQ(r.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(r.status().message().find("|V1"), std::string::npos) << r.status().message();
+  ExpectNothingWritten();
+}
+
+TEST_F(ConvertRefusal, NestedMetadataIntoSafetensorsNeedsStringify) {
+  TensorSet set = One(DType::kF32);
+  set.metadata_json = R"({"name":"m","cfg":{"layers":2},"n":3})";
+  auto r = Run(set, Format::kSafetensors);
+  ASSERT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("\"cfg\""), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("--stringify-metadata"), std::string::npos);
+  ExpectNothingWritten();
+  ConvertOptions opt = Fast();
+  opt.stringify_metadata = true;
+  auto ok = Run(set, Format::kSafetensors, opt);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  auto back = safetensors::ReadFile(out_);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(json::parse(back->metadata_json),
+            json::parse(R"({"name":"m","cfg":"{\"layers\":2}","n":"3"})"));
+}
+
+TEST_F(ConvertRefusal, TensorMetadataNeedsConsentWhereTheTargetHasNone) {
+  for (Format to : {Format::kSafetensors, Format::kNpz, Format::kGguf, Format::kTenbin, Format::kBtf}) {
+    SCOPED_TRACE(FormatName(to));
+    testing::TempDir dir;
+    const std::string name = to == Format::kBtf ? "0" : "w";
+    TensorSet set = One(DType::kF32, name, R"({"scale":0.5})");
+    testing::WriteTsafe(dir.File("in.tsafe"), set);
+    const std::string out = dir.File("out." + Ext(to));
+    auto r = Convert(dir.File("in.tsafe"), out, Fast());
+    ASSERT_EQ(r.status().code(), StatusCode::kUnsupported) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("\"scale\""), std::string::npos) << r.status().message();
+    EXPECT_FALSE(std::filesystem::exists(out));
+    ConvertOptions opt = Fast();
+    opt.drop_tensor_metadata = true;
+    ASSERT_TRUE(Convert(dir.File("in.tsafe"), out, opt).ok());
+    auto back = ReadTensorSet(out);
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(back->tensors[0].info.metadata_json, "");
+  }
+}
+
+TEST_F(ConvertRefusal, FileMetadataNeedsConsentWhereTheTargetHasNone) {
+  TensorSet set = One(DType::kF32, "0");
+  set.metadata_json = R"({"a":"b"})";
+  for (Format to : {Format::kNpy, Format::kNpz, Format::kTenbin, Format::kBtf}) {
+    SCOPED_TRACE(FormatName(to));
+    auto r = Run(set, to);
+    ASSERT_EQ(r.status().code(), StatusCode::kUnsupported) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("--drop-metadata"), std::string::npos);
+    ExpectNothingWritten();
+    ConvertOptions opt = Fast();
+    opt.drop_metadata = true;
+    ASSERT_TRUE(Run(set, to, opt).ok());
+    std::filesystem::remove(out_);
+  }
+}
+
+TEST_F(ConvertRefusal, NamesTheTargetCannotHold) {
+  TensorSet set = One(DType::kF32, "a_long_name");
+  auto r = Run(set, Format::kTenbin);
+  ASSERT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("\"a_long_name\""), std::string::npos) << r.status().message();
+  ExpectNothingWritten();
+  auto b = Run(One(DType::kF32, "w"), Format::kBtf);
+  ASSERT_EQ(b.status().code(), StatusCode::kInvalidArgument) << b.status().ToString();
+  EXPECT_NE(b.status().message().find("read back as \"0\""), std::string::npos) << b.status().message();
+  ExpectNothingWritten();
+  ConvertOptions opt = Fast();
+  opt.drop_names = true;
+  ASSERT_TRUE(Run(set, Format::kTenbin, opt).ok());
+  auto back = ReadTensorSet(out_);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->tensors[0].info.name, "0");
+}
+
+TEST_F(ConvertRefusal, NpyHoldsOneTensorAndSelectionPicksIt) {
+  TensorSet set = One(DType::kF32, "a");
+  std::mt19937_64 rng(5);
+  set.tensors.push_back(testing::RandomTensor(rng, "b", DType::kI64));
+  auto r = Run(set, Format::kNpy);
+  ASSERT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  ExpectNothingWritten();
+  ConvertOptions opt = Fast();
+  opt.tensors = {"b"};
+  ASSERT_TRUE(Run(set, Format::kNpy, opt).ok());
+  auto back = ReadTensorSet(out_);
+  ASSERT_TRUE(back.ok());
+  ASSERT_EQ(back->tensors.size(), 1u);
+  EXPECT_EQ(testing::BytesOf(back->tensors[0]), testing::BytesOf(set.tensors[1]));
+  opt.tensors = {"nope"};
+  EXPECT_EQ(Run(set, Format::kNpy, opt).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(ConvertRefusal, SelectionKeepsItsOrder) {
+  TensorSet set = One(DType::kF32, "a");
+  std::mt19937_64 rng(5);
+  set.tensors.push_back(testing::RandomTensor(rng, "b", DType::kI64));
+  set.tensors.push_back(testing::RandomTensor(rng, "c", DType::kU8));
+  ConvertOptions opt = Fast();
+  opt.tensors = {"c", "a"};
+  ASSERT_TRUE(Run(set, Format::kNpz, opt).ok());
+  auto back = ReadTensorSet(out_);
+  ASSERT_TRUE(back.ok());
+  ASSERT_EQ(back->tensors.size(), 2u);
+  EXPECT_EQ(back->tensors[0].info.name, "c");
+  EXPECT_EQ(back->tensors[1].info.name, "a");
+  opt.tensors = {"a", "a"};
+  EXPECT_EQ(Run(set, Format::kNpz, opt).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(ConvertRefusal, OptionsThatDoNotApply) {
+  ConvertOptions opt = Fast();
+  opt.alignment = 128;
+  EXPECT_EQ(Run(One(DType::kF32), Format::kSafetensors, opt).status().code(), StatusCode::kInvalidArgument);
+  opt = Fast();
+  opt.compress = true;
+  EXPECT_EQ(Run(One(DType::kF32), Format::kTsafe, opt).status().code(), StatusCode::kInvalidArgument);
+  testing::WriteTsafe(dir_.File("in.tsafe"), One(DType::kF32));
+  auto r = Convert(dir_.File("in.tsafe"), dir_.File("out.bin"), Fast());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("out.bin"), std::string::npos);
+  opt = Fast();
+  opt.to = Format::kNpz;
+  EXPECT_TRUE(Convert(dir_.File("in.tsafe"), dir_.File("out.bin"), opt).ok());
+  EXPECT_EQ(*DetectFormat(dir_.File("out.bin")), Format::kNpz);
+}
+
+TEST_F(ConvertRefusal, AlignmentReachesTsafeAndGguf) {
+  ConvertOptions opt = Fast();
+  opt.alignment = 4096;
+  ASSERT_TRUE(Run(One(DType::kF32), Format::kTsafe, opt).ok());
+  auto r = Reader::Open(out_);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)->summary().alignment, 4096u);
+  EXPECT_EQ((*r)->Find("w")->data_offset % 4096, 0u);
+  ASSERT_TRUE(Run(One(DType::kF32), Format::kGguf, opt).ok());
+  auto g = gguf::ReadFile(out_);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(json::parse(g->metadata_json)["general.alignment"], 4096);
+  EXPECT_EQ(g->tensors[0].info.data_offset % 4096, 0u);
+}
+
+TEST_F(ConvertRefusal, DamagedTsafeDataIsNotCarriedOver) {
+  TensorSet set = One(DType::kF32);
+  testing::WriteTsafe(dir_.File("in.tsafe"), set);
+  auto r = Reader::Open(dir_.File("in.tsafe"));
+  ASSERT_TRUE(r.ok());
+  const std::uint64_t at = (*r)->Find("w")->data_offset;
+  r->reset();
+  std::string bytes = testing::ReadFileBytes(dir_.File("in.tsafe"));
+  bytes[at] = static_cast<char>(bytes[at] ^ 1);
+  testing::WriteFileBytes(dir_.File("in.tsafe"), bytes);
+  out_ = dir_.File("out.npz");
+  auto bad = Convert(dir_.File("in.tsafe"), out_, Fast());
+  ASSERT_EQ(bad.status().code(), StatusCode::kCorruption) << bad.status().ToString();
+  EXPECT_NE(bad.status().message().find("\"w\""), std::string::npos);
+  ExpectNothingWritten();
+  ConvertOptions opt = Fast();
+  opt.verify = false;
+  EXPECT_TRUE(Convert(dir_.File("in.tsafe"), out_, opt).ok());
+}
+
+TEST(Convert, ProgressIsMonotoneAndEndsDone) {
+  testing::TempDir dir;
+  std::mt19937_64 rng(9);
+  TensorSet set;
+  for (int i = 0; i < 3; ++i) {
+    Tensor t = testing::RandomTensor(rng, "t" + std::to_string(i), DType::kI8, 0);  // every format has i8
+    auto buf = std::make_shared<std::vector<std::byte>>(std::size_t{10} << 20, std::byte{1});
+    t.info.shape = {buf->size()};
+    t.data = std::span<const std::byte>(buf->data(), buf->size());
+    t.owner = buf;
+    set.tensors.push_back(t);
+  }
+  testing::WriteTsafe(dir.File("in.tsafe"), set);
+  for (Format f : kAllFormats) {
+    if (f == Format::kNpy) continue;
+    SCOPED_TRACE(FormatName(f));
+    std::vector<ConvertProgress> calls;
+    ConvertOptions opt = Fast();
+    opt.drop_names = f == Format::kBtf;
+    opt.progress = [&](const ConvertProgress& p) { calls.push_back(p); };
+    auto s = Convert(dir.File("in.tsafe"), dir.File("out." + Ext(f)), opt);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    ASSERT_GE(calls.size(), 3u);  // 30 MiB: a report every 4 MiB, then done
+    for (std::size_t i = 1; i < calls.size(); ++i) EXPECT_GE(calls[i].bytes_written, calls[i - 1].bytes_written);
+    EXPECT_TRUE(calls.back().done);
+    for (std::size_t i = 0; i + 1 < calls.size(); ++i) EXPECT_FALSE(calls[i].done);
+    EXPECT_EQ(calls.back().bytes_total, std::uint64_t{30} << 20);
+    EXPECT_EQ(calls.back().tensor_count, 3u);
+    EXPECT_GE(calls.back().bytes_written, calls.back().bytes_total);
+  }
+}
+
+// The reference writers' files in ../shared/fixtures convert to tsafe and
+// back to the same bytes where our writer matches theirs (formats.md §1.4,
+// §3.3), and to the same tensors otherwise.
+TEST(Convert, FixturesFromTheReferencesRoundTrip) {
+  const std::string fx = std::string(TS_SHARED_DIR) + "/fixtures/";
+  struct Case {
+    std::string file;
+    bool same_bytes;
+  };
+  const Case cases[] = {
+      {"btf/vec_B1_rmd_f32_2x3.btf", true},     {"btf/vec_B2_rmd_i32_u8_padding.btf", true},
+      {"btf/vec_B3_coo_i64_2x4.btf", true},     {"btf/test_tensor.btf", true},
+      {"tenbin/vec_wds_2x3f4_x.ten", true},     {"tenbin/000000.ten", true},
+      {"zio/vec_zio_tens_2x3f4_single_part.bin", false},  // coordinates are not kept
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    testing::TempDir dir;
+    auto in = ReadTensorSet(fx + c.file);
+    ASSERT_TRUE(in.ok()) << in.status().ToString();
+    const Format f = *DetectFormat(fx + c.file);
+    ASSERT_TRUE(Convert(fx + c.file, dir.File("t.tsafe"), Fast()).ok());
+    ConvertOptions opt = Fast();
+    opt.to = f;
+    auto s = Convert(dir.File("t.tsafe"), dir.File("back"), opt);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    if (c.same_bytes) EXPECT_EQ(testing::ReadFileBytes(dir.File("back")), testing::ReadFileBytes(fx + c.file));
+    auto back = ReadTensorSet(dir.File("back"), f);
+    ASSERT_TRUE(back.ok());
+    ExpectSameTensors(*in, *back, true);
+  }
+}
+
+TEST(Convert, ParseFormatNamesAndAliases) {
+  EXPECT_EQ(ParseFormat("SafeTensors"), Format::kSafetensors);
+  EXPECT_EQ(ParseFormat("st"), Format::kSafetensors);
+  EXPECT_EQ(ParseFormat("ten"), Format::kTenbin);
+  EXPECT_EQ(ParseFormat("zio"), Format::kZio);
+  EXPECT_EQ(ParseFormat("unknown"), std::nullopt);
+  EXPECT_EQ(ParseFormat(""), std::nullopt);
+  for (Format f : kAllFormats) EXPECT_EQ(ParseFormat(FormatName(f)), f);
+}
+
+}  // namespace
+}  // namespace tensorsafe

@@ -1,0 +1,83 @@
+// `tensorsafe convert IN OUT`: rewrites a tensor file in another format
+// through Convert (convert.h; docs/CONVERT.md), with a progress bar on a
+// terminal.
+#include <fmt/core.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "command.h"
+#include "exit_codes.h"
+#include "progress.h"
+#include "source.h"
+#include "tensorsafe/convert.h"
+
+namespace tensorsafe::cli {
+namespace {
+
+struct Args {
+  std::string in, out;
+  ConvertOptions options;
+  bool quiet = false;
+  bool no_verify = false;
+  bool no_sync = false;
+};
+
+int Run(Args& a) {
+  ProgressBar bar("converting", a.quiet);
+  a.options.verify = !a.no_verify;
+  a.options.sync = !a.no_sync;
+  if (bar.enabled()) {
+    a.options.progress = [&bar](const ConvertProgress& p) { bar.Update(p.bytes_written, p.bytes_total, p.done); };
+  }
+  auto stats = Convert(a.in, a.out, a.options);
+  if (!stats.ok()) {
+    bar.Abandon();
+    return Fail("convert", stats.status());
+  }
+  if (!a.quiet) {
+    fmt::print("converted {} ({}) to {} ({}): {} tensors, {} bytes of data, {} bytes written\n", a.in,
+               FormatName(stats->from), a.out, FormatName(stats->to), stats->tensor_count, stats->data_bytes,
+               stats->file_size);
+  }
+  return kExitOk;
+}
+
+std::function<int()> SetupCommand(CLI::App& sub) {
+  auto a = std::make_shared<Args>();
+  ConvertOptions& o = a->options;
+  sub.add_option("IN", a->in, "Input file in any supported format")->required();
+  sub.add_option("OUT", a->out, "Output file; its format comes from its extension unless --to names it")
+      ->required();
+  AddFormatOption(sub, "--from", &o.from, "Read IN as this format instead of detecting it");
+  AddFormatOption(sub, "--to", &o.to,
+                  "Write this format (tsafe, safetensors, npy, npz, gguf, tenbin, btf, zio) whatever OUT's extension");
+  // One name per --tensor, so `--tensor w IN OUT` leaves IN and OUT alone.
+  sub.add_option("--tensor", o.tensors, "Convert only this tensor (repeat for more; keeps this order)")
+      ->type_name("NAME")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub.add_option("--alignment", o.alignment, "Data alignment: tsafe (default 64), gguf (general.alignment)")
+      ->type_name("N");
+  sub.add_flag("--compress", o.compress, "npz: deflate members, as np.savez_compressed does");
+  sub.add_flag("--stringify-metadata", o.stringify_metadata,
+               "safetensors: store non-string metadata values as their JSON text");
+  sub.add_flag("--drop-metadata", o.drop_metadata,
+               "Drop file metadata when the target has none (npy, npz, tenbin, btf)");
+  sub.add_flag("--drop-tensor-metadata", o.drop_tensor_metadata,
+               "Drop per-tensor metadata the target cannot hold (all but tsafe and zio)");
+  sub.add_flag("--drop-names", o.drop_names,
+               "Write tensors under their position where the target cannot hold their names (btf, tenbin)");
+  sub.add_flag("--no-verify", a->no_verify, "Do not check a .tsafe input's data checksums first");
+  sub.add_flag("--no-sync", a->no_sync, "Do not fsync the output");
+  sub.add_flag("-q,--quiet", a->quiet, "No progress bar and no summary line");
+  return [a] { return Run(*a); };
+}
+
+}  // namespace
+
+TS_REGISTER_COMMAND("convert", "Rewrite a tensor file in another format (docs/CONVERT.md)", SetupCommand);
+
+}  // namespace tensorsafe::cli

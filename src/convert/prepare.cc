@@ -215,6 +215,12 @@ Status PrepareNames(TensorSet& set, Format to, const ConvertOptions& opt) {
 Status CheckDTypesAndRanks(const TensorSet& set, Format to) {
   for (std::size_t i = 0; i < set.tensors.size(); ++i) {
     const Tensor& t = set.tensors[i];
+    // Native sparse COO (format 1.1) has no counterpart yet in the other
+    // writers; BTF's COO arrives as a .indices/.values pair instead.
+    if (t.info.layout == Layout::kCoo && to != Format::kTsafe) {
+      return Unsupported(What(i, t) + ": a sparse COO tensor cannot be stored in " + Fmt(to) +
+                         " (convert it to tsafe, or densify it first)");
+    }
     if (!FormatHoldsDType(to, t.info.dtype)) {
       std::string why;
       if ((to == Format::kNpy || to == Format::kNpz) && npy::DescrOf(t.info.dtype).ok()) {

@@ -96,6 +96,11 @@ Status WriteTsafe(const std::string& path, const TensorSet& set, const ConvertOp
   wo.sync = opt.sync;
   TS_ASSIGN_OR_RETURN(auto writer, Writer::Create(path, wo));
   for (const Tensor& t : set.tensors) {
+    if (t.info.layout == Layout::kCoo) {  // indices and values: one region, copied as is
+      TS_RETURN_IF_ERROR(writer->AddTensor(t));
+      progress.Add(t.data.size());
+      continue;
+    }
     TS_RETURN_IF_ERROR(writer->BeginTensor(t.info.name, t.info.dtype, t.info.shape, t.info.metadata_json));
     for (std::span<const std::byte> rest = t.data; !rest.empty();) {
       const std::size_t n = std::min(rest.size(), kChunk);

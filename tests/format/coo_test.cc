@@ -8,6 +8,9 @@
 #include "support/temp_dir.h"
 #include "support/tsafe_files.h"
 #include "support/tsafe_image.h"
+#include <filesystem>
+
+#include "tensorsafe/convert.h"
 #include "tensorsafe/reader.h"
 #include "tensorsafe/updater.h"
 #include "tensorsafe/writer.h"
@@ -210,6 +213,31 @@ TEST_F(CooCorruption, R42_IndexOutOfRangeAndOrder) {
     img.Reseal();
     Expect(img, "entry 0 \"s\": marked coalesced, but COO element 2 does not follow element 1 in order");
   }
+}
+
+}  // namespace
+}  // namespace tensorsafe::testing
+
+namespace tensorsafe::testing {
+namespace {
+
+TEST(Coo, ConvertKeepsCooInTsafeAndRefusesOtherTargets) {
+  TempDir dir;
+  MakeCooFile(dir);
+  const std::string in = dir.File("coo.tsafe");
+  auto ok = Convert(in, dir.File("copy.tsafe"));
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  auto r = Reader::Open(dir.File("copy.tsafe"));
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE((*r)->Verify().ok());
+  EXPECT_EQ((*r)->Find("s")->layout, Layout::kCoo);
+  EXPECT_EQ((*r)->Find("s")->nnz, 3u);
+  auto bad = Convert(in, dir.File("x.safetensors"));
+  EXPECT_EQ(bad.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(bad.status().message().find("\"s\": a sparse COO tensor cannot be stored in safetensors"),
+            std::string::npos)
+      << bad.status().message();
+  EXPECT_FALSE(std::filesystem::exists(dir.File("x.safetensors")));
 }
 
 }  // namespace

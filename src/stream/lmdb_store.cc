@@ -158,7 +158,10 @@ Result<std::vector<LmdbEntry>> LmdbSnapshot::List(std::string_view prefix) const
   int rc = ::mdb_cursor_get(cur, &k, &v, prefix.empty() ? MDB_FIRST : MDB_SET_RANGE);
   for (; rc == MDB_SUCCESS; rc = ::mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     std::string_view key(static_cast<const char*>(k.mv_data), k.mv_size);
-    if (!key.starts_with(prefix)) break;
+    if (!key.starts_with(prefix)) {
+      rc = MDB_NOTFOUND;  // past the prefix: done
+      break;
+    }
     auto h = internal::DecodeHeader(Bytes(v), s.opt_.read);
     if (!h.ok()) return h.status().WithContext(s.path_ + ": key \"" + std::string(key) + "\"");
     out.push_back(LmdbEntry{std::string(key), v.mv_size, h->tensor_count});

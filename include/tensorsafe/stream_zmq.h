@@ -27,6 +27,10 @@
 // Addresses are ZeroMQ endpoints: tcp://127.0.0.1:5555, tcp://127.0.0.1:*
 // (ephemeral; endpoint() tells which), ipc:///tmp/x, inproc://name.
 //
+// Senders and receivers of a process share one ZeroMQ context (inproc://
+// needs that); it ends with the last of them, waiting up to each socket's
+// linger_ms for undelivered messages.
+//
 // Thread safety: a sender or receiver is used by one thread at a time.
 // Received batches may be used from any thread, after the receiver is gone.
 #pragma once
@@ -93,7 +97,7 @@ class ZmqSender {
   // endpoint or options), kIOError (bind/connect failed, with errno).
   static Result<std::unique_ptr<ZmqSender>> Create(const std::string& endpoint,
                                                    const ZmqSenderOptions& options = {});
-  ~ZmqSender();  // lingers up to linger_ms to deliver queued messages
+  ~ZmqSender();  // queued messages are still delivered (see linger_ms above)
   ZmqSender(const ZmqSender&) = delete;
   ZmqSender& operator=(const ZmqSender&) = delete;
 

@@ -59,6 +59,21 @@ bool WaitFor(QueueState& q, std::unique_lock<std::mutex>& lock, int timeout_ms, 
   return q.cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), pred);
 }
 
+// One context per process while any sender or receiver exists: inproc://
+// endpoints only connect sockets of the same context. The last owner's
+// release terminates it, waiting for each socket's linger.
+std::shared_ptr<zmq::context_t> SharedContext() {
+  static std::mutex mu;
+  static std::weak_ptr<zmq::context_t> weak;
+  std::lock_guard<std::mutex> lock(mu);
+  auto ctx = weak.lock();
+  if (!ctx) {
+    ctx = std::make_shared<zmq::context_t>(1);
+    weak = ctx;
+  }
+  return ctx;
+}
+
 }  // namespace
 
 std::string_view ZmqEncodingName(ZmqEncoding e) {
@@ -84,14 +99,11 @@ std::optional<ZmqEncoding> ParseZmqEncoding(std::string_view name) {
 class ZmqSender::Impl {
  public:
   explicit Impl(ZmqSenderOptions o) : opt_(std::move(o)), queue_(std::make_shared<QueueState>()) {}
-  ~Impl() {
-    socket_.close();
-    ctx_.close();  // waits up to linger_ms for queued messages
-  }
+  ~Impl() { socket_.close(); }  // ctx_'s last owner waits up to linger_ms for queued messages
 
   Status Open(const std::string& endpoint) {
     try {
-      socket_ = zmq::socket_t(ctx_, opt_.pattern == ZmqPattern::kPushPull ? zmq::socket_type::push
+      socket_ = zmq::socket_t(*ctx_, opt_.pattern == ZmqPattern::kPushPull ? zmq::socket_type::push
                                                                           : zmq::socket_type::xpub);
       socket_.set(zmq::sockopt::sndhwm, opt_.send_hwm);
       socket_.set(zmq::sockopt::sndtimeo, opt_.send_timeout_ms);
@@ -233,7 +245,7 @@ class ZmqSender::Impl {
 
   ZmqSenderOptions opt_;
   std::shared_ptr<QueueState> queue_;
-  zmq::context_t ctx_{1};
+  std::shared_ptr<zmq::context_t> ctx_ = SharedContext();
   zmq::socket_t socket_;
   std::string endpoint_;
   std::uint64_t sent_ = 0;
@@ -297,15 +309,12 @@ std::uint64_t ZmqSender::messages_sent() const { return impl_->sent_; }
 class ZmqReceiver::Impl {
  public:
   explicit Impl(ZmqReceiverOptions o) : opt_(std::move(o)) {}
-  ~Impl() {
-    socket_.close();
-    ctx_.close();
-  }
+  ~Impl() { socket_.close(); }
 
   Status Open(const std::string& endpoint) {
     try {
       const bool sub = opt_.pattern == ZmqPattern::kPubSub;
-      socket_ = zmq::socket_t(ctx_, sub ? zmq::socket_type::sub : zmq::socket_type::pull);
+      socket_ = zmq::socket_t(*ctx_, sub ? zmq::socket_type::sub : zmq::socket_type::pull);
       socket_.set(zmq::sockopt::rcvhwm, opt_.recv_hwm);
       socket_.set(zmq::sockopt::rcvtimeo, opt_.recv_timeout_ms);
       socket_.set(zmq::sockopt::linger, 0);
@@ -434,7 +443,7 @@ class ZmqReceiver::Impl {
   }
 
   ZmqReceiverOptions opt_;
-  zmq::context_t ctx_{1};
+  std::shared_ptr<zmq::context_t> ctx_ = SharedContext();
   zmq::socket_t socket_;
   std::string endpoint_;
   std::uint64_t received_ = 0, copied_ = 0;

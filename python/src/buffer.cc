@@ -202,7 +202,7 @@ py::object ToNdarray(py::object buffer, bool packed) {
   py::array arr(py::reinterpret_borrow<py::dtype>(dt), std::move(shape),
                 static_cast<const void*>(DataOrEmpty(t)), buffer);
   py::detail::array_proxy(arr.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
-  return std::move(arr);
+  return arr;
 }
 
 py::object MakeBuffer(Tensor tensor) { return py::cast(TensorBuffer{std::move(tensor)}); }

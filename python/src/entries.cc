@@ -29,19 +29,26 @@ Entry ParseEntry(const py::handle& item) {
   e.name = t[0].cast<std::string>();
   e.dtype = ParseDTypeOrThrow(t[1].cast<std::string>());
   e.shape = ToShape(t[2].cast<py::sequence>());
-  // PyBUF_C_CONTIGUOUS: a strided exporter fails here rather than being
-  // written in the wrong order.
-  e.buffer = py::buffer_info(py::reinterpret_borrow<py::buffer>(t[3]).request());
-  if (e.buffer.ndim > 1) {
-    py::ssize_t expect = e.buffer.itemsize;
-    for (py::ssize_t i = e.buffer.ndim; i-- > 0;) {
-      if (e.buffer.shape[i] > 1 && e.buffer.strides[i] != expect) {
+  if (py::isinstance<py::int_>(t[3])) {
+    // An address: the size is computed here, never taken from the caller.
+    Result<std::uint64_t> n = DenseByteSize(e.dtype, e.shape);
+    Check(n.status());
+    e.data = reinterpret_cast<const std::byte*>(t[3].cast<std::uintptr_t>());
+    e.size = static_cast<std::size_t>(*n);
+    if (e.data == nullptr && e.size != 0) Throw(InvalidArgument("tensor \"" + e.name + "\": null data address"));
+  } else {
+    e.buffer.emplace(py::reinterpret_borrow<py::buffer>(t[3]).request());
+    const py::buffer_info& b = *e.buffer;
+    // Strided exporters are refused rather than written in the wrong order.
+    py::ssize_t expect = b.itemsize;
+    for (py::ssize_t i = b.ndim; i-- > 0;) {
+      if (b.shape[i] > 1 && b.strides[i] != expect) {
         Throw(InvalidArgument("tensor \"" + e.name + "\": data is not C-contiguous"));
       }
-      expect *= e.buffer.shape[i];
+      expect *= b.shape[i];
     }
-  } else if (e.buffer.ndim == 1 && e.buffer.shape[0] > 1 && e.buffer.strides[0] != e.buffer.itemsize) {
-    Throw(InvalidArgument("tensor \"" + e.name + "\": data is not contiguous"));
+    e.data = static_cast<const std::byte*>(b.ptr);
+    e.size = static_cast<std::size_t>(b.size * b.itemsize);
   }
   if (!t[4].is_none()) e.metadata_json = t[4].cast<std::string>();
   return e;

@@ -1,11 +1,15 @@
 // Tensors handed in from Python: (name, dtype, shape, data, metadata_json)
-// tuples whose `data` exports the buffer protocol as C-contiguous bytes.
-// ParseEntries converts them with the GIL held; the resulting views stay
-// valid (the buffers are held) while the GIL is released for writing.
+// tuples whose `data` exports the buffer protocol as C-contiguous bytes, or
+// is an int: the address of a C-contiguous CPU tensor of exactly
+// DenseByteSize(dtype, shape) bytes that the caller keeps alive for the call
+// (tensorsafe._arrays passes torch tensors so, saving four torch calls per
+// tensor). ParseEntries converts them with the GIL held; the views stay valid
+// (buffers are held) while the GIL is released for writing.
 #pragma once
 
 #include <pybind11/pybind11.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,12 +23,12 @@ struct Entry {
   std::string name;
   DType dtype = DType::kU8;
   Shape shape;
-  py::buffer_info buffer;  // holds the exporter until destroyed (with the GIL)
+  std::optional<py::buffer_info> buffer;  // holds the exporter until destroyed (with the GIL)
+  const std::byte* data = nullptr;
+  std::size_t size = 0;
   std::string metadata_json;
 
-  std::span<const std::byte> bytes() const {
-    return {static_cast<const std::byte*>(buffer.ptr), static_cast<std::size_t>(buffer.size * buffer.itemsize)};
-  }
+  std::span<const std::byte> bytes() const { return {data, size}; }
   TensorView view() const { return TensorView::Contiguous(dtype, shape, bytes()); }
 };
 

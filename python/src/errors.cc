@@ -2,6 +2,8 @@
 // tensorsafe/errors.py (_from_status), so the mapping lives in one file.
 #include <pybind11/pybind11.h>
 
+#include <array>
+
 #include "common.h"
 #include "tensorsafe/dtype.h"
 
@@ -10,16 +12,20 @@ namespace tensorsafe::python {
 [[noreturn]] void Throw(const Status& status) { throw StatusError(status); }
 
 py::dict InfoToDict(const TensorInfo& info) {
+  // Keys made once (and leaked: no release after the interpreter is gone).
+  static const auto* keys = new std::array<py::str, 7>{py::str("name"), py::str("dtype"), py::str("shape"),
+                                                         py::str("offset"), py::str("nbytes"),
+                                                         py::str("checksum"), py::str("metadata")};
   py::dict d;
-  d["name"] = py::str(info.name);
-  d["dtype"] = py::str(std::string(DTypeName(info.dtype)));
+  d[(*keys)[0]] = py::str(info.name);
+  d[(*keys)[1]] = py::str(DTypeName(info.dtype).data(), DTypeName(info.dtype).size());
   py::tuple shape(info.shape.size());
   for (std::size_t i = 0; i < info.shape.size(); ++i) shape[i] = py::int_(info.shape[i]);
-  d["shape"] = shape;
-  d["offset"] = py::int_(info.data_offset);
-  d["nbytes"] = py::int_(info.data_length);
-  d["checksum"] = py::int_(info.data_checksum);
-  d["metadata"] = py::str(info.metadata_json);
+  d[(*keys)[2]] = shape;
+  d[(*keys)[3]] = py::int_(info.data_offset);
+  d[(*keys)[4]] = py::int_(info.data_length);
+  d[(*keys)[5]] = py::int_(info.data_checksum);
+  d[(*keys)[6]] = py::str(info.metadata_json);
   return d;
 }
 

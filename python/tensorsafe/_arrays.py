@@ -77,12 +77,9 @@ def torch_entry(name: str, tensor: Any, metadata: Optional[Dict[str, Any]] = Non
     shape = tuple(tensor.shape)
     if dname == "f4_e2m1":  # float4_e2m1fn_x2 holds two values per element
         shape = shape[:-1] + (shape[-1] * 2,) if shape else (2,)
-    nbytes = tensor.numel() * tensor.element_size()
-    if nbytes == 0:
-        data = b""
-    else:
-        t = tensor.detach()
-        data = (t.reshape(-1) if t.dim() != 1 else t).view(torch.uint8).numpy()
+    # The address of the contiguous CPU data: the native side computes the
+    # size from dtype and shape; `tensor` stays alive in the caller's dict.
+    data = tensor.data_ptr()
     return (name, dname, shape, data, meta_json(metadata))
 
 
@@ -152,25 +149,26 @@ class CowFile:
     def tensor(self, dname: str, shape: Tuple[int, ...], offset: int, nbytes: int):
         """The tensor at [offset, offset + nbytes) of the file (a view when the
         offset is aligned to the element size, else a copy)."""
-        import torch
-
-        tdtype = torch_dtype(dname)
-        tshape = torch_shape(dname, shape)
-        if nbytes == 0:
-            return torch.empty(tshape, dtype=tdtype)
-        item = tdtype.itemsize
-        if offset % item:
-            return self.base[offset:offset + nbytes].clone().view(tdtype).view(tshape)
-        typed = self._typed.get(tdtype)
+        typed = self._typed.get(dname)
         if typed is None:
+            tdtype = torch_dtype(dname)
+            item = tdtype.itemsize
             usable = self.size - self.size % item
-            typed = self._typed[tdtype] = self.base[:usable].view(tdtype)
+            typed = self._typed[dname] = (self.base[:usable].view(tdtype), item, tdtype)
+        base, item, tdtype = typed
+        tshape = torch_shape(dname, shape) if dname == "f4_e2m1" else shape
+        if nbytes == 0 or offset % item:
+            import torch
+            if nbytes == 0:
+                return torch.empty(tshape, dtype=tdtype)
+            return self.base[offset:offset + nbytes].clone().view(tdtype).view(tshape)
         strides = []
         acc = 1
         for d in reversed(tshape):
             strides.append(acc)
             acc *= d if d else 1
-        return typed.as_strided(tshape, tuple(reversed(strides)), offset // item)
+        strides.reverse()
+        return base.as_strided(tshape, strides, offset // item)
 
 
 def entries_from_dict(tensors: Dict[str, Any], *, framework: str,

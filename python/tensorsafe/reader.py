@@ -111,7 +111,7 @@ class Reader:
         """Layout facts of the file (sizes, index position, header slot...)."""
         return self._r.summary()
 
-    def get(self, name: str, framework: str = "np", *, packed: bool = False) -> Any:
+    def get(self, name: str, framework: str = "np", *, packed: bool = False, copy: bool = False) -> Any:
         """The tensor ``name``.
 
         Args:
@@ -123,11 +123,16 @@ class Reader:
             packed: for packed sub-byte dtypes (f6, f4, i4, u4) that NumPy
                 cannot hold, return their raw bytes as uint8 instead of
                 raising.
+            copy: (np) read into a fresh writable array instead of viewing
+                the mapping; large copies go through pread, faster than
+                faulting the mapping in.
 
         Raises:
             NotFoundError, UnsupportedError, CorruptionError, IOError.
         """
         if framework in ("np", "numpy"):
+            if copy:
+                return self._copy(name, packed)
             return self._r.get(name).numpy(packed)
         if framework == "buffer":
             return self._r.get(name)
@@ -135,15 +140,30 @@ class Reader:
             return self.get_many([name], framework="pt")[name]
         raise InvalidArgumentError(f"framework must be 'np', 'pt' or 'buffer', not {framework!r}")
 
+    def _copy(self, name: str, packed: bool) -> np.ndarray:
+        info = self._r.find(name)
+        npdt = _dtypes.NUMPY[info["dtype"]]
+        if npdt is None:
+            if not packed:
+                return self._r.get(name).numpy(False)  # raises UnsupportedError
+            out = np.empty(info["nbytes"], np.uint8)
+        else:
+            out = np.empty(info["shape"], npdt)
+        self._r.read_into(name, out.reshape(-1).view(np.uint8))
+        return out
+
     def tensor(self, name: str):
         """The raw :class:`TensorBuffer` of ``name``: ``torch.from_dlpack(r.tensor(n))``."""
         return self._r.get(name)
 
     def get_many(self, names: Optional[List[str]] = None, framework: str = "np", *,
-                 packed: bool = False) -> Dict[str, Any]:
+                 packed: bool = False, copy: bool = False) -> Dict[str, Any]:
         """Several tensors (all by default, in file order) in one call; much
-        faster than a loop of :meth:`get` for many small tensors."""
+        faster than a loop of :meth:`get` for many small tensors. ``copy``
+        as for :meth:`get`."""
         if framework in ("np", "numpy"):
+            if copy:
+                return {n: self._copy(n, packed) for n in (names if names is not None else self._r.names())}
             return self._r.get_many(names, True, packed)
         if framework not in ("pt", "torch", "pytorch"):
             raise InvalidArgumentError(f"framework must be 'np' or 'pt', not {framework!r}")

@@ -73,22 +73,23 @@ class safe_open:  # noqa: N801 - the name safetensors uses
         self._backend = backend
         self._cow = None
         fmt = self._fmt = _native.detect_format(self._path)
+        self._bufs: Optional[Dict[str, Any]] = None
         if fmt == "tsafe":
+            # Nothing per tensor is decoded here: opening costs the same for
+            # 10 tensors or 100,000.
             self._reader = _native.Reader.open(self._path, backend)
-            self._infos = {i["name"]: i for i in self._reader.infos()}
             meta = self._reader.metadata()
             self._meta = json.loads(meta) if meta != "{}" else None
-            self._bufs: Optional[Dict[str, Any]] = None
             self._file_size = self._reader.summary()["file_size"]
         else:
             self._reader = None
             bufs, meta = _native.read_file(self._path, "auto", backend == "pread")
             self._bufs = {b.name: b for b in bufs}
-            self._infos = {b.name: b.info for b in bufs}
             self._meta = json.loads(meta) if meta else None
             self._file_size = os.stat(self._path).st_size
         self._closed = False
-        self._offset_order = [n for n, _ in sorted(self._infos.items(), key=lambda kv: kv[1]["offset"])]
+        self._keys: Optional[List[str]] = None
+        self._offset_order: Optional[List[str]] = None
 
     # -- context manager ------------------------------------------------------
     def __enter__(self) -> "safe_open":
@@ -106,11 +107,20 @@ class safe_open:  # noqa: N801 - the name safetensors uses
     def keys(self) -> List[str]:
         """The tensor names, sorted."""
         self._check()
-        return sorted(self._infos)
+        if self._keys is None:
+            self._keys = sorted(self._reader.names() if self._reader is not None else self._bufs)
+        return list(self._keys)
 
     def offset_keys(self) -> List[str]:
-        """The tensor names in the order of their data in the file."""
+        """The tensor names in the order of their data in the file (tensors
+        of zero bytes that share an offset keep their index order)."""
         self._check()
+        if self._offset_order is None:
+            if self._reader is not None:
+                pairs = [(i["offset"], i["name"]) for i in self._reader.infos()]
+            else:
+                pairs = [(b.offset, b.name) for b in self._bufs.values()]
+            self._offset_order = [n for _, n in sorted(pairs, key=lambda p: p[0])]
         return list(self._offset_order)
 
     def metadata(self) -> Optional[Dict[str, Any]]:
@@ -120,15 +130,14 @@ class safe_open:  # noqa: N801 - the name safetensors uses
         return None if self._meta is None else dict(self._meta)
 
     # -- tensors ---------------------------------------------------------------
-    def _info(self, name: str) -> dict:
+    def _buffer(self, name: str):
         self._check()
+        if self._reader is not None:
+            return self._reader.get(name)
         try:
-            return self._infos[name]
+            return self._bufs[name]
         except (KeyError, TypeError):
             raise NotFoundError(f"File does not contain tensor {name}") from None
-
-    def _buffer(self, name: str):
-        return self._reader.get(name) if self._reader is not None else self._bufs[name]
 
     def _to_device(self, t):
         return t if self._device == "cpu" else t.to(self._device)
@@ -142,25 +151,28 @@ class safe_open:  # noqa: N801 - the name safetensors uses
             NotFoundError: (a KeyError) no tensor of that name.
             UnsupportedError: a dtype the framework lacks (f6, i4, u4; f4 in NumPy).
         """
-        info = self._info(name)
+        buf = self._buffer(name)
         if self._fw == "np":
-            return self._buffer(name).numpy(False)
-        return self._to_device(self._torch(info, self._buffer(name)))
+            return buf.numpy(False)
+        return self._to_device(self._torch(buf))
 
     def get_tensors(self) -> Dict[str, Any]:
-        """Every tensor, in offset order."""
+        """Every tensor, in offset order, in one native call."""
         self._check()
-        if self._fw == "np" and self._reader is not None:
-            d = self._reader.get_many(None, True, False)
-            return {n: d[n] for n in self._offset_order}
-        return {n: self.get_tensor(n) for n in self._offset_order}
+        bufs = list(self._reader.get_many(None, False, False).values() if self._reader is not None
+                    else self._bufs.values())
+        bufs.sort(key=lambda b: b.offset)  # stable: ties keep index order, as offset_keys()
+        if self._fw == "np":
+            return {b.name: b.numpy(False) for b in bufs}
+        if self._device == "cpu":
+            return {b.name: self._torch(b) for b in bufs}
+        return {b.name: self._to_device(self._torch(b)) for b in bufs}
 
-    def _torch(self, info: dict, buf):
-        dname = info["dtype"]
+    def _torch(self, buf):
+        dname = buf.dtype
         # Offsets are file offsets for these two formats, whose tensors always
         # view the file; other codecs may decode into memory of their own.
-        zero_copy = self._backend == "mmap" and buf.nbytes > 0 and self._fmt in ("tsafe", "safetensors")
-        if not zero_copy:
+        if self._backend != "mmap" or not buf.nbytes or self._fmt not in ("tsafe", "safetensors"):
             _arrays.torch_dtype(dname)  # UnsupportedError before any copy
             return _arrays.torch_from_numpy(np.array(buf.numpy(True)), dname, buf.shape)
         if self._cow is None:
@@ -168,11 +180,12 @@ class safe_open:  # noqa: N801 - the name safetensors uses
             if not cow.matches(self._path, self._file_size):
                 raise FailedPreconditionError(f"{self._path}: the file changed since it was opened")
             self._cow = cow
-        return self._cow.tensor(dname, tuple(info["shape"]), info["offset"], buf.nbytes)
+        return self._cow.tensor(dname, buf.shape, buf.offset, buf.nbytes)
 
     def get_slice(self, name: str) -> "SafeSlice":
         """A lazy handle on ``name`` to index: ``f.get_slice("w")[:, 1:3]``."""
-        return SafeSlice(self, name, self._info(name))
+        buf = self._buffer(name)
+        return SafeSlice(self, name, {"name": name, "dtype": buf.dtype, "shape": buf.shape}, buf)
 
 
 class SafeSlice:
@@ -188,8 +201,8 @@ class SafeSlice:
         InvalidArgumentError: another kind of index, two ellipses, step 0.
     """
 
-    def __init__(self, owner: safe_open, name: str, info: dict):
-        self._owner, self._name, self._info = owner, name, info
+    def __init__(self, owner: safe_open, name: str, info: dict, buf):
+        self._owner, self._name, self._info, self._buf = owner, name, info, buf
 
     def get_shape(self) -> List[int]:
         """The tensor's shape as a list."""
@@ -207,7 +220,7 @@ class SafeSlice:
         if owner._reader is not None:
             arr = read_slice_from_view(owner._reader, self._info, ops)
         else:
-            arr = slice_array(owner._buffer(self._name).numpy(False), ops)
+            arr = slice_array(self._buf.numpy(False), ops)
         if owner._fw == "np":
             return arr
         return owner._to_device(_arrays.torch_from_numpy(arr, self._info["dtype"]))

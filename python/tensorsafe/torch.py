@@ -21,7 +21,6 @@ Example:
 from __future__ import annotations
 
 import os
-from collections import defaultdict
 from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 import torch
@@ -36,45 +35,37 @@ def _format(filename: str) -> str:
     return "tsafe" if filename.endswith(".tsafe") else "safetensors"
 
 
-def _storage_key(t: torch.Tensor):
-    try:
-        st = t.untyped_storage()
-        return (t.device, st.data_ptr(), st.nbytes())
-    except (NotImplementedError, RuntimeError):  # e.g. tensors without storage
-        return None
-
-
 def _shared_groups(tensors: Dict[str, torch.Tensor]) -> List[Set[str]]:
     """Names whose bytes overlap, grouped; each group has at least 2 names.
 
-    Tensors of one storage that do not overlap (two halves of a buffer) are
-    not shared for this purpose: each is saved on its own.
+    Overlapping bytes can only belong to one storage, so one sweep over the
+    tensors sorted by address finds them. Tensors of one storage that do not
+    overlap (two halves of a buffer) are not shared for this purpose: each is
+    saved on its own. Empty and meta tensors share nothing.
     """
-    by_storage: Dict[Any, List[str]] = defaultdict(list)
+    spans = []
     for name, t in tensors.items():
-        if t.device.type == "meta":
-            continue
-        key = _storage_key(t)
-        if key is None or key[1] == 0 or key[2] == 0:
-            continue
-        by_storage[key].append(name)
+        if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
+            continue  # refused later, by the entry conversion
+        n = t.nbytes
+        if n and t.device.type != "meta":
+            p = t.data_ptr()
+            if p:
+                spans.append((t.device, p, p + n, name))
+    spans.sort(key=lambda s: (str(s[0]), s[1], s[2]))
     groups: List[Set[str]] = []
-    for names in by_storage.values():
-        if len(names) < 2:
+    current: Set[str] = set()
+    end, device = 0, None
+    for dev, start, stop, name in spans:
+        if current and dev == device and start < end:
+            current.add(name)
+            end = max(end, stop)
             continue
-        spans = sorted((tensors[n].data_ptr(), tensors[n].data_ptr() + tensors[n].nbytes, n) for n in names)
-        current: Set[str] = {spans[0][2]}
-        end = spans[0][1]
-        for start, stop, n in spans[1:]:
-            if start < end:
-                current.add(n)
-                end = max(end, stop)
-            else:
-                if len(current) > 1:
-                    groups.append(current)
-                current, end = {n}, stop
         if len(current) > 1:
             groups.append(current)
+        current, end, device = {name}, stop, dev
+    if len(current) > 1:
+        groups.append(current)
     return groups
 
 

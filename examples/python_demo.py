@@ -1,5 +1,5 @@
 """The Python part of `make demo`: read the demo file with the tensorsafe
-package, convert it to safetensors and read that back with safe_open.
+package, save its tensors as safetensors and read that back with safe_open.
 
     .venv/bin/python examples/python_demo.py FILE.tsafe
 """
@@ -10,6 +10,7 @@ import sys
 import numpy as np
 
 import tensorsafe as ts
+import tensorsafe.numpy as tsn
 
 path = sys.argv[1]
 with ts.open(path) as r:
@@ -18,8 +19,11 @@ with ts.open(path) as r:
     w = r["head.weight"]
     print("head.weight:", w.dtype, w.shape, "| zero-copy:", not w.flags.owndata, "| read-only:", not w.flags.writeable)
     print("embed.weight[::4, -1] =", r.read_slice("embed.weight", np.s_[::4, -1]))
+    # safetensors metadata is str -> str, so this file's nested JSON is not
+    # carried over (ts.convert would refuse it with InvalidArgumentError).
+    out = os.path.splitext(path)[0] + ".safetensors"
+    tsn.save_file({name: r[name] for name in r}, out, metadata={"source": os.path.basename(path)})
 
-out = os.path.splitext(path)[0] + ".safetensors"
-ts.convert(path, out)
 with ts.safe_open(out, framework="np") as f:
-    print(f"{os.path.basename(out)}: keys {f.keys()}, head.bias = {f.get_tensor('head.bias')}")
+    print(f"{os.path.basename(out)}: keys {f.keys()}, metadata {f.metadata()}")
+    print("head.bias =", f.get_tensor("head.bias"))

@@ -2,6 +2,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,9 +41,10 @@ py::object Get(const Reader& r, const std::string& name) {
 }
 
 // Every tensor (or those of `names`) as name -> ndarray (or TensorBuffer),
-// in file order; one GIL release for all the lookups.
+// in file order or, with `by_offset`, in data order (ties keep file order);
+// one GIL release for all the lookups.
 py::dict GetMany(const Reader& r, std::optional<std::vector<std::string>> names, bool as_numpy,
-                 bool packed) {
+                 bool packed, bool by_offset) {
   std::vector<Tensor> tensors;
   Status status;
   {
@@ -65,6 +67,11 @@ py::dict GetMany(const Reader& r, std::optional<std::vector<std::string>> names,
           break;
         }
         tensors.push_back(std::move(t).value());
+      }
+      if (by_offset) {
+        std::stable_sort(tensors.begin(), tensors.end(), [](const Tensor& a, const Tensor& b) {
+          return a.info.data_offset < b.info.data_offset;
+        });
       }
     }
   }
@@ -139,7 +146,7 @@ void RegisterReader(py::module_& m) {
       .def("contains", &Reader::Contains)
       .def("get", &Get, py::arg("name"))
       .def("get_many", &GetMany, py::arg("names") = py::none(), py::arg("numpy") = true,
-           py::arg("packed") = false)
+           py::arg("packed") = false, py::arg("by_offset") = false)
       .def("read_slice", &ReadSlice, py::arg("name"), py::arg("start"), py::arg("stop"), py::arg("step"),
            py::arg("out"))
       .def("read_into", [](const Reader& r, const std::string& name, py::buffer out, bool verify) {

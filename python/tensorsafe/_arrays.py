@@ -38,21 +38,25 @@ def numpy_entry(name: str, array: Any, metadata: Optional[Dict[str, Any]] = None
     """The entry for a NumPy array (anything np.asarray accepts)."""
     if not isinstance(name, str):
         raise InvalidArgumentError(f"tensor names must be str, not {type(name).__name__}")
-    arr = array if isinstance(array, np.ndarray) else np.asarray(array)
+    arr = array if type(array) is np.ndarray else np.asarray(array)
     dt = arr.dtype
-    if not dt.isnative:  # big-endian input is stored little-endian
-        dt = dt.newbyteorder("=")
-        arr = arr.astype(dt)
-    try:
-        dname = _dtypes.FROM_NUMPY[dt]
-    except KeyError:
-        raise UnsupportedError(
-            f"tensor {name!r}: NumPy dtype {dt} has no tensorsafe dtype"
-            " (ml_dtypes' unpacked int4/uint4/float4/float6 are not stored: pack them first)") from None
+    dname = _FROM_NUMPY_GET(dt)  # None for big-endian and unsupported dtypes
+    if dname is None:
+        if not dt.isnative and dt.newbyteorder("=") in _dtypes.FROM_NUMPY:
+            dt = dt.newbyteorder("=")  # big-endian input is stored little-endian
+            arr = arr.astype(dt)
+            dname = _dtypes.FROM_NUMPY[dt]
+        else:
+            raise UnsupportedError(
+                f"tensor {name!r}: NumPy dtype {dt} has no tensorsafe dtype"
+                " (ml_dtypes' unpacked int4/uint4/float4/float6 are not stored: pack them first)")
     if not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr)
     data = arr if dt in _BUFFER_OK else arr.reshape(-1).view(np.uint8)
-    return (name, dname, arr.shape, data, meta_json(metadata))
+    return (name, dname, arr.shape, data, "" if metadata is None else meta_json(metadata))
+
+
+_FROM_NUMPY_GET = _dtypes.FROM_NUMPY.get
 
 
 def torch_entry(name: str, tensor: Any, metadata: Optional[Dict[str, Any]] = None) -> Entry:

@@ -159,9 +159,12 @@ class safe_open:  # noqa: N801 - the name safetensors uses
     def get_tensors(self) -> Dict[str, Any]:
         """Every tensor, in offset order, in one native call."""
         self._check()
-        bufs = list(self._reader.get_many(None, False, False).values() if self._reader is not None
-                    else self._bufs.values())
-        bufs.sort(key=lambda b: b.offset)  # stable: ties keep index order, as offset_keys()
+        if self._reader is not None:
+            if self._fw == "np":  # arrays made natively, already in data order
+                return self._reader.get_many(None, True, False, True)
+            bufs = list(self._reader.get_many(None, False, False, True).values())
+        else:
+            bufs = sorted(self._bufs.values(), key=lambda b: b.offset)  # stable, as offset_keys()
         if self._fw == "np":
             return {b.name: b.numpy(False) for b in bufs}
         if self._device == "cpu":

@@ -102,3 +102,34 @@ def test_cli_console_script(tmp_path):
     assert "w" in out and "f32" in out and "[2, 3]" in out
     bad = subprocess.run([exe, "cat", str(p), "nope"], capture_output=True, text=True)
     assert bad.returncode == 3  # kNotFound, docs/ERRORS.md
+
+
+def test_bytes_api_for_both_formats(tmp_path):
+    import tensorsafe.numpy as tsn
+    d = {"a": np.arange(4, dtype=np.int16), "b": np.eye(2, dtype=np.float32)}
+    for ext in ("tsafe", "safetensors"):
+        p = tmp_path / f"x.{ext}"
+        tsn.save_file(d, p)
+        back = tsn.load(p.read_bytes())  # format told by the magic
+        assert sorted(back) == ["a", "b"]
+        np.testing.assert_array_equal(back["b"], d["b"])
+    with pytest.raises(ts.CorruptionError):
+        tsn.load(b"\x89TSF\r\n\x1a\n" + b"\0" * 8)
+
+
+def test_streamed_native_writer(tmp_path):
+    """Writer.begin_tensor/append/end_tensor through the native module."""
+    from tensorsafe import _native
+    p = tmp_path / "s.tsafe"
+    w = _native.Writer.create(str(p), 64, False)
+    w.begin_tensor("big", "u8", [10])
+    w.append(np.arange(4, dtype=np.uint8))
+    w.append(np.arange(4, 10, dtype=np.uint8))
+    w.end_tensor()
+    w.finish()
+    assert list(ts.open(p)["big"]) == list(range(10))
+    w = _native.Writer.create(str(tmp_path / "t.tsafe"), 64, False)
+    w.begin_tensor("short", "u8", [10])
+    w.append(np.arange(4, dtype=np.uint8))
+    with pytest.raises(ts.Error):
+        w.end_tensor()

@@ -1,10 +1,11 @@
 # tensorsafe: `make demo` installs, builds and runs the demo; `make test`
-# installs, builds and runs every test.
+# installs, builds and runs every test (C++ through CTest, then Python through
+# pytest). Both also install the Python package into .venv.
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build demo test test-cpp test-interop bench asan clean
+.PHONY: all deps configure build python demo test test-cpp test-python test-interop bench asan clean
 
 all: build
 
@@ -17,7 +18,13 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
+# The Python package (pyproject.toml, scikit-build-core): built in
+# build/python-*, incrementally, and installed into .venv with its CLI.
+python: deps
+	@CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) .venv/bin/python -m pip install -q --disable-pip-version-check \
+	  --no-build-isolation --no-deps . && echo "python: tensorsafe installed into .venv"
+
+demo: build python
 	@bash scripts/demo.sh $(BUILD)
 
 test-cpp: build
@@ -28,7 +35,12 @@ test-cpp: build
 test-interop: build
 	@TENSORSAFE_CLI=$(BUILD)/bin/tensorsafe .venv/bin/python -m pytest tests/interop -q
 
-test: test-cpp test-interop
+# pytest exits 5 when it collects nothing: that is a failure here too.
+test-python: python
+	@.venv/bin/python -m pytest -q tests/python; rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "test-python: no Python tests were collected" >&2; exit 1; fi; exit $$rc
+
+test: test-cpp test-python test-interop
 
 bench: build
 	@$(BUILD)/bin/format_bench

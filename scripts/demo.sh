@@ -20,5 +20,8 @@ run "$BIN/tensorsafe" info "$F"
 run "$BIN/tensorsafe" verify "$F"
 run "$BIN/tensorsafe" cat "$F" head.bias
 run "$BIN/tensorsafe" cat "$F" embed.weight --out "$OUT/embed.npy"
+if [ -x .venv/bin/python ]; then
+  run .venv/bin/python examples/python_demo.py "$F"
+fi
 echo
 echo "demo: wrote, listed, verified and read back $F"

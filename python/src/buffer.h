@@ -1,0 +1,34 @@
+// TensorBuffer: one tensor's bytes exported to Python without a copy.
+//
+// It holds a tensorsafe::Tensor, whose `owner` keeps the file mapping (or the
+// heap buffer of a pread or decoded tensor) alive, so every NumPy array,
+// memoryview or DLPack capsule made from it stays valid after the reader that
+// produced it is gone. Exports: the buffer protocol (read-only bytes, "B"),
+// __dlpack__ / __dlpack_device__ (CPU), and ndarray views built by
+// ToNdarray with the TensorBuffer as the array's base.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include "common.h"
+#include "tensorsafe/tensor.h"
+
+namespace tensorsafe::python {
+
+struct TensorBuffer {
+  Tensor tensor;
+};
+
+// The NumPy dtype table set by tensorsafe._arrays at import: index = DType
+// code, value = numpy.dtype or None (packed types NumPy cannot hold).
+py::object NumpyDtypeFor(DType dtype);
+
+// A read-only ndarray viewing `buffer` (which becomes its base). Packed
+// sub-byte dtypes raise UnsupportedError unless `packed`, which returns their
+// raw bytes as uint8 of shape (nbytes,).
+py::object ToNdarray(py::object buffer, bool packed);
+
+// Wraps `tensor` as a Python TensorBuffer object.
+py::object MakeBuffer(Tensor tensor);
+
+}  // namespace tensorsafe::python

@@ -1,0 +1,221 @@
+// tensorsafe._native codec functions: read, decode, encode and write every
+// format through its codec in include/tensorsafe/formats/, and .tsafe
+// through Reader/Writer, all as TensorSets (tensor_set.h).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+
+#include "buffer.h"
+#include "common.h"
+#include "entries.h"
+#include "tensorsafe/formats/btf.h"
+#include "tensorsafe/formats/detect.h"
+#include "tensorsafe/formats/gguf.h"
+#include "tensorsafe/formats/npy.h"
+#include "tensorsafe/formats/npz.h"
+#include "tensorsafe/formats/safetensors.h"
+#include "tensorsafe/formats/tenbin.h"
+#include "tensorsafe/formats/zio.h"
+#include "tensorsafe/reader.h"
+#include "tensorsafe/writer.h"
+
+namespace tensorsafe::python {
+namespace {
+
+// Options that the Python side may pass; each codec uses what it has.
+struct WriteParams {
+  bool sync = true;
+  bool compress = false;    // npz
+  std::uint32_t alignment = 64;  // tsafe
+};
+
+Result<TensorSet> ReadTsafe(const std::string& path, ReaderOptions::Access access) {
+  ReaderOptions options;
+  options.access = access;
+  TS_ASSIGN_OR_RETURN(std::shared_ptr<Reader> r, Reader::Open(path, options));
+  TensorSet set;
+  TS_ASSIGN_OR_RETURN(std::string meta, r->Metadata());
+  if (meta != "{}") set.metadata_json = std::move(meta);
+  set.tensors.reserve(r->size());
+  Status inner;
+  Status s = r->ForEach([&](const TensorInfo& info) {
+    Result<Tensor> t = r->Get(info.name);
+    if (!t.ok()) {
+      inner = t.status();
+      return false;
+    }
+    set.tensors.push_back(std::move(t).value());
+    return true;
+  });
+  TS_RETURN_IF_ERROR(s);
+  TS_RETURN_IF_ERROR(inner);
+  return set;
+}
+
+Result<TensorSet> ReadAny(const std::string& path, std::string format, bool pread) {
+  if (format.empty() || format == "auto") {
+    TS_ASSIGN_OR_RETURN(Format f, DetectFormat(path));
+    if (f == Format::kUnknown) return Unsupported(path + ": unrecognised file format");
+    format = std::string(FormatName(f));
+  }
+  if (format == "tsafe") {
+    return ReadTsafe(path, pread ? ReaderOptions::Access::kPread : ReaderOptions::Access::kMmap);
+  }
+  if (format == "safetensors") return safetensors::ReadFile(path);
+  if (format == "npy") return npy::ReadFile(path);
+  if (format == "npz") return npz::ReadFile(path);
+  if (format == "gguf") return gguf::ReadFile(path);
+  if (format == "tenbin") return tenbin::ReadFile(path);
+  if (format == "btf") return btf::ReadFile(path);
+  if (format == "zio") return zio::ReadFile(path);
+  return InvalidArgument("unknown format \"" + format + "\"");
+}
+
+Result<TensorSet> DecodeAny(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
+                            const std::string& format, const std::string& name) {
+  if (format == "safetensors") return safetensors::Decode(bytes, owner, name);
+  if (format == "npy") return npy::Decode(bytes, owner, name);
+  if (format == "npz") return npz::Decode(bytes, owner, name);
+  if (format == "gguf") return gguf::Decode(bytes, owner, name);
+  if (format == "tenbin") return tenbin::Decode(bytes, owner, name);
+  if (format == "btf") return btf::Decode(bytes, owner, name);
+  if (format == "zio") return zio::Decode(bytes, owner, name);
+  if (format == "tsafe") {
+    TS_ASSIGN_OR_RETURN(std::shared_ptr<Reader> r, Reader::OpenBuffer(bytes, owner, name));
+    TensorSet set;
+    TS_ASSIGN_OR_RETURN(std::string meta, r->Metadata());
+    if (meta != "{}") set.metadata_json = std::move(meta);
+    Status inner;
+    TS_RETURN_IF_ERROR(r->ForEach([&](const TensorInfo& info) {
+      Result<Tensor> t = r->Get(info.name);
+      if (!t.ok()) {
+        inner = t.status();
+        return false;
+      }
+      set.tensors.push_back(std::move(t).value());
+      return true;
+    }));
+    TS_RETURN_IF_ERROR(inner);
+    return set;
+  }
+  return InvalidArgument("unknown format \"" + format + "\"");
+}
+
+Status WriteTsafe(const std::string& path, const TensorSet& set, const WriteParams& p) {
+  WriterOptions options;
+  options.sync = p.sync;
+  options.alignment = p.alignment;
+  TS_ASSIGN_OR_RETURN(std::unique_ptr<Writer> w, Writer::Create(path, options));
+  for (const Tensor& t : set.tensors) {
+    TensorView v = TensorView::Contiguous(t.info.dtype, t.info.shape, t.data);
+    TS_RETURN_IF_ERROR(w->Add(t.info.name, v, t.info.metadata_json));
+  }
+  if (!set.metadata_json.empty()) TS_RETURN_IF_ERROR(w->SetMetadata(set.metadata_json));
+  return w->Finish();
+}
+
+Status WriteAny(const std::string& path, const std::string& format, const TensorSet& set, const WriteParams& p) {
+  if (format == "tsafe") return WriteTsafe(path, set, p);
+  if (format == "safetensors") return safetensors::WriteFile(path, set, {.sync = p.sync});
+  if (format == "npy") return npy::WriteFile(path, set, {.sync = p.sync});
+  if (format == "npz") return npz::WriteFile(path, set, {.compress = p.compress, .sync = p.sync});
+  if (format == "gguf") return gguf::WriteFile(path, set, {.sync = p.sync});
+  if (format == "tenbin") return tenbin::WriteFile(path, set, {.sync = p.sync});
+  if (format == "btf") return btf::WriteFile(path, set, {.sync = p.sync});
+  if (format == "zio") return zio::WriteFile(path, set, {.sync = p.sync});
+  return InvalidArgument("unknown format \"" + format + "\"");
+}
+
+Result<std::string> EncodeAny(const std::string& format, const TensorSet& set, const WriteParams& p) {
+  if (format == "safetensors") return safetensors::Encode(set);
+  if (format == "npy") {
+    if (set.tensors.size() != 1) return InvalidArgument("npy holds exactly one tensor");
+    return npy::Encode(set.tensors[0]);
+  }
+  if (format == "npz") return npz::Encode(set, {.compress = p.compress});
+  if (format == "gguf") return gguf::Encode(set);
+  if (format == "tenbin") return tenbin::Encode(set);
+  if (format == "btf") return btf::Encode(set);
+  if (format == "zio") return zio::Encode(set);
+  return InvalidArgument("cannot encode format \"" + format + "\" in memory");
+}
+
+// (list of TensorBuffer in the set's order, metadata JSON text or "").
+py::tuple SetToPython(TensorSet&& set) {
+  py::list tensors(set.tensors.size());
+  for (std::size_t i = 0; i < set.tensors.size(); ++i) tensors[i] = MakeBuffer(std::move(set.tensors[i]));
+  return py::make_tuple(tensors, py::str(set.metadata_json));
+}
+
+}  // namespace
+
+void RegisterCodecs(py::module_& m) {
+  m.def("detect_format", [](const std::string& path) {
+    Result<Format> f = [&] {
+      py::gil_scoped_release nogil;
+      return DetectFormat(path);
+    }();
+    return std::string(FormatName(Unwrap(std::move(f))));
+  }, py::arg("path"));
+
+  m.def("read_file", [](const std::string& path, const std::string& format, bool pread) {
+    Result<TensorSet> r = [&] {
+      py::gil_scoped_release nogil;
+      return ReadAny(path, format, pread);
+    }();
+    return SetToPython(Unwrap(std::move(r)));
+  }, py::arg("path"), py::arg("format") = "auto", py::arg("pread") = false);
+
+  m.def("decode", [](py::bytes data, const std::string& format, const std::string& name) {
+    // The bytes are copied once into memory the tensors can share without
+    // holding a Python object (whose release would need the GIL).
+    std::string_view view = data;
+    auto owned = std::make_shared<std::string>(view);
+    Result<TensorSet> r = [&] {
+      py::gil_scoped_release nogil;
+      std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(owned->data()), owned->size());
+      return DecodeAny(bytes, owned, format, name);
+    }();
+    return SetToPython(Unwrap(std::move(r)));
+  }, py::arg("data"), py::arg("format"), py::arg("name") = "<bytes>");
+
+  m.def("write_file", [](const std::string& path, const std::string& format, const py::iterable& items,
+                         const std::string& metadata_json, bool sync, bool compress, std::uint32_t alignment) {
+    std::vector<Entry> entries = ParseEntries(items);
+    TensorSet set = ToTensorSet(entries, metadata_json);
+    WriteParams p{sync, compress, alignment};
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = WriteAny(path, format, set, p);
+    }
+    Check(s);
+  }, py::arg("path"), py::arg("format"), py::arg("entries"), py::arg("metadata_json") = "",
+     py::arg("sync") = true, py::arg("compress") = false, py::arg("alignment") = 64);
+
+  m.def("encode", [](const std::string& format, const py::iterable& items, const std::string& metadata_json,
+                     bool compress) {
+    std::vector<Entry> entries = ParseEntries(items);
+    TensorSet set = ToTensorSet(entries, metadata_json);
+    Result<std::string> r = [&] {
+      py::gil_scoped_release nogil;
+      return EncodeAny(format, set, WriteParams{true, compress, 64});
+    }();
+    return py::bytes(Unwrap(std::move(r)));
+  }, py::arg("format"), py::arg("entries"), py::arg("metadata_json") = "", py::arg("compress") = false);
+
+  m.def("convert", [](const std::string& src, const std::string& dst, const std::string& dst_format,
+                      const std::string& src_format, bool sync) {
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      Result<TensorSet> set = ReadAny(src, src_format, false);
+      s = set.ok() ? WriteAny(dst, dst_format, *set, WriteParams{sync, false, 64}) : set.status();
+    }
+    Check(s);
+  }, py::arg("src"), py::arg("dst"), py::arg("dst_format"), py::arg("src_format") = "auto", py::arg("sync") = true);
+}
+
+}  // namespace tensorsafe::python

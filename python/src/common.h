@@ -1,0 +1,59 @@
+// Shared helpers of the native module tensorsafe._native: how a failed
+// Status becomes a Python exception, and how TensorInfo becomes a dict.
+//
+// The bindings are thin (STYLE.md, Python): they convert arguments, call the
+// public C++ API with the GIL released, and convert results. Which Python
+// class a StatusCode becomes is decided once, in tensorsafe/errors.py.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <exception>
+#include <string>
+#include <utility>
+
+#include "tensorsafe/status.h"
+#include "tensorsafe/tensor.h"
+
+namespace tensorsafe::python {
+
+namespace py = pybind11;
+
+// Thrown by the bindings for a non-OK Status (possibly without the GIL);
+// the translator registered by RegisterErrors turns it into the exception
+// that tensorsafe.errors._from_status() picks for the code.
+class StatusError : public std::exception {
+ public:
+  explicit StatusError(Status status) : status_(std::move(status)) {}
+  const Status& status() const { return status_; }
+  const char* what() const noexcept override { return status_.message().c_str(); }
+
+ private:
+  Status status_;
+};
+
+inline void Check(const Status& status) {
+  if (!status.ok()) throw StatusError(status);
+}
+
+template <typename T>
+T Unwrap(Result<T>&& result) {
+  if (!result.ok()) throw StatusError(result.status());
+  return std::move(result).value();
+}
+
+// Raises tensorsafe's exception for `status` (which must not be OK).
+[[noreturn]] void Throw(const Status& status);
+
+// {"name", "dtype", "shape", "offset", "nbytes", "checksum", "metadata"}:
+// metadata is the per-tensor JSON text ("" when none).
+py::dict InfoToDict(const TensorInfo& info);
+
+// Module registration, one function per concept file.
+void RegisterErrors(py::module_& m);
+void RegisterBuffer(py::module_& m);
+void RegisterReader(py::module_& m);
+void RegisterWriter(py::module_& m);
+void RegisterCodecs(py::module_& m);
+
+}  // namespace tensorsafe::python

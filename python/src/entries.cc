@@ -1,0 +1,81 @@
+// Conversion of Python-side tensors to views (entries.h).
+#include "entries.h"
+
+#include <pybind11/stl.h>
+
+namespace tensorsafe::python {
+
+DType ParseDTypeOrThrow(const std::string& name) {
+  std::optional<DType> d = ParseDType(name);
+  if (!d) Throw(InvalidArgument("unknown dtype \"" + name + "\""));
+  return *d;
+}
+
+Shape ToShape(const py::sequence& seq) {
+  Shape shape;
+  shape.reserve(py::len(seq));
+  for (py::handle h : seq) {
+    long long v = h.cast<long long>();
+    if (v < 0) Throw(InvalidArgument("negative dimension " + std::to_string(v)));
+    shape.push_back(static_cast<std::uint64_t>(v));
+  }
+  return shape;
+}
+
+Entry ParseEntry(const py::handle& item) {
+  py::tuple t = py::reinterpret_borrow<py::tuple>(item);
+  if (t.size() != 5) Throw(InvalidArgument("entry must be (name, dtype, shape, data, metadata_json)"));
+  Entry e;
+  e.name = t[0].cast<std::string>();
+  e.dtype = ParseDTypeOrThrow(t[1].cast<std::string>());
+  e.shape = ToShape(t[2].cast<py::sequence>());
+  if (py::isinstance<py::int_>(t[3])) {
+    // An address: the size is computed here, never taken from the caller.
+    Result<std::uint64_t> n = DenseByteSize(e.dtype, e.shape);
+    Check(n.status());
+    e.data = reinterpret_cast<const std::byte*>(t[3].cast<std::uintptr_t>());
+    e.size = static_cast<std::size_t>(*n);
+    if (e.data == nullptr && e.size != 0) Throw(InvalidArgument("tensor \"" + e.name + "\": null data address"));
+  } else {
+    e.buffer.emplace(py::reinterpret_borrow<py::buffer>(t[3]).request());
+    const py::buffer_info& b = *e.buffer;
+    // Strided exporters are refused rather than written in the wrong order.
+    py::ssize_t expect = b.itemsize;
+    for (py::ssize_t i = b.ndim; i-- > 0;) {
+      if (b.shape[i] > 1 && b.strides[i] != expect) {
+        Throw(InvalidArgument("tensor \"" + e.name + "\": data is not C-contiguous"));
+      }
+      expect *= b.shape[i];
+    }
+    e.data = static_cast<const std::byte*>(b.ptr);
+    e.size = static_cast<std::size_t>(b.size * b.itemsize);
+  }
+  if (!t[4].is_none()) e.metadata_json = t[4].cast<std::string>();
+  return e;
+}
+
+std::vector<Entry> ParseEntries(const py::iterable& items) {
+  std::vector<Entry> out;
+  if (py::isinstance<py::sequence>(items)) out.reserve(py::len(items));
+  for (py::handle h : items) out.push_back(ParseEntry(h));
+  return out;
+}
+
+TensorSet ToTensorSet(const std::vector<Entry>& entries, std::string metadata_json) {
+  TensorSet set;
+  set.metadata_json = std::move(metadata_json);
+  set.tensors.reserve(entries.size());
+  for (const Entry& e : entries) {
+    Tensor t;
+    t.info.name = e.name;
+    t.info.dtype = e.dtype;
+    t.info.shape = e.shape;
+    t.info.data_length = e.bytes().size();
+    t.info.metadata_json = e.metadata_json;
+    t.data = e.bytes();
+    set.tensors.push_back(std::move(t));
+  }
+  return set;
+}
+
+}  // namespace tensorsafe::python

@@ -1,0 +1,43 @@
+// Tensors handed in from Python: (name, dtype, shape, data, metadata_json)
+// tuples whose `data` exports the buffer protocol as C-contiguous bytes, or
+// is an int: the address of a C-contiguous CPU tensor of exactly
+// DenseByteSize(dtype, shape) bytes that the caller keeps alive for the call
+// (tensorsafe._arrays passes torch tensors so, saving four torch calls per
+// tensor). ParseEntries converts them with the GIL held; the views stay valid
+// (buffers are held) while the GIL is released for writing.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common.h"
+#include "tensorsafe/tensor.h"
+#include "tensorsafe/tensor_set.h"
+
+namespace tensorsafe::python {
+
+struct Entry {
+  std::string name;
+  DType dtype = DType::kU8;
+  Shape shape;
+  std::optional<py::buffer_info> buffer;  // holds the exporter until destroyed (with the GIL)
+  const std::byte* data = nullptr;
+  std::size_t size = 0;
+  std::string metadata_json;
+
+  std::span<const std::byte> bytes() const { return {data, size}; }
+  TensorView view() const { return TensorView::Contiguous(dtype, shape, bytes()); }
+};
+
+DType ParseDTypeOrThrow(const std::string& name);
+Shape ToShape(const py::sequence& seq);
+Entry ParseEntry(const py::handle& item);
+std::vector<Entry> ParseEntries(const py::iterable& items);
+// A TensorSet viewing the entries' buffers (no owner: the caller keeps
+// `entries` alive while the set is used).
+TensorSet ToTensorSet(const std::vector<Entry>& entries, std::string metadata_json);
+
+}  // namespace tensorsafe::python

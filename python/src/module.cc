@@ -1,0 +1,16 @@
+// tensorsafe._native: the private extension module re-exported by the pure-
+// Python package in python/tensorsafe/. One file per concept registers its
+// part: errors.cc, buffer.cc, reader.cc, writer.cc, codecs.cc.
+#include <pybind11/pybind11.h>
+
+#include "common.h"
+
+PYBIND11_MODULE(_native, m) {
+  namespace tp = tensorsafe::python;
+  m.doc() = "tensorsafe native bindings (private: import tensorsafe instead)";
+  tp::RegisterErrors(m);
+  tp::RegisterBuffer(m);
+  tp::RegisterReader(m);
+  tp::RegisterWriter(m);
+  tp::RegisterCodecs(m);
+}

@@ -1,0 +1,71 @@
+"""tensorsafe: safe, zero-copy tensor storage.
+
+- The native format: :func:`open` (a :class:`Reader`), :class:`Writer`,
+  :class:`Updater`, :func:`compact`, :func:`verify`.
+- safetensors' API, on .safetensors and .tsafe files alike:
+  :class:`safe_open`, and the modules ``tensorsafe.numpy`` and
+  ``tensorsafe.torch`` (save, save_file, load, load_file, save_model,
+  load_model).
+- Every format through its codec: :func:`read`, :func:`write`,
+  :func:`convert`, :func:`detect_format`, ``read_npy``/``write_npy``,
+  ``read_npz``/``write_npz``, and likewise for gguf, tenbin, btf and zio.
+- Errors: :class:`Error` and its subclasses (tensorsafe.errors).
+
+Example:
+    >>> import numpy as np, tensorsafe as ts
+    >>> with ts.Writer("model.tsafe") as w:
+    ...     w.add("w", np.arange(6, dtype=np.float32).reshape(2, 3))
+    >>> ts.open("model.tsafe")["w"]
+    array([[0., 1., 2.],
+           [3., 4., 5.]], dtype=float32)
+"""
+
+from . import errors
+from ._native import TensorBuffer
+from .errors import (
+    CorruptionError,
+    Error,
+    FailedPreconditionError,
+    InternalError,
+    InvalidArgumentError,
+    IOError,
+    LimitExceededError,
+    NotFoundError,
+    OutOfRangeError,
+    UnsupportedError,
+)
+from . import _arrays  # noqa: F401  (registers the NumPy dtype table)
+from .formats import (
+    FORMATS,
+    convert,
+    detect_format,
+    read,
+    read_btf,
+    read_gguf,
+    read_npy,
+    read_npz,
+    read_tenbin,
+    read_zio,
+    write,
+    write_btf,
+    write_gguf,
+    write_npy,
+    write_npz,
+    write_tenbin,
+    write_zio,
+)
+from .reader import Reader, open
+from .safe_open import SafeSlice, safe_open
+from .writer import Updater, Writer, compact, verify
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "open", "Reader", "Writer", "Updater", "compact", "verify", "TensorBuffer",
+    "safe_open", "SafeSlice",
+    "read", "write", "convert", "detect_format", "FORMATS",
+    "read_npy", "write_npy", "read_npz", "write_npz", "read_gguf", "write_gguf",
+    "read_tenbin", "write_tenbin", "read_btf", "write_btf", "read_zio", "write_zio",
+    "errors", "Error", "InvalidArgumentError", "NotFoundError", "CorruptionError", "UnsupportedError",
+    "IOError", "OutOfRangeError", "LimitExceededError", "FailedPreconditionError", "InternalError",
+]

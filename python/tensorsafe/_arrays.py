@@ -1,0 +1,188 @@
+"""Conversions between NumPy arrays / torch tensors and the native module's
+tensors: the (name, dtype, shape, data, metadata_json) entries it writes, and
+the zero-copy TensorBuffers it reads."""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+import numpy as np
+
+from . import _dtypes, _native
+from .errors import InvalidArgumentError, UnsupportedError
+
+_native._set_numpy_dtypes(_dtypes.numpy_table_by_code())
+
+Entry = Tuple[str, str, Tuple[int, ...], Any, str]
+
+# Standard NumPy dtypes export the buffer protocol themselves; ml_dtypes
+# types do not, so those go through a uint8 view.
+_BUFFER_OK = {np.dtype(t) for t in (np.bool_, np.uint8, np.uint16, np.uint32, np.uint64, np.int8,
+                                    np.int16, np.int32, np.int64, np.float16, np.float32, np.float64,
+                                    np.complex64, np.complex128)}
+
+
+def meta_json(metadata: Optional[Dict[str, Any]]) -> str:
+    """JSON text of a metadata dict ("" for None)."""
+    if metadata is None:
+        return ""
+    if not isinstance(metadata, dict):
+        raise InvalidArgumentError(f"metadata must be a dict, not {type(metadata).__name__}")
+    return json.dumps(metadata, separators=(",", ":"), ensure_ascii=False)
+
+
+def numpy_entry(name: str, array: Any, metadata: Optional[Dict[str, Any]] = None) -> Entry:
+    """The entry for a NumPy array (anything np.asarray accepts)."""
+    if not isinstance(name, str):
+        raise InvalidArgumentError(f"tensor names must be str, not {type(name).__name__}")
+    arr = array if type(array) is np.ndarray else np.asarray(array)
+    dt = arr.dtype
+    dname = _FROM_NUMPY_GET(dt)  # None for big-endian and unsupported dtypes
+    if dname is None:
+        if not dt.isnative and dt.newbyteorder("=") in _dtypes.FROM_NUMPY:
+            dt = dt.newbyteorder("=")  # big-endian input is stored little-endian
+            arr = arr.astype(dt)
+            dname = _dtypes.FROM_NUMPY[dt]
+        else:
+            raise UnsupportedError(
+                f"tensor {name!r}: NumPy dtype {dt} has no tensorsafe dtype"
+                " (ml_dtypes' unpacked int4/uint4/float4/float6 are not stored: pack them first)")
+    if not arr.flags.c_contiguous:
+        arr = np.ascontiguousarray(arr)
+    data = arr if dt in _BUFFER_OK else arr.reshape(-1).view(np.uint8)
+    return (name, dname, arr.shape, data, "" if metadata is None else meta_json(metadata))
+
+
+_FROM_NUMPY_GET = _dtypes.FROM_NUMPY.get
+
+
+def torch_entry(name: str, tensor: Any, metadata: Optional[Dict[str, Any]] = None) -> Entry:
+    """The entry for a contiguous CPU torch tensor (ValueError otherwise, as
+    safetensors raises)."""
+    import torch
+
+    if not isinstance(tensor, torch.Tensor):
+        raise InvalidArgumentError(f"Key `{name}` is invalid, expected torch.Tensor but received {type(tensor)}")
+    if tensor.layout != torch.strided:
+        raise InvalidArgumentError(f"tensor {name!r} is sparse ({tensor.layout}); call .to_dense() first")
+    if not tensor.is_contiguous():
+        raise InvalidArgumentError(
+            f"tensor {name!r} is not contiguous; call .contiguous() on it (or use save_model)")
+    if tensor.device.type != "cpu":
+        tensor = tensor.to("cpu")
+    to_name = _dtypes.torch_tables()[1]
+    try:
+        dname = to_name[tensor.dtype]
+    except KeyError:
+        raise UnsupportedError(f"tensor {name!r}: torch dtype {tensor.dtype} has no tensorsafe dtype") from None
+    shape = tuple(tensor.shape)
+    if dname == "f4_e2m1":  # float4_e2m1fn_x2 holds two values per element
+        shape = shape[:-1] + (shape[-1] * 2,) if shape else (2,)
+    # The address of the contiguous CPU data: the native side computes the
+    # size from dtype and shape; `tensor` stays alive in the caller's dict.
+    data = tensor.data_ptr()
+    return (name, dname, shape, data, meta_json(metadata))
+
+
+def to_numpy(buf, packed: bool = False) -> np.ndarray:
+    """A read-only zero-copy ndarray over a TensorBuffer."""
+    return buf.numpy(packed)
+
+
+def torch_from_numpy(arr: np.ndarray, dname: str, shape: Optional[Tuple[int, ...]] = None):
+    """A torch tensor viewing ``arr``, which must be writable memory of its own
+    (a slice or pread copy); ``shape`` is the logical shape when ``arr`` holds
+    the raw bytes of a packed dtype."""
+    import torch
+
+    tdtype = torch_dtype(dname)
+    tshape = torch_shape(dname, tuple(arr.shape) if shape is None else tuple(shape))
+    flat = torch.from_numpy(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))
+    return flat.view(tdtype).reshape(tshape)
+
+
+def torch_dtype(dname: str):
+    to = _dtypes.torch_tables()[0]
+    try:
+        return to[dname]
+    except KeyError:
+        raise UnsupportedError(f"dtype {dname} has no PyTorch equivalent") from None
+
+
+def torch_shape(dname: str, shape: Tuple[int, ...]) -> Tuple[int, ...]:
+    if dname == "f4_e2m1":
+        if not shape or shape[-1] % 2:
+            raise UnsupportedError(f"f4_e2m1 tensor of shape {list(shape)}: torch's float4_e2m1fn_x2 "
+                                   "needs an even last dimension")
+        return tuple(shape[:-1]) + (shape[-1] // 2,)
+    return tuple(shape)
+
+
+class CowFile:
+    """A private copy-on-write mapping of a whole file as a torch uint8 tensor.
+
+    Torch has no read-only tensors, and writing into a read-only mapping
+    kills the process; so tensors handed to torch view this mapping instead:
+    zero-copy until written, and writes never reach the file (the pages are
+    copied), as safetensors does. ``matches`` tells whether the mapping is of
+    the same file (inode and size) as the one the native reader validated.
+    """
+
+    def __init__(self, path: str, expect_size: Optional[int] = None):
+        import torch
+
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            self.size = st.st_size
+            self._ident = (st.st_dev, st.st_ino)
+            self._typed: Dict[Any, Any] = {}
+            if self.size == 0:
+                self.base = torch.empty(0, dtype=torch.uint8)
+                return
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        self.base = torch.frombuffer(mm, dtype=torch.uint8)  # keeps `mm` alive
+        self.path = path
+
+    def matches(self, path: str, size: Optional[int]) -> bool:
+        st = os.stat(path)
+        return (st.st_dev, st.st_ino) == self._ident and (size is None or size == self.size)
+
+    def tensor(self, dname: str, shape: Tuple[int, ...], offset: int, nbytes: int):
+        """The tensor at [offset, offset + nbytes) of the file (a view when the
+        offset is aligned to the element size, else a copy)."""
+        typed = self._typed.get(dname)
+        if typed is None:
+            tdtype = torch_dtype(dname)
+            item = tdtype.itemsize
+            usable = self.size - self.size % item
+            typed = self._typed[dname] = (self.base[:usable].view(tdtype), item, tdtype)
+        base, item, tdtype = typed
+        tshape = torch_shape(dname, shape) if dname == "f4_e2m1" else shape
+        if nbytes == 0 or offset % item:
+            import torch
+            if nbytes == 0:
+                return torch.empty(tshape, dtype=tdtype)
+            return self.base[offset:offset + nbytes].clone().view(tdtype).view(tshape)
+        strides = []
+        acc = 1
+        for d in reversed(tshape):
+            strides.append(acc)
+            acc *= d if d else 1
+        strides.reverse()
+        return base.as_strided(tshape, strides, offset // item)
+
+
+def entries_from_dict(tensors: Dict[str, Any], *, framework: str,
+                      tensor_metadata: Optional[Dict[str, Dict[str, Any]]] = None) -> List[Entry]:
+    if not isinstance(tensors, dict):
+        raise InvalidArgumentError(f"Expected a dict of [str, tensor] but received {type(tensors)}")
+    make = torch_entry if framework == "pt" else numpy_entry
+    tm = tensor_metadata or {}
+    return [make(k, v, tm.get(k)) for k, v in tensors.items()]
+
+
+def iter_names(entries: Iterable[Entry]) -> List[str]:
+    return [e[0] for e in entries]

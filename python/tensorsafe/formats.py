@@ -1,0 +1,151 @@
+"""Every format through its C++ codec: read, write, convert, detect.
+
+Formats: ``tsafe``, ``safetensors``, ``npy``, ``npz``, ``gguf``, ``tenbin``
+(.ten), ``btf``, ``zio``. Reads are zero-copy where the codec is (mapped
+files, stored .npz members); the arrays keep the mapping alive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, Optional, Tuple, Union
+
+import numpy as np
+
+from . import _arrays, _native
+from .errors import InvalidArgumentError
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+FORMATS = ("tsafe", "safetensors", "npy", "npz", "gguf", "tenbin", "btf", "zio")
+_BY_EXTENSION = {".tsafe": "tsafe", ".safetensors": "safetensors", ".npy": "npy", ".npz": "npz",
+                 ".gguf": "gguf", ".ten": "tenbin", ".tenbin": "tenbin", ".btf": "btf", ".zio": "zio"}
+
+
+def format_for_path(path: PathLike) -> str:
+    """The format a file name asks for, by its extension."""
+    ext = os.path.splitext(os.fspath(path))[1].lower()
+    try:
+        return _BY_EXTENSION[ext]
+    except KeyError:
+        raise InvalidArgumentError(f"{os.fspath(path)}: cannot tell the format from the extension "
+                                   f"{ext!r}; pass format= one of {', '.join(FORMATS)}") from None
+
+
+def detect_format(path: PathLike) -> str:
+    """The format of an existing file by its first bytes (and extension for
+    .btf): one of FORMATS, or ``"unknown"``."""
+    return _native.detect_format(os.fspath(path))
+
+
+def read(path: PathLike, format: str = "auto", *, packed: bool = False) -> Tuple[Dict[str, np.ndarray], Dict[str, Any]]:
+    """Reads every tensor of a file of any supported format.
+
+    Args:
+        path: the file.
+        format: one of FORMATS, or ``"auto"`` to detect it.
+        packed: return packed sub-byte tensors as raw uint8 bytes instead of
+            raising UnsupportedError.
+
+    Returns:
+        (tensors, metadata): name -> read-only ndarray in file order, and the
+        file metadata as a dict ({} when none).
+
+    Raises:
+        FileNotFoundError / IOError, CorruptionError, UnsupportedError,
+        LimitExceededError.
+
+    Example:
+        >>> tensors, meta = tensorsafe.read("model.gguf")
+    """
+    bufs, meta = _native.read_file(os.fspath(path), format, False)
+    return {b.name: b.numpy(packed) for b in bufs}, (json.loads(meta) if meta else {})
+
+
+def write(path: PathLike, tensors: Dict[str, Any], metadata: Optional[Dict[str, Any]] = None,
+          format: Optional[str] = None, *, compress: bool = False, sync: bool = True) -> None:
+    """Writes ``tensors`` (name -> ndarray or torch tensor) to ``path`` in
+    ``format`` (by default, the one its extension names), through a temporary
+    file renamed into place.
+
+    Args:
+        compress: deflate .npz members (np.savez_compressed).
+        sync: fsync the file and its directory.
+
+    Raises:
+        UnsupportedError: a dtype or metadata the format cannot hold.
+        InvalidArgumentError, IOError.
+    """
+    fmt = format or format_for_path(path)
+    entries = [_writer_entry(k, v) for k, v in tensors.items()]
+    _native.write_file(os.fspath(path), fmt, entries, _arrays.meta_json(metadata), sync, compress, 64)
+
+
+def _writer_entry(name, value):
+    if type(value).__module__.startswith("torch"):
+        return _arrays.torch_entry(name, value)
+    return _arrays.numpy_entry(name, value)
+
+
+def convert(src: PathLike, dst: PathLike, *, src_format: str = "auto", dst_format: Optional[str] = None,
+            sync: bool = True) -> None:
+    """Converts a file between formats in one native call (no Python copies).
+
+    Args:
+        src: the input; its format is detected unless ``src_format`` is given.
+        dst: the output; its format comes from its extension unless
+            ``dst_format`` is given.
+
+    Raises:
+        UnsupportedError: a dtype or feature the target cannot hold (e.g.
+            bf16 to tenbin); nothing is written then.
+
+    Example:
+        >>> tensorsafe.convert("model.safetensors", "model.tsafe")
+    """
+    _native.convert(os.fspath(src), os.fspath(dst), dst_format or format_for_path(dst), src_format, sync)
+
+
+def read_npy(path: PathLike, *, packed: bool = False) -> np.ndarray:
+    """The array of a .npy file (never unpickles: object arrays are refused)."""
+    tensors, _ = read(path, "npy", packed=packed)
+    return next(iter(tensors.values()))
+
+
+def write_npy(path: PathLike, array: Any, *, sync: bool = True) -> None:
+    """Writes one array as .npy, byte-identical to numpy.save."""
+    write(path, {"array": array}, None, "npy", sync=sync)
+
+
+def read_npz(path: PathLike, *, packed: bool = False) -> Dict[str, np.ndarray]:
+    """The arrays of an .npz archive (stored or deflated members)."""
+    return read(path, "npz", packed=packed)[0]
+
+
+def write_npz(path: PathLike, arrays: Dict[str, Any], *, compress: bool = False, sync: bool = True) -> None:
+    """Writes arrays as .npz, byte-identical to numpy.savez (or deflated)."""
+    write(path, arrays, None, "npz", compress=compress, sync=sync)
+
+
+def _reader(fmt: str):
+    def read_fmt(path: PathLike, *, packed: bool = False) -> Tuple[Dict[str, np.ndarray], Dict[str, Any]]:
+        return read(path, fmt, packed=packed)
+    read_fmt.__name__ = f"read_{fmt}"
+    read_fmt.__doc__ = f"(tensors, metadata) of a {fmt} file; see tensorsafe.read."
+    return read_fmt
+
+
+def _writer(fmt: str):
+    def write_fmt(path: PathLike, tensors: Dict[str, Any], metadata: Optional[Dict[str, Any]] = None, *,
+                  sync: bool = True) -> None:
+        write(path, tensors, metadata, fmt, sync=sync)
+    write_fmt.__name__ = f"write_{fmt}"
+    write_fmt.__doc__ = f"Writes tensors (and metadata) as {fmt}; see tensorsafe.write."
+    return write_fmt
+
+
+read_gguf, write_gguf = _reader("gguf"), _writer("gguf")
+read_tenbin, write_tenbin = _reader("tenbin"), _writer("tenbin")
+read_btf, write_btf = _reader("btf"), _writer("btf")
+read_zio, write_zio = _reader("zio"), _writer("zio")

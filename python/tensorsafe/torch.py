@@ -1,0 +1,215 @@
+"""safetensors.torch's API on tensorsafe: save, save_file, load, load_file,
+save_model, load_model.
+
+``*.tsafe`` files get the native format, anything else safetensors bytes
+identical to the safetensors package's. Loaded tensors view a copy-on-write
+mapping of the file: no copy until written, and writes never reach the file.
+
+Shared tensors (views of one storage, e.g. tied embeddings) are refused by
+save/save_file (RuntimeError) as in safetensors; save_model keeps one name
+per shared storage (the alphabetically first that covers the whole storage)
+and records each dropped name in the metadata as ``dropped -> kept``;
+load_model restores them through the module's own sharing.
+
+Example:
+    >>> from tensorsafe.torch import save_file, load_file
+    >>> save_file({"w": torch.zeros(2, 3)}, "model.safetensors")
+    >>> load_file("model.safetensors")["w"].shape
+    torch.Size([2, 3])
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Optional, Set, Tuple, Union
+
+import torch
+
+from . import _arrays, _native
+from .safe_open import safe_open
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _format(filename: str) -> str:
+    return "tsafe" if filename.endswith(".tsafe") else "safetensors"
+
+
+def _shared_groups(tensors: Dict[str, torch.Tensor]) -> List[Set[str]]:
+    """Names whose bytes overlap, grouped; each group has at least 2 names.
+
+    Overlapping bytes can only belong to one storage, so one sweep over the
+    tensors sorted by address finds them. Tensors of one storage that do not
+    overlap (two halves of a buffer) are not shared for this purpose: each is
+    saved on its own. Empty and meta tensors share nothing.
+    """
+    spans = []
+    for name, t in tensors.items():
+        if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
+            continue  # refused later, by the entry conversion
+        n = t.nbytes
+        if n and t.device.type != "meta":
+            p = t.data_ptr()
+            if p:
+                spans.append((t.device, p, p + n, name))
+    spans.sort(key=lambda s: (str(s[0]), s[1], s[2]))
+    groups: List[Set[str]] = []
+    current: Set[str] = set()
+    end, device = 0, None
+    for dev, start, stop, name in spans:
+        if current and dev == device and start < end:
+            current.add(name)
+            end = max(end, stop)
+            continue
+        if len(current) > 1:
+            groups.append(current)
+        current, end, device = {name}, stop, dev
+    if len(current) > 1:
+        groups.append(current)
+    return groups
+
+
+def _covers_storage(t: torch.Tensor) -> bool:
+    st = t.untyped_storage()
+    return t.data_ptr() == st.data_ptr() and t.nbytes == st.nbytes()
+
+
+def _names_to_drop(tensors: Dict[str, torch.Tensor], prefer: Optional[Set[str]] = None) -> Dict[str, List[str]]:
+    """kept name -> names to drop, for each shared group."""
+    out: Dict[str, List[str]] = {}
+    for group in _shared_groups(tensors):
+        complete = sorted(n for n in group if _covers_storage(tensors[n]))
+        if not complete:
+            raise RuntimeError(
+                f"cannot save tensors {sorted(group)}: they share memory and none of them covers the whole "
+                "storage; clone the ones you want to keep")
+        keep = complete[0]
+        if prefer:
+            preferred = [n for n in complete if n in prefer]
+            if preferred:
+                keep = preferred[0]
+        out[keep] = sorted(n for n in group if n != keep)
+    return out
+
+
+def _check_for_save(tensors: Dict[str, torch.Tensor]) -> None:
+    if not isinstance(tensors, dict):
+        raise ValueError(f"Expected a dict of [str, torch.Tensor] but received {type(tensors)}")
+    groups = _shared_groups(tensors)
+    if groups:
+        raise RuntimeError(
+            f"Some tensors share memory, which would store them twice and load them apart: "
+            f"{[sorted(g) for g in groups]}. Use save_model, or clone them.")
+
+
+def save(tensors: Dict[str, torch.Tensor], metadata: Optional[Dict[str, str]] = None) -> bytes:
+    """The bytes of a safetensors file holding ``tensors``.
+
+    Raises:
+        ValueError: sparse or non-contiguous tensors, non-str metadata.
+        RuntimeError: tensors that share memory (use save_model).
+    """
+    _check_for_save(tensors)
+    entries = _arrays.entries_from_dict(tensors, framework="pt")
+    return _native.encode("safetensors", entries, _arrays.meta_json(metadata), False)
+
+
+def save_file(tensors: Dict[str, torch.Tensor], filename: PathLike,
+              metadata: Optional[Dict[str, str]] = None) -> None:
+    """Writes ``tensors`` to ``filename`` through a temporary file renamed into
+    place (safetensors bytes, or native for ``*.tsafe``). The GIL is released
+    while writing.
+
+    Raises:
+        As :func:`save`, and IOError.
+
+    Example:
+        >>> save_file({"w": torch.ones(4)}, "w.safetensors", metadata={"format": "pt"})
+    """
+    _check_for_save(tensors)
+    filename = os.fspath(filename)
+    entries = _arrays.entries_from_dict(tensors, framework="pt")
+    _native.write_file(filename, _format(filename), entries, _arrays.meta_json(metadata), True, False, 64)
+
+
+def load(data: bytes) -> Dict[str, torch.Tensor]:
+    """The tensors of safetensors (or .tsafe) bytes, as writable torch tensors
+    (one copy of ``data``)."""
+    fmt = "tsafe" if bytes(data[:4]) == b"\x89TSF" else "safetensors"
+    bufs, _ = _native.decode(bytes(data), fmt, "<bytes>")
+    out = {}
+    for b in bufs:
+        out[b.name] = _arrays.torch_from_numpy(b.numpy(True).copy(), b.dtype, b.shape)
+    return out
+
+
+def load_file(filename: PathLike, device: Union[str, int, "torch.device"] = "cpu", *,
+              backend: str = "mmap") -> Dict[str, torch.Tensor]:
+    """The tensors of a .safetensors or .tsafe file, in offset order, on ``device``.
+
+    Raises:
+        FileNotFoundError / IOError, CorruptionError, UnsupportedError.
+    """
+    with safe_open(filename, framework="pt", device=device, backend=backend) as f:
+        return f.get_tensors()
+
+
+def save_model(model: torch.nn.Module, filename: PathLike, metadata: Optional[Dict[str, str]] = None,
+               force_contiguous: bool = True) -> None:
+    """Saves ``model.state_dict()``, keeping one name per shared storage.
+
+    Args:
+        metadata: extra text metadata; each dropped name is recorded as
+            ``metadata[dropped] = kept`` unless the key is already there.
+        force_contiguous: save ``.contiguous()`` copies of strided tensors.
+
+    Raises:
+        ValueError: a non-contiguous tensor with force_contiguous=False.
+    """
+    state = model.state_dict()
+    for kept, dropped in _names_to_drop(state).items():
+        for name in dropped:
+            metadata = {} if metadata is None else metadata
+            metadata.setdefault(name, kept)
+            del state[name]
+    if force_contiguous:
+        state = {k: v.contiguous() for k, v in state.items()}
+    try:
+        save_file(state, filename, metadata)
+    except ValueError as e:
+        raise ValueError(f"{e} Or use save_model(..., force_contiguous=True).") from e
+
+
+def load_model(model: torch.nn.Module, filename: PathLike, strict: bool = True,
+               device: Union[str, int, "torch.device"] = "cpu", *,
+               backend: str = "mmap") -> Tuple[List[str], List[str]]:
+    """Loads a file written by save_model (or any state dict file) into ``model``.
+
+    Returns:
+        (missing, unexpected): model names the file did not set, and file
+        names the model has no use for. Names dropped by save_model as
+        shared are neither.
+
+    Raises:
+        RuntimeError: with ``strict``, when either list is not empty.
+    """
+    state = load_file(filename, device=device, backend=backend)
+    dropped = _names_to_drop(model.state_dict(), prefer=set(state))
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing_set = set(missing)
+    unexpected = list(unexpected)
+    for names in dropped.values():
+        for name in names:
+            if name in missing_set:
+                missing_set.remove(name)
+            else:
+                unexpected.append(name)
+    missing = sorted(missing_set)
+    if strict and (missing or unexpected):
+        lines = [f"Error(s) in loading state_dict for {type(model).__name__}:"]
+        if missing:
+            lines.append("    Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing))
+        if unexpected:
+            lines.append("    Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in sorted(unexpected)))
+        raise RuntimeError("\n".join(lines))
+    return missing, unexpected

@@ -1,0 +1,135 @@
+"""Every format's codec through tensorsafe.read / write / convert, and the CLI."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tensorsafe as ts
+
+
+def test_npy_npz_match_numpy(tmp_path):
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    ts.write_npy(tmp_path / "a.npy", a)
+    np.save(tmp_path / "ref.npy", a)
+    assert (tmp_path / "a.npy").read_bytes() == (tmp_path / "ref.npy").read_bytes()
+    np.testing.assert_array_equal(ts.read_npy(tmp_path / "ref.npy"), a)
+    # Fortran order and big-endian are converted on read.
+    np.save(tmp_path / "f.npy", np.asfortranarray(a).astype(">f4"))
+    np.testing.assert_array_equal(ts.read_npy(tmp_path / "f.npy"), a)
+    d = {"x": a, "y": np.arange(3, dtype=np.int8)}
+    ts.write_npz(tmp_path / "d.npz", d)
+    np.savez(tmp_path / "ref.npz", **d)
+    assert (tmp_path / "d.npz").read_bytes() == (tmp_path / "ref.npz").read_bytes()
+    ts.write_npz(tmp_path / "c.npz", d, compress=True)
+    with np.load(tmp_path / "c.npz") as z:
+        np.testing.assert_array_equal(z["x"], a)
+    got = ts.read_npz(tmp_path / "c.npz")
+    np.testing.assert_array_equal(got["y"], d["y"])
+
+
+def test_npy_refuses_pickles(tmp_path):
+    np.save(tmp_path / "o.npy", np.array([{}], dtype=object), allow_pickle=True)
+    with pytest.raises(ts.UnsupportedError):
+        ts.read_npy(tmp_path / "o.npy")
+
+
+@pytest.mark.parametrize("fmt,ext", [("gguf", "gguf"), ("tenbin", "ten"), ("btf", "btf"), ("zio", "zio"),
+                                     ("tsafe", "tsafe"), ("safetensors", "safetensors")])
+def test_round_trip_each_format(tmp_path, fmt, ext):
+    d = {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "i": np.arange(4, dtype=np.int32)}
+    p = tmp_path / f"x.{ext}"
+    ts.write(p, d, None)
+    # ZIO messages have no magic: detection does not know them.
+    assert ts.detect_format(p) == (fmt if fmt != "zio" else "unknown")
+    got, _ = ts.read(p, fmt)
+    if fmt == "btf":  # BTF has no names: records are "0", "1", ...
+        got = dict(zip(d, got.values()))
+    for k, v in d.items():
+        np.testing.assert_array_equal(got[k], v)
+
+
+def test_gguf_metadata_and_reader(tmp_path):
+    gguf = pytest.importorskip("gguf")
+    p = tmp_path / "m.gguf"
+    w = gguf.GGUFWriter(str(p), "llama")
+    w.add_uint32("answer", 42)
+    w.add_tensor("t", np.arange(8, dtype=np.float32).reshape(2, 4))
+    w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file()
+    w.close()
+    tensors, meta = ts.read_gguf(p)
+    assert meta["answer"] == 42 and meta["general.architecture"] == "llama"
+    np.testing.assert_array_equal(tensors["t"], np.arange(8, dtype=np.float32).reshape(2, 4))
+
+
+def test_convert(tmp_path):
+    import tensorsafe.numpy as tsn
+    d = {"a": np.arange(5, dtype=np.float64), "b": np.ones((2, 2), np.int16)}
+    tsn.save_file(d, tmp_path / "x.safetensors", metadata={"k": "v"})
+    ts.convert(tmp_path / "x.safetensors", tmp_path / "x.tsafe")
+    r = ts.open(tmp_path / "x.tsafe")
+    assert r.metadata() == {"k": "v"} and sorted(r.names()) == ["a", "b"]
+    ts.convert(tmp_path / "x.tsafe", tmp_path / "y.npz")
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npz")["a"], d["a"])
+    ts.convert(tmp_path / "x.tsafe", tmp_path / "z.bin", dst_format="safetensors")
+    assert ts.detect_format(tmp_path / "z.bin") == "safetensors"
+    with pytest.raises(ts.InvalidArgumentError):
+        ts.convert(tmp_path / "x.tsafe", tmp_path / "z.unknown")
+    import ml_dtypes
+    tsn.save_file({"h": np.zeros(2, ml_dtypes.bfloat16)}, tmp_path / "h.safetensors")
+    with pytest.raises(ts.UnsupportedError):
+        ts.convert(tmp_path / "h.safetensors", tmp_path / "h.ten")
+    assert not (tmp_path / "h.ten").exists()
+
+
+def test_unknown_format(tmp_path):
+    (tmp_path / "junk.bin").write_bytes(b"hello world, not tensors")
+    assert ts.detect_format(tmp_path / "junk.bin") == "unknown"
+    with pytest.raises(ts.UnsupportedError):
+        ts.read(tmp_path / "junk.bin")
+
+
+def test_cli_console_script(tmp_path):
+    exe = shutil.which("tensorsafe", path=os.path.dirname(sys.executable))
+    assert exe, "the tensorsafe console script is not installed beside this python"
+    p = tmp_path / "x.tsafe"
+    with ts.Writer(p) as w:
+        w.add("w", np.zeros((2, 3), np.float32))
+    out = subprocess.run([exe, "ls", str(p)], capture_output=True, text=True, check=True).stdout
+    assert "w" in out and "f32" in out and "[2, 3]" in out
+    bad = subprocess.run([exe, "cat", str(p), "nope"], capture_output=True, text=True)
+    assert bad.returncode == 3  # kNotFound, docs/ERRORS.md
+
+
+def test_bytes_api_for_both_formats(tmp_path):
+    import tensorsafe.numpy as tsn
+    d = {"a": np.arange(4, dtype=np.int16), "b": np.eye(2, dtype=np.float32)}
+    for ext in ("tsafe", "safetensors"):
+        p = tmp_path / f"x.{ext}"
+        tsn.save_file(d, p)
+        back = tsn.load(p.read_bytes())  # format told by the magic
+        assert sorted(back) == ["a", "b"]
+        np.testing.assert_array_equal(back["b"], d["b"])
+    with pytest.raises(ts.CorruptionError):
+        tsn.load(b"\x89TSF\r\n\x1a\n" + b"\0" * 8)
+
+
+def test_streamed_native_writer(tmp_path):
+    """Writer.begin_tensor/append/end_tensor through the native module."""
+    from tensorsafe import _native
+    p = tmp_path / "s.tsafe"
+    w = _native.Writer.create(str(p), 64, False)
+    w.begin_tensor("big", "u8", [10])
+    w.append(np.arange(4, dtype=np.uint8))
+    w.append(np.arange(4, 10, dtype=np.uint8))
+    w.end_tensor()
+    w.finish()
+    assert list(ts.open(p)["big"]) == list(range(10))
+    w = _native.Writer.create(str(tmp_path / "t.tsafe"), 64, False)
+    w.begin_tensor("short", "u8", [10])
+    w.append(np.arange(4, dtype=np.uint8))
+    with pytest.raises(ts.Error):
+        w.end_tensor()

@@ -1,0 +1,104 @@
+"""tensorsafe.torch: save/load, and shared tensors as safetensors handles them."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import tensorsafe as ts  # noqa: E402
+import tensorsafe.torch as tst  # noqa: E402
+
+
+class Tied(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(10, 4)
+        self.head = torch.nn.Linear(4, 10, bias=False)
+        self.head.weight = self.embed.weight  # tied
+        self.norm = torch.nn.LayerNorm(4)
+
+
+@pytest.mark.parametrize("ext", ["safetensors", "tsafe"])
+def test_save_model_load_model(tmp_path, ext):
+    torch.manual_seed(0)
+    m = Tied()
+    p = tmp_path / f"m.{ext}"
+    tst.save_model(m, p)
+    with ts.safe_open(p, "pt") as f:
+        assert sorted(f.keys()) == ["embed.weight", "norm.bias", "norm.weight"]
+        assert f.metadata() == {"head.weight": "embed.weight"}
+    m2 = Tied()
+    missing, unexpected = tst.load_model(m2, p)
+    assert missing == [] and unexpected == []
+    assert torch.equal(m2.head.weight, m.embed.weight)
+    assert m2.head.weight.data_ptr() == m2.embed.weight.data_ptr()  # still tied
+
+
+def test_save_file_refuses_shared(tmp_path):
+    m = Tied()
+    with pytest.raises(RuntimeError, match="share memory"):
+        tst.save_file(m.state_dict(), tmp_path / "x.safetensors")
+    # Two non-overlapping halves of one storage are not shared.
+    base = torch.arange(10.0)
+    tst.save_file({"lo": base[:5], "hi": base[5:]}, tmp_path / "halves.safetensors")
+    assert tst.load_file(tmp_path / "halves.safetensors")["hi"].tolist() == [5, 6, 7, 8, 9]
+
+
+def test_save_file_refuses_non_contiguous_and_sparse(tmp_path):
+    with pytest.raises(ValueError, match="contiguous"):
+        tst.save_file({"t": torch.zeros(3, 4).T}, tmp_path / "x.safetensors")
+    with pytest.raises(ValueError, match="sparse"):
+        tst.save_file({"s": torch.zeros(3, 3).to_sparse()}, tmp_path / "x.safetensors")
+    with pytest.raises(ValueError):
+        tst.save_file([torch.zeros(1)], tmp_path / "x.safetensors")
+
+
+def test_load_model_strict(tmp_path):
+    m = torch.nn.Linear(3, 2)
+    p = tmp_path / "m.safetensors"
+    tst.save_file({"weight": torch.zeros(2, 3), "extra": torch.zeros(1)}, p)
+    with pytest.raises(RuntimeError, match='Missing key.*"bias"'):
+        tst.load_model(m, p)
+    missing, unexpected = tst.load_model(m, p, strict=False)
+    assert missing == ["bias"] and unexpected == ["extra"]
+    assert torch.equal(m.weight, torch.zeros(2, 3))
+
+
+def test_save_model_force_contiguous(tmp_path):
+    m = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        m.weight = torch.nn.Parameter(torch.randn(3, 2).T)
+    with pytest.raises(ValueError, match="force_contiguous"):
+        tst.save_model(m, tmp_path / "m.safetensors", force_contiguous=False)
+    tst.save_model(m, tmp_path / "m.safetensors")
+    m2 = torch.nn.Linear(3, 2)
+    tst.load_model(m2, tmp_path / "m.safetensors")
+    assert torch.equal(m2.weight, m.weight)
+
+
+def test_requires_grad_and_bytes(tmp_path):
+    w = torch.randn(4, 4, requires_grad=True)
+    data = tst.save({"w": w})
+    back = tst.load(data)["w"]
+    assert torch.equal(back, w.detach())
+    back.mul_(2)  # loaded tensors are writable
+
+
+def test_load_file_device_and_backend(tmp_path):
+    p = tmp_path / "x.tsafe"
+    tst.save_file({"a": torch.arange(5)}, p)
+    for backend in ("mmap", "pread"):
+        t = tst.load_file(p, device="cpu", backend=backend)["a"]
+        assert t.tolist() == [0, 1, 2, 3, 4]
+    with pytest.raises(ts.NotFoundError):
+        with ts.safe_open(p, "pt") as f:
+            f.get_tensor("b")
+
+
+def test_misaligned_safetensors_offsets(tmp_path):
+    """safetensors packs tensors without alignment: a u8 tensor of odd size
+    leaves the next tensor misaligned; it is copied, not viewed."""
+    p = tmp_path / "x.safetensors"
+    tst.save_file({"a": torch.ones(3, dtype=torch.uint8), "b": torch.arange(4, dtype=torch.float32)}, p)
+    with ts.safe_open(p, "pt") as f:
+        assert f.get_tensor("b").tolist() == [0, 1, 2, 3]
+        assert f.get_tensor("a").tolist() == [1, 1, 1]

@@ -205,7 +205,15 @@ py::object ToNdarray(py::object buffer, bool packed) {
   return arr;
 }
 
-py::object MakeBuffer(Tensor tensor) { return py::cast(TensorBuffer{std::move(tensor)}); }
+py::object MakeBuffer(Tensor tensor) {
+  // A sparse COO region (format 1.1) is not a dense array of its shape:
+  // exporting it as one would read past its bytes.
+  if (tensor.info.layout != Layout::kDense) {
+    Check(Unsupported("tensor \"" + tensor.info.name +
+                      "\" is sparse COO; the Python API reads dense tensors only so far"));
+  }
+  return py::cast(TensorBuffer{std::move(tensor)});
+}
 
 void RegisterBuffer(py::module_& m) {
   py::class_<TensorBuffer>(m, "TensorBuffer", py::buffer_protocol(), R"doc(

@@ -213,16 +213,27 @@ struct Opened {
   std::optional<Observation> seen;
 };
 
-Opened OpenAndObserve(std::span<const std::byte> data, ReaderOptions opt) {
+const std::string& TempDirPath();
+
+// How a reader gets the bytes: a real mapping of a file, a buffer in memory
+// (OpenBuffer: the mapped code path without the file), or pread through an
+// in-memory Env. All three name the file `path` in messages.
+enum class Via { kFileMmap, kBuffer, kPread };
+
+Opened OpenAndObserve(std::span<const std::byte> data, const std::string& path, Via via, ReaderOptions opt) {
   Opened out;
   Result<std::shared_ptr<Reader>> r = Status(StatusCode::kInternal, "unset");
-  if (opt.access == ReaderOptions::Access::kMmap) {
-    // The mapped path: OpenBuffer runs the same code as a mapping.
+  if (via == Via::kFileMmap) {
+    opt.access = ReaderOptions::Access::kMmap;
+    r = Reader::Open(path, opt);
+  } else if (via == Via::kBuffer) {
+    opt.access = ReaderOptions::Access::kMmap;
     auto copy = std::make_shared<std::vector<std::byte>>(data.begin(), data.end());
-    r = Reader::OpenBuffer(*copy, copy, "fuzz.tsafe", opt);
+    r = Reader::OpenBuffer(*copy, copy, path, opt);
   } else {
+    opt.access = ReaderOptions::Access::kPread;
     MemReadEnv env(data);
-    r = internal::OpenReaderWithEnv("fuzz.tsafe", opt, &env);
+    r = internal::OpenReaderWithEnv(path, opt, &env);
   }
   if (!r.ok()) {
     out.open = r.status();
@@ -237,22 +248,26 @@ std::string Text(const Opened& o) { return "open " + Describe(o.open) + "\n" + (
 }  // namespace
 
 void CheckTsafe(std::span<const std::byte> data) {
+  const std::string path = TempDirPath() + "/read.tsafe";
+  {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+    if (!f) Fail(__FILE__, __LINE__, "cannot write " + path);
+  }
   ReaderOptions eager, lazy;
   eager.eager_index_bytes = ~std::uint64_t{0};
   lazy.eager_index_bytes = 0;
-  Opened res[2][2];  // [eager, lazy][mmap, pread]
+  Opened res[2][3];  // [eager, lazy][file mmap, buffer, pread]
   for (int e = 0; e < 2; ++e) {
-    for (int a = 0; a < 2; ++a) {
-      ReaderOptions opt = e == 0 ? eager : lazy;
-      opt.access = a == 0 ? ReaderOptions::Access::kMmap : ReaderOptions::Access::kPread;
-      res[e][a] = OpenAndObserve(data, opt);
-    }
+    for (int a = 0; a < 3; ++a) res[e][a] = OpenAndObserve(data, path, static_cast<Via>(a), e == 0 ? eager : lazy);
   }
-  // Mapped and pread readers say exactly the same things.
+  // Mapped, buffer and pread readers say exactly the same things.
   for (int e = 0; e < 2; ++e) {
-    TS_FUZZ_CHECK(Text(res[e][0]) == Text(res[e][1]),
-                  std::string(e == 0 ? "eager" : "lazy") + " mmap vs pread:\n--- mmap\n" + Text(res[e][0]) +
-                      "--- pread\n" + Text(res[e][1]));
+    for (int a = 1; a < 3; ++a) {
+      TS_FUZZ_CHECK(Text(res[e][0]) == Text(res[e][a]),
+                    std::string(e == 0 ? "eager" : "lazy") + " mmap vs " + (a == 1 ? "buffer" : "pread") +
+                        ":\n--- mmap\n" + Text(res[e][0]) + "--- other\n" + Text(res[e][a]));
+    }
   }
   const Opened& eg = res[0][0];
   const Opened& lz = res[1][0];

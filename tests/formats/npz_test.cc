@@ -173,6 +173,36 @@ TEST(Npz, InflatedBytesAreBounded) {
   EXPECT_EQ(DecodeString(file, opt).status().code(), StatusCode::kLimitExceeded);
 }
 
+// A directory that declares more inflated bytes than deflate can produce
+// from the member's compressed bytes (at most 1032 per byte) is refused
+// before the declared size is allocated (fuzz/regressions/npz_fuzz/
+// deflate_size_4gib.npz: 180 bytes claiming 4 GiB).
+TEST(NpzRead, DeclaredSizeBeyondTheDeflateRatioIsCorruption) {
+  const std::string file = testing::ReadFileBytes(std::string(TS_SOURCE_DIR) +
+                                                  "/fuzz/regressions/npz_fuzz/deflate_size_4gib.npz");
+  ASSERT_EQ(file.size(), 180u);
+  auto r = DecodeString(file);
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("declares 4294967294 inflated bytes, more than deflate can produce from "),
+            std::string::npos)
+      << r.status().ToString();
+  // The bound is deflate's real maximum: a maximally compressible member reads.
+  const std::string zeros(1 << 20, '\0');
+  Tensor t;
+  t.info.name = "z";
+  t.info.dtype = DType::kU8;
+  t.info.shape = {zeros.size()};
+  t.data = Bytes(zeros);
+  TensorSet set;
+  set.tensors.push_back(t);
+  npz::WriteOptions wopt;
+  wopt.compress = true;
+  wopt.level = 9;
+  auto ok = DecodeString(*npz::Encode(set, wopt));
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(DataOf(ok->tensors[0]), zeros);
+}
+
 TEST(NpzWrite, RejectsDuplicatesAndLeavesNothingOnError) {
   testing::TempDir dir;
   std::string storage;

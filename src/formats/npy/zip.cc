@@ -192,12 +192,21 @@ Result<std::vector<Entry>> ReadDirectory(std::span<const std::byte> file, const 
   return entries;
 }
 
+// The most bytes one byte of deflate data can inflate to.
+constexpr std::uint64_t kMaxDeflateRatio = 1032;
+
 Result<std::span<const std::byte>> Extract(std::span<const std::byte> file, const Entry& e,
                                            bool verify_crc, std::shared_ptr<std::byte>* buffer,
                                            const std::string& where) {
   std::span<const std::byte> src = file.subspan(e.data_offset, e.compressed_size);
   std::span<const std::byte> out = src;
   if (e.method == kDeflated) {
+    // Deflate expands at most 1032:1 (a 258-byte match coded in two bits), so
+    // a larger declared size is a lie; refuse it before allocating it.
+    if (e.size / kMaxDeflateRatio > e.compressed_size) {
+      return Corruption(where + ": declares " + N(e.size) + " inflated bytes, more than deflate can produce from " +
+                        N(e.compressed_size) + " compressed bytes (at most " + N(kMaxDeflateRatio) + " per byte)");
+    }
     *buffer = npy::AllocAligned(e.size);
     z_stream z{};
     if (inflateInit2(&z, -MAX_WBITS) != Z_OK) return Internal(where + ": inflateInit2 failed");

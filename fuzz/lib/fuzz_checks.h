@@ -1,0 +1,52 @@
+// Property checks behind the libFuzzer targets in fuzz/ (one target per
+// parser, STYLE.md "Tests"). Each function takes untrusted bytes, exercises a
+// parser or a writer/reader pair with them, and aborts with a message on
+// stderr when a property fails (a crash for libFuzzer, a failed test for the
+// replay driver). Errors the library reports (Status) are expected outcomes,
+// never failures. The same functions run in ctest through fuzz/replay_main.cc,
+// so a regression file fails `make test` without libFuzzer.
+//
+// Thread safety: the functions share no state except a per-process temp
+// directory (CheckTsafeUpdate); call them from one thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace tensorsafe::fuzz {
+
+// Must-not-crash targets: decode, read everything (every tensor, metadata,
+// slices), verify, and check that the different read paths agree.
+//
+// Native .tsafe: mapped (OpenBuffer) vs pread reads, eager vs lazy index
+// checks, hash lookup vs sequential scan; when the index verifies, Find()
+// agrees with ForEach() for every name and Verify()'s damaged list is exactly
+// the tensors whose ReadInto(verify) fails.
+void CheckTsafe(std::span<const std::byte> data);
+// The input as a file opened by the Updater: when the file verifies, a
+// transaction (add, replace, rename, remove, metadata) commits and the result
+// verifies and matches a model; Compact() keeps the contents.
+void CheckTsafeUpdate(std::span<const std::byte> data);
+// Foreign codecs: decode; every tensor's data has the dense size of its dtype
+// and shape and every byte is readable; metadata is JSON; a decoded set that
+// re-encodes decodes to the same set.
+void CheckSafetensors(std::span<const std::byte> data);
+void CheckNpy(std::span<const std::byte> data);
+void CheckNpz(std::span<const std::byte> data);
+void CheckGguf(std::span<const std::byte> data);
+void CheckTenbin(std::span<const std::byte> data);
+void CheckBtf(std::span<const std::byte> data);
+void CheckZio(std::span<const std::byte> data);
+
+// Round-trip targets: build tensors from the input (dtypes, shapes, names,
+// metadata, strided views, chunked streaming), write them, read them back,
+// compare exactly.
+void RoundTripTsafe(std::span<const std::byte> data);
+void RoundTripSafetensors(std::span<const std::byte> data);
+void RoundTripNpy(std::span<const std::byte> data);
+void RoundTripTenbin(std::span<const std::byte> data);
+// gguf, btf, zio and npz in one target (the input's first byte picks one).
+void RoundTripOtherCodecs(std::span<const std::byte> data);
+
+}  // namespace tensorsafe::fuzz

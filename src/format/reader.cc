@@ -517,6 +517,8 @@ class Reader::Impl {
   }
 
   Status CopyOut(std::uint64_t off, std::span<std::byte> out) const {
+    // A zero-length tensor's buffer may be null: memcpy(nullptr, p, 0) is UB.
+    if (out.empty()) return Status::OK();
     if (file_ == nullptr) {
       // Large copies of a mapped file go through pread on the same inode:
       // the kernel copies from the page cache without faulting the range

@@ -186,5 +186,25 @@ TEST(Robustness, LazyWalkPastTheEntriesGivesOneErrorInBothModes) {
       << seen[0];
 }
 
+// A zero-length tensor reads into an empty (null) buffer, with and without
+// verification, in both modes (UBSan caught memcpy(nullptr, p, 0) in the
+// mapped reader's copy).
+TEST(Robustness, EmptyTensorReadsIntoAnEmptyBuffer) {
+  TempDir dir;
+  const std::string path = dir.File("empty.tsafe");
+  WriteFileBytes(path, MakeBaseFile(dir));
+  for (auto access : {ReaderOptions::Access::kMmap, ReaderOptions::Access::kPread}) {
+    ReaderOptions opt;
+    opt.access = access;
+    auto r = Reader::Open(path, opt);
+    ASSERT_TRUE(r.ok());
+    std::span<std::byte> none;  // data() == nullptr
+    EXPECT_TRUE((*r)->ReadInto("d", none, false).ok());
+    EXPECT_TRUE((*r)->ReadInto("d", none, true).ok());
+    const SliceDim all{0, 0, 1};
+    EXPECT_TRUE((*r)->ReadSlice("d", std::span(&all, 1), none).ok());
+  }
+}
+
 }  // namespace
 }  // namespace tensorsafe::testing

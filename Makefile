@@ -43,17 +43,17 @@ test-python: python
 test: test-cpp test-python test-interop
 
 # The whole suite (and the fuzz corpus replay) under ASan + UBSan, built with
-# clang in $(ASAN_BUILD), -O1 with asserts on. TS_CRASH_ROUNDS shortens the SIGKILL crash test, the
-# one test whose cost is dominated by process start-up under ASan
-# (docs/SECURITY.md, "How it is tested").
+# clang in $(ASAN_BUILD), -O1 with asserts on, no sanitizer recovery. Every
+# test runs in full: the slowest under ASan take under 30 s (GGUF bit flips
+# 23 s; the 200-round SIGKILL crash test 4.5 s), so none is shortened;
+# TS_CRASH_ROUNDS still raises or lowers the crash test's rounds.
 ASAN_BUILD ?= build-asan
-ASAN_CRASH_ROUNDS ?= 50
 asan: deps
 	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
 	  -DCMAKE_CXX_COMPILER=clang++ \
 	  -DTENSORSAFE_SANITIZE=address,undefined -DTENSORSAFE_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
-	@cd $(ASAN_BUILD) && TS_CRASH_ROUNDS=$${TS_CRASH_ROUNDS:-$(ASAN_CRASH_ROUNDS)} \
+	@cd $(ASAN_BUILD) && \
 	  ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1} \
 	  UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
 	  ctest --output-on-failure -j $(JOBS)

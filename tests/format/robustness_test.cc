@@ -161,5 +161,50 @@ TEST(Robustness, DataFlipsNameTheDamagedTensorAndSpareTheOthers) {
   EXPECT_EQ(flips, 8 * (24 + 24 + 1));  // a: 6 f32, b: 6 i32, c: 1 u8, d: empty
 }
 
+// A lazy reader walking an entries section that ends before tensor_count
+// entries reports the same error in both read modes (found by tsafe_fuzz:
+// the pread window path had its own message).
+TEST(Robustness, LazyWalkPastTheEntriesGivesOneErrorInBothModes) {
+  TempDir dir;
+  const std::string path = dir.File("walk.tsafe");
+  WriteFileBytes(path, ReadFileBytes(std::string(TS_SOURCE_DIR) +
+                                     "/fuzz/regressions/tsafe_fuzz/lazy_pread_walk_past_entries.tsafe"));
+  std::string seen[2];
+  int k = 0;
+  for (auto access : {ReaderOptions::Access::kMmap, ReaderOptions::Access::kPread}) {
+    ReaderOptions opt;
+    opt.access = access;
+    opt.eager_index_bytes = 0;
+    auto r = Reader::Open(path, opt);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    Status s = (*r)->ForEach([](const TensorInfo&) { return true; });
+    EXPECT_EQ(s.code(), StatusCode::kCorruption);
+    seen[k++] = s.message();
+  }
+  EXPECT_EQ(seen[0], seen[1]);
+  EXPECT_NE(seen[0].find("entry 3: offset 240 is outside the entries section of 272 bytes"), std::string::npos)
+      << seen[0];
+}
+
+// A zero-length tensor reads into an empty (null) buffer, with and without
+// verification, in both modes (UBSan caught memcpy(nullptr, p, 0) in the
+// mapped reader's copy).
+TEST(Robustness, EmptyTensorReadsIntoAnEmptyBuffer) {
+  TempDir dir;
+  const std::string path = dir.File("empty.tsafe");
+  WriteFileBytes(path, MakeBaseFile(dir));
+  for (auto access : {ReaderOptions::Access::kMmap, ReaderOptions::Access::kPread}) {
+    ReaderOptions opt;
+    opt.access = access;
+    auto r = Reader::Open(path, opt);
+    ASSERT_TRUE(r.ok());
+    std::span<std::byte> none;  // data() == nullptr
+    EXPECT_TRUE((*r)->ReadInto("d", none, false).ok());
+    EXPECT_TRUE((*r)->ReadInto("d", none, true).ok());
+    const SliceDim all{0, 0, 1};
+    EXPECT_TRUE((*r)->ReadSlice("d", std::span(&all, 1), none).ok());
+  }
+}
+
 }  // namespace
 }  // namespace tensorsafe::testing

@@ -22,6 +22,18 @@
 #include "tensorsafe/reader.h"
 #include "tensorsafe/writer.h"
 
+// gcc defines __SANITIZE_ADDRESS__; clang answers __has_feature instead.
+#if defined(__SANITIZE_ADDRESS__)
+#define TS_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TS_UNDER_ASAN 1
+#endif
+#endif
+#ifndef TS_UNDER_ASAN
+#define TS_UNDER_ASAN 0
+#endif
+
 namespace tensorsafe {
 namespace {
 
@@ -127,7 +139,7 @@ int ConvertUnderLimit(const testing::TempDir& dir) {
 }
 
 TEST(ConvertMemory, DataLargerThanTheAllocationLimitConverts) {
-#if defined(__SANITIZE_ADDRESS__)
+#if TS_UNDER_ASAN
   GTEST_SKIP() << "ASan's allocator reserves memory that RLIMIT_DATA counts";
 #endif
   testing::TempDir dir;

@@ -9,7 +9,12 @@ trap 'rm -rf "$TMP"' EXIT
 cmake --install "$BUILD" --prefix "$TMP/prefix" >/dev/null
 test -x "$TMP/prefix/bin/tensorsafe"
 test -f "$TMP/prefix/include/tensorsafe/reader.h"
-cmake -S "$SRC/tests/install/consumer" -B "$TMP/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$TMP/prefix" >/dev/null
+# The consumer is built with the same compiler: a sanitized static library
+# needs the same sanitizer runtime (the -fsanitize link flag comes with the
+# exported target).
+CXX_COMPILER=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
+cmake -S "$SRC/tests/install/consumer" -B "$TMP/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$TMP/prefix" \
+  ${CXX_COMPILER:+-DCMAKE_CXX_COMPILER="$CXX_COMPILER"} >/dev/null
 cmake --build "$TMP/consumer" >/dev/null
 "$TMP/consumer/consumer" "$TMP/x.tsafe"
 "$TMP/prefix/bin/tensorsafe" verify "$TMP/x.tsafe"

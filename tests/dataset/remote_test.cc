@@ -668,6 +668,36 @@ TEST_F(RemoteTest, DestroyingTheCacheAbortsBackgroundDownloads) {
   EXPECT_TRUE(CachedFiles().empty());
 }
 
+TEST(RemoteTlsTest, HttpsWithTheServersCertificate) {
+  TempDir tmp;
+  fs::create_directories(tmp.path() / "www");
+  const std::string content = RandomBytes(70'000, 40);
+  WriteFileBytes((tmp.path() / "www" / "s.bin").string(), content);
+  const RemoteFile f{"s.bin", content.size(), internal::Hash64(std::string_view(content))};
+  NginxOptions no;
+  no.tls = true;
+  NginxServer server((tmp.path() / "www").string(), no);
+  ShardCacheOptions o;
+  o.cache_dir = tmp.File("cache");
+  o.max_attempts = 3;
+  o.initial_backoff = std::chrono::milliseconds(10);
+  {
+    // Without the CA: the certificate does not verify, and that is not retried.
+    auto cache = ShardCache::Open(server.HttpsUrl("data"), o);
+    ASSERT_TRUE(cache.ok());
+    auto r = (*cache)->Fetch(f);
+    ASSERT_EQ(r.status().code(), StatusCode::kIOError);
+    EXPECT_THAT(r.status().message(), HasSubstr("failed after 1 attempt(s)"));
+    EXPECT_THAT(r.status().message(), HasSubstr("SSL"));
+  }
+  o.ca_file = server.cert_path();
+  auto cache = ShardCache::Open(server.HttpsUrl("data"), o);
+  ASSERT_TRUE(cache.ok());
+  auto r = (*cache)->Fetch(f);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(ReadFileBytes(r->path()), content);
+}
+
 TEST(RemoteOptionsTest, BadOptionsAreRejected) {
   ShardCacheOptions o;
   EXPECT_EQ(ShardCache::Open("http://h/", o).status().code(), StatusCode::kInvalidArgument);

@@ -71,8 +71,19 @@ NginxServer::NginxServer(std::string root, NginxOptions options)
   std::string tmpl = (std::filesystem::temp_directory_path() / "tensorsafe-nginx-XXXXXX").string();
   if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = tmpl;
+  if (options_.tls) {
+    const std::string cmd = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2"
+                            " -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout " +
+                            dir_ + "/key.pem -out " + dir_ + "/cert.pem >" + dir_ + "/openssl.log 2>&1";
+    if (std::system(cmd.c_str()) != 0) {
+      const std::string log = Slurp(dir_ + "/openssl.log");
+      std::filesystem::remove_all(dir_);
+      throw std::runtime_error("openssl could not make a test certificate: " + log);
+    }
+  }
   for (int attempt = 0; attempt < 5; ++attempt) {
     port_ = FreeLoopbackPort();
+    tls_port_ = options_.tls ? FreeLoopbackPort() : 0;
     WriteConfig();
     if (Launch()) return;
   }
@@ -89,6 +100,10 @@ NginxServer::~NginxServer() {
 
 std::string NginxServer::Url(const std::string& location) const {
   return "http://127.0.0.1:" + std::to_string(port_) + "/" + location + "/";
+}
+
+std::string NginxServer::HttpsUrl(const std::string& location) const {
+  return "https://127.0.0.1:" + std::to_string(tls_port_) + "/" + location + "/";
 }
 
 void NginxServer::WriteConfig() {
@@ -117,7 +132,16 @@ void NginxServer::WriteConfig() {
     << "; limit_rate_after " << options_.limit_rate_after << "; }\n"
     << "    location /error500/ { return 500; }\n"
     << "    location /redirect/ { return 302 http://127.0.0.1:1/elsewhere; }\n"
-    << "  }\n}\n";
+    << "  }\n";
+  if (options_.tls) {
+    c << "  server {\n"
+      << "    listen 127.0.0.1:" << tls_port_ << " ssl;\n"
+      << "    ssl_certificate " << dir_ << "/cert.pem;\n"
+      << "    ssl_certificate_key " << dir_ << "/key.pem;\n"
+      << "    location /data/ { alias " << root_ << "/; }\n"
+      << "  }\n";
+  }
+  c << "}\n";
 }
 
 bool NginxServer::Launch() {
@@ -149,7 +173,7 @@ bool NginxServer::Launch() {
       pid_ = -1;
       return false;  // exited: most likely the port was taken meanwhile
     }
-    if (CanConnect(port_)) return true;
+    if (CanConnect(port_) && (tls_port_ == 0 || CanConnect(tls_port_))) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   Kill();

@@ -20,6 +20,9 @@ namespace tensorsafe::testing {
 struct NginxOptions {
   std::string limit_rate = "256k";
   std::string limit_rate_after = "0";
+  // Also serve /data/ over https on tls_port(), with a self-signed
+  // certificate for 127.0.0.1 made by the openssl CLI (cert_path()).
+  bool tls = false;
 };
 
 class NginxServer {
@@ -33,6 +36,9 @@ class NginxServer {
   // "http://127.0.0.1:<port>/<location>/".
   std::string Url(const std::string& location) const;
   int port() const { return port_; }
+  std::string HttpsUrl(const std::string& location) const;
+  int tls_port() const { return tls_port_; }
+  std::string cert_path() const { return dir_ + "/cert.pem"; }
   bool running() const { return pid_ > 0; }
 
   void Stop();  // SIGTERM, wait
@@ -54,6 +60,7 @@ class NginxServer {
   std::string root_;
   NginxOptions options_;
   int port_ = 0;
+  int tls_port_ = 0;
   pid_t pid_ = -1;
 };
 

@@ -209,7 +209,8 @@ Status HttpClient::Get(const std::string& url, HttpSink& sink, const HttpExpect&
     if (errbuf[0] != '\0') last_error += std::string(" (") + errbuf + ")";
     last_error += "; received " + std::to_string(t.received) + " bytes";
     if (expect.exact_size) last_error += " of " + std::to_string(*expect.exact_size);
-    if (rc == CURLE_UNSUPPORTED_PROTOCOL || rc == CURLE_URL_MALFORMAT || rc == CURLE_SSL_CACERT_BADFILE) {
+    if (rc == CURLE_UNSUPPORTED_PROTOCOL || rc == CURLE_URL_MALFORMAT || rc == CURLE_SSL_CACERT_BADFILE ||
+        rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CERTPROBLEM) {
       break;  // retrying cannot help
     }
   }

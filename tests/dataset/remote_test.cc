@@ -5,7 +5,9 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -528,6 +530,59 @@ TEST_F(RemoteTest, KilledDownloaderLeavesOnlyATempThatTheNextRunRemoves) {
   auto r = cache->Fetch(f);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(ReadFileBytes(r->path()), content);
+}
+
+TEST_F(RemoteTest, WaitingForAnotherDownloaderTimesOut) {
+  const RemoteFile f = Put("s.bin", "abc");
+  ShardCacheOptions o = Options();
+  o.lock_timeout = std::chrono::milliseconds(100);
+  auto cache = OpenCache("data", o);
+  ASSERT_TRUE(cache);
+  // Hold the file's download lock as another process would (docs/REMOTE.md,
+  // "Locking protocol", step 2): <key> is the first 33 bytes of the name.
+  const std::string key = fs::path(*cache->LocalPathFor(f)).filename().string().substr(0, 33);
+  const std::string lock_path = (cache_dir() / "locks" / (key + ".lock")).string();
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  auto r = cache->Fetch(f);
+  ASSERT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(r.status().message(), lock_path + ": still locked by another download after 100 ms");
+  ::close(fd);  // the "other process" dies: its lock goes with it
+  auto ok = cache->Fetch(f);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(server_->WaitForRequests("/data/s.bin", 1), 1);
+}
+
+TEST_F(RemoteTest, VerifyOnHitReplacesAFileChangedInTheCache) {
+  const std::string content = RandomBytes(10'000, 17);
+  const RemoteFile f = Put("s.bin", content);
+  std::string path;
+  {
+    auto cache = OpenCache();
+    ASSERT_TRUE(cache);
+    auto r = cache->Fetch(f);
+    ASSERT_TRUE(r.ok());
+    path = r->path();
+  }
+  std::string damaged = content;
+  damaged[10] ^= 1;
+  WriteFileBytes(path, damaged);  // same size: only a rehash can tell
+  {
+    auto cache = OpenCache();  // default: trusts what it verified before
+    ASSERT_TRUE(cache);
+    auto r = cache->Fetch(f);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(ReadFileBytes(r->path()), damaged);
+  }
+  ShardCacheOptions o = Options();
+  o.verify_on_hit = true;
+  auto cache = OpenCache("data", o);
+  ASSERT_TRUE(cache);
+  auto r = cache->Fetch(f);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(ReadFileBytes(r->path()), content);
+  EXPECT_EQ(server_->WaitForRequests("/data/s.bin", 2), 2);
 }
 
 // --- Cache limit -------------------------------------------------------------

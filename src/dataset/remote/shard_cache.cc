@@ -233,9 +233,11 @@ struct ShardCache::Impl {
   // our back) is removed so the caller downloads it again.
   Result<std::optional<CachedFile>> TryHit(const RemoteFile& f, const std::string& path, bool own_key_lock) {
     for (int round = 0; round < 10; ++round) {
-      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      // O_NOFOLLOW: only Fetch creates names in files/, never symlinks.
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
       if (fd < 0) {
         if (errno == ENOENT) return std::optional<CachedFile>();
+        if (errno == ELOOP) return IOError(path + ": a symlink in the cache directory", errno);
         return IOError(path + ": open: " + Errno(errno), errno);
       }
       CachedFile handle(path, fd, f.bytes);

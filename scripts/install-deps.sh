@@ -10,7 +10,7 @@ APT_PACKAGES=(
   libxxhash-dev libsimdjson-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev libzstd-dev liblz4-dev
-  libzmq3-dev cppzmq-dev liblmdb-dev libcurl4-openssl-dev nginx-light
+  libzmq3-dev cppzmq-dev liblmdb-dev libcurl4-openssl-dev nginx-light openssl
   clang libclang-rt-14-dev
 )
 

@@ -1,0 +1,224 @@
+#include "dataset/remote/http.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <thread>
+
+namespace tensorsafe::internal {
+namespace {
+
+void GlobalInit() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+// State shared with the libcurl callbacks of one attempt.
+struct Transfer {
+  HttpSink* sink = nullptr;
+  const HttpExpect* expect = nullptr;
+  const std::atomic<bool>* cancel = nullptr;
+  CURL* curl = nullptr;
+  const std::string* url = nullptr;
+  std::uint64_t received = 0;
+  bool started = false;
+  long status = 0;         // the HTTP status when the body was refused
+  Status abort_reason;     // set when a callback stopped the transfer
+};
+
+size_t OnWrite(char* data, size_t size, size_t nmemb, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const size_t n = size * nmemb;
+  if (!t->started) {
+    t->started = true;
+    long code = 0;
+    curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &code);
+    if (code != 200) {
+      // Error pages and redirect bodies are not data: stop reading them.
+      t->status = code;
+      return 0;
+    }
+    curl_off_t length = -1;
+    curl_easy_getinfo(t->curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+    if (length >= 0) {
+      const auto len = static_cast<std::uint64_t>(length);
+      if (t->expect->max_size != 0 && len > t->expect->max_size) {
+        t->abort_reason = LimitExceeded("GET " + *t->url + ": Content-Length " + std::to_string(len) +
+                                        " exceeds the limit of " + std::to_string(t->expect->max_size) +
+                                        " bytes");
+        return 0;
+      }
+      if (t->expect->exact_size && len != *t->expect->exact_size) {
+        t->abort_reason = Corruption("GET " + *t->url + ": server sends " + std::to_string(len) +
+                                     " bytes (Content-Length), the index says " +
+                                     std::to_string(*t->expect->exact_size) + "; not cached");
+        return 0;
+      }
+    }
+  }
+  t->received += n;
+  if (t->expect->max_size != 0 && t->received > t->expect->max_size) {
+    t->abort_reason = LimitExceeded("GET " + *t->url + ": body exceeds the limit of " +
+                                    std::to_string(t->expect->max_size) + " bytes");
+    return 0;
+  }
+  if (t->expect->exact_size && t->received > *t->expect->exact_size) {
+    t->abort_reason = Corruption("GET " + *t->url + ": server sends more than the " +
+                                 std::to_string(*t->expect->exact_size) + " bytes the index says; not cached");
+    return 0;
+  }
+  Status s = t->sink->Write({reinterpret_cast<const std::byte*>(data), n});
+  if (!s.ok()) {
+    t->abort_reason = s;
+    return 0;
+  }
+  return n;
+}
+
+int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* t = static_cast<Transfer*>(user);
+  return (t->cancel != nullptr && t->cancel->load(std::memory_order_relaxed)) ? 1 : 0;
+}
+
+bool RetryableStatus(long code) { return code == 408 || code == 429 || (code >= 500 && code <= 599); }
+
+// Sleeps for the backoff before retry `attempt` (1-based), waking early when
+// cancelled. Returns false when cancelled.
+bool Backoff(const HttpConfig& c, int attempt, const std::atomic<bool>* cancel) {
+  auto wait = c.initial_backoff;
+  for (int i = 1; i < attempt && wait < c.max_backoff; ++i) wait *= 2;
+  wait = std::min(wait, c.max_backoff);
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  wait += std::chrono::milliseconds(
+      std::uniform_int_distribution<std::int64_t>(0, wait.count() / 4)(rng));
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cancel != nullptr && cancel->load()) return false;
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+        std::chrono::milliseconds(20), deadline - std::chrono::steady_clock::now()));
+  }
+  return !(cancel != nullptr && cancel->load());
+}
+
+}  // namespace
+
+HttpClient::HttpClient(HttpConfig config) : config_(std::move(config)) { GlobalInit(); }
+
+HttpClient::~HttpClient() {
+  for (void* h : idle_) curl_easy_cleanup(static_cast<CURL*>(h));
+}
+
+void* HttpClient::TakeHandle() const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!idle_.empty()) {
+      void* h = idle_.back();
+      idle_.pop_back();
+      return h;
+    }
+  }
+  return curl_easy_init();
+}
+
+void HttpClient::ReturnHandle(void* handle) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  idle_.push_back(handle);
+}
+
+Status HttpClient::Get(const std::string& url, HttpSink& sink, const HttpExpect& expect,
+                       const std::atomic<bool>* cancel) const {
+  CURL* curl = static_cast<CURL*>(TakeHandle());
+  if (curl == nullptr) return Internal("GET " + url + ": curl_easy_init failed");
+  struct Returner {
+    const HttpClient* c;
+    CURL* h;
+    ~Returner() { c->ReturnHandle(h); }
+  } returner{this, curl};
+
+  std::string last_error;
+  int last_errno = 0;
+  int attempts = 0;
+  for (int attempt = 1; attempt <= config_.max_attempts; ++attempt) {
+    attempts = attempt;
+    if (attempt > 1 && !Backoff(config_, attempt - 1, cancel)) {
+      return FailedPrecondition("GET " + url + ": cancelled");
+    }
+    TS_RETURN_IF_ERROR(sink.Reset());
+    Transfer t;
+    t.sink = &sink;
+    t.expect = &expect;
+    t.cancel = cancel;
+    t.curl = curl;
+    t.url = &url;
+    char errbuf[CURL_ERROR_SIZE] = {0};
+
+    // Reset keeps the handle's connection cache: keep-alive across shards.
+    curl_easy_reset(curl);
+    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    // Only the base URL's scheme family, and no redirects: a redirect could
+    // name another host (docs/SECURITY.md, "Paths and URLs").
+    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &OnWrite);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &t);
+    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, &OnProgress);
+    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &t);
+    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(config_.connect_timeout.count()));
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(config_.transfer_timeout.count()));
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME,
+                     static_cast<long>(std::max<std::int64_t>(1, config_.stall_timeout.count())));
+    curl_easy_setopt(curl, CURLOPT_USERAGENT, "tensorsafe/0.1 (shard cache)");
+    // 256 KiB receive chunks: fewer write and hash calls than the 16 KiB default.
+    curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, 256L << 10);
+    if (!config_.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, config_.ca_file.c_str());
+
+    const CURLcode rc = curl_easy_perform(curl);
+    long code = 0;
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+    if (!t.abort_reason.ok()) return t.abort_reason;  // limits, checksum sizes, sink errors
+    if (rc == CURLE_ABORTED_BY_CALLBACK) return FailedPrecondition("GET " + url + ": cancelled");
+
+    if (code != 0 && code != 200) {
+      const std::string what = "GET " + url + ": HTTP " + std::to_string(code);
+      if (code == 404 || code == 410) return NotFound(what);
+      if (code >= 300 && code < 400) return IOError(what + " (redirects are not followed)", 0);
+      if (!RetryableStatus(code)) return IOError(what, 0);
+      last_error = "HTTP " + std::to_string(code);
+      last_errno = 0;
+      continue;
+    }
+    if (rc == CURLE_OK) {
+      if (expect.exact_size && t.received != *expect.exact_size) {
+        // A complete response of the wrong length (no Content-Length to
+        // refuse it earlier): the server holds a different file.
+        return Corruption("GET " + url + ": received " + std::to_string(t.received) +
+                          " bytes, the index says " + std::to_string(*expect.exact_size) + "; not cached");
+      }
+      return Status::OK();
+    }
+    // Transport failure: connection refused or reset, timeout, body cut short.
+    long os_errno = 0;
+    curl_easy_getinfo(curl, CURLINFO_OS_ERRNO, &os_errno);
+    last_errno = static_cast<int>(os_errno);
+    last_error = std::string(curl_easy_strerror(rc));
+    if (errbuf[0] != '\0') last_error += std::string(" (") + errbuf + ")";
+    last_error += "; received " + std::to_string(t.received) + " bytes";
+    if (expect.exact_size) last_error += " of " + std::to_string(*expect.exact_size);
+    if (rc == CURLE_UNSUPPORTED_PROTOCOL || rc == CURLE_URL_MALFORMAT || rc == CURLE_SSL_CACERT_BADFILE ||
+        rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CERTPROBLEM) {
+      break;  // retrying cannot help
+    }
+  }
+  return IOError("GET " + url + ": failed after " + std::to_string(attempts) +
+                     " attempt(s): " + last_error,
+                 last_errno);
+}
+
+}  // namespace tensorsafe::internal

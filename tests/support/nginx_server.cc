@@ -1,0 +1,233 @@
+#include "support/nginx_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace tensorsafe::testing {
+namespace {
+
+std::string NginxBinary() {
+  const char* env = std::getenv("TS_NGINX");
+  return env != nullptr && *env != '\0' ? env : "/usr/sbin/nginx";
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool CanConnect(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
+int FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::runtime_error("socket failed");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = 0;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    ::close(fd);
+    throw std::runtime_error("bind 127.0.0.1:0 failed");
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+NginxServer::NginxServer(std::string root, NginxOptions options)
+    : root_(std::filesystem::absolute(root).string()), options_(std::move(options)) {
+  if (::access(NginxBinary().c_str(), X_OK) != 0) {
+    throw std::runtime_error(NginxBinary() + " not found: run scripts/install-deps.sh (Debian package nginx-light)");
+  }
+  std::string tmpl = (std::filesystem::temp_directory_path() / "tensorsafe-nginx-XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  dir_ = tmpl;
+  if (options_.tls) {
+    const std::string cmd = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2"
+                            " -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout " +
+                            dir_ + "/key.pem -out " + dir_ + "/cert.pem >" + dir_ + "/openssl.log 2>&1";
+    if (std::system(cmd.c_str()) != 0) {
+      const std::string log = Slurp(dir_ + "/openssl.log");
+      std::filesystem::remove_all(dir_);
+      throw std::runtime_error("openssl could not make a test certificate: " + log);
+    }
+  }
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    port_ = FreeLoopbackPort();
+    tls_port_ = options_.tls ? FreeLoopbackPort() : 0;
+    WriteConfig();
+    if (Launch()) return;
+  }
+  const std::string log = Slurp(dir_ + "/error.log") + Slurp(dir_ + "/stderr.log");
+  std::filesystem::remove_all(dir_);
+  throw std::runtime_error("nginx did not start: " + log);
+}
+
+NginxServer::~NginxServer() {
+  Stop();
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+std::string NginxServer::Url(const std::string& location) const {
+  return "http://127.0.0.1:" + std::to_string(port_) + "/" + location + "/";
+}
+
+std::string NginxServer::HttpsUrl(const std::string& location) const {
+  return "https://127.0.0.1:" + std::to_string(tls_port_) + "/" + location + "/";
+}
+
+void NginxServer::WriteConfig() {
+  std::ofstream c(dir_ + "/nginx.conf", std::ios::trunc);
+  // master_process off: one process, no privilege drop; `user root` only
+  // when we are root, where nginx would otherwise look up "nobody".
+  if (::geteuid() == 0) c << "user root;\n";
+  c << "daemon off;\nmaster_process off;\nworker_processes 1;\n"
+    << "pid " << dir_ << "/nginx.pid;\n"
+    << "error_log " << dir_ << "/error.log warn;\n"
+    << "events { worker_connections 256; }\n"
+    << "http {\n"
+    << "  access_log " << dir_ << "/access.log;\n"
+    << "  client_body_temp_path " << dir_ << "/client_body;\n"
+    << "  proxy_temp_path " << dir_ << "/proxy;\n"
+    << "  fastcgi_temp_path " << dir_ << "/fastcgi;\n"
+    << "  uwsgi_temp_path " << dir_ << "/uwsgi;\n"
+    << "  scgi_temp_path " << dir_ << "/scgi;\n"
+    << "  types { }\n  default_type application/octet-stream;\n"
+    << "  keepalive_timeout 10s;\n"
+    << "  server {\n"
+    << "    listen 127.0.0.1:" << port_ << ";\n"
+    << "    server_name localhost;\n"
+    << "    location /data/ { alias " << root_ << "/; }\n"
+    << "    location /slow/ { alias " << root_ << "/; limit_rate " << options_.limit_rate
+    << "; limit_rate_after " << options_.limit_rate_after << "; }\n"
+    << "    location /error500/ { return 500; }\n"
+    << "    location /redirect/ { return 302 http://127.0.0.1:1/elsewhere; }\n"
+    << "  }\n";
+  if (options_.tls) {
+    c << "  server {\n"
+      << "    listen 127.0.0.1:" << tls_port_ << " ssl;\n"
+      << "    ssl_certificate " << dir_ << "/cert.pem;\n"
+      << "    ssl_certificate_key " << dir_ << "/key.pem;\n"
+      << "    location /data/ { alias " << root_ << "/; }\n"
+      << "  }\n";
+  }
+  c << "}\n";
+}
+
+bool NginxServer::Launch() {
+  const std::string bin = NginxBinary();
+  const std::string conf = dir_ + "/nginx.conf";
+  const std::string elog = dir_ + "/error.log";
+  const std::string out = dir_ + "/stderr.log";
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    // Dies with the test process even if it crashes.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    ::execl(bin.c_str(), bin.c_str(), "-p", (dir_ + "/").c_str(), "-c", conf.c_str(), "-e", elog.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  pid_ = pid;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    int st = 0;
+    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+      pid_ = -1;
+      return false;  // exited: most likely the port was taken meanwhile
+    }
+    if (CanConnect(port_) && (tls_port_ == 0 || CanConnect(tls_port_))) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  Kill();
+  return false;
+}
+
+void NginxServer::Stop() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGTERM);
+  int st = 0;
+  ::waitpid(pid_, &st, 0);
+  pid_ = -1;
+}
+
+void NginxServer::Kill() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  int st = 0;
+  ::waitpid(pid_, &st, 0);
+  pid_ = -1;
+}
+
+void NginxServer::Restart(NginxOptions options) {
+  Stop();
+  options_ = std::move(options);
+  WriteConfig();
+  // The port was ours a moment ago; retry briefly if the kernel still holds it.
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    if (Launch()) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  throw std::runtime_error("nginx did not restart on port " + std::to_string(port_) + ": " +
+                           Slurp(dir_ + "/error.log"));
+}
+
+int NginxServer::WaitForRequests(const std::string& path_part, int expected) const {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  int n = CountRequests(path_part);
+  while (n < expected && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    n = CountRequests(path_part);
+  }
+  // A grace period so that an unexpected extra request shows up too.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return CountRequests(path_part);
+}
+
+int NginxServer::CountRequests(const std::string& path_part) const {
+  std::istringstream in(Slurp(dir_ + "/access.log"));
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(" " + path_part) != std::string::npos) ++n;
+  }
+  return n;
+}
+
+}  // namespace tensorsafe::testing

@@ -103,6 +103,19 @@ Result<TensorSet> DecodeAny(std::span<const std::byte> bytes, std::shared_ptr<co
   return InvalidArgument("unknown format \"" + format + "\"");
 }
 
+// Python entries to .tsafe, sparse COO included (a TensorSet cannot carry
+// a COO tensor whose indices and values are separate buffers).
+Status WriteTsafeEntries(const std::string& path, const std::vector<Entry>& entries, const std::string& metadata,
+                         const WriteParams& p) {
+  WriterOptions options;
+  options.sync = p.sync;
+  options.alignment = p.alignment;
+  TS_ASSIGN_OR_RETURN(std::unique_ptr<Writer> w, Writer::Create(path, options));
+  for (const Entry& e : entries) TS_RETURN_IF_ERROR(AddEntry(*w, e));
+  if (!metadata.empty()) TS_RETURN_IF_ERROR(w->SetMetadata(metadata));
+  return w->Finish();
+}
+
 Status WriteTsafe(const std::string& path, const TensorSet& set, const WriteParams& p) {
   WriterOptions options;
   options.sync = p.sync;
@@ -184,10 +197,14 @@ void RegisterCodecs(py::module_& m) {
   m.def("write_file", [](const std::string& path, const std::string& format, const py::iterable& items,
                          const std::string& metadata_json, bool sync, bool compress, std::uint32_t alignment) {
     std::vector<Entry> entries = ParseEntries(items);
-    TensorSet set = ToTensorSet(entries, metadata_json);
+    Check(RefuseSparse(entries, format));
     WriteParams p{sync, compress, alignment};
     Status s;
-    {
+    if (format == "tsafe") {
+      py::gil_scoped_release nogil;
+      s = WriteTsafeEntries(path, entries, metadata_json, p);
+    } else {
+      TensorSet set = ToTensorSet(entries, metadata_json);
       py::gil_scoped_release nogil;
       s = WriteAny(path, format, set, p);
     }
@@ -198,6 +215,7 @@ void RegisterCodecs(py::module_& m) {
   m.def("encode", [](const std::string& format, const py::iterable& items, const std::string& metadata_json,
                      bool compress) {
     std::vector<Entry> entries = ParseEntries(items);
+    Check(RefuseSparse(entries, format));
     TensorSet set = ToTensorSet(entries, metadata_json);
     Result<std::string> r = [&] {
       py::gil_scoped_release nogil;

@@ -172,6 +172,8 @@ class Connection:
         self._lock = threading.Lock()
         self._sender: Any = None
         self._receiver: Any = None
+        self._writer: Any = None  # byte streams: made at the first send / recv
+        self._reader: Any = None
         self._sock: Optional[socket.socket] = None  # raw byte streams
         self._listener: Optional[socket.socket] = None
         self._fd = -1
@@ -300,9 +302,6 @@ class Connection:
                 self._writer = _native.StreamWriter.to_fd(self._stream_fd(), self.encoding, False)
             self._writer.write(entries, meta)
 
-    _writer: Any = None
-    _reader: Any = None
-
     def send_end(self) -> None:
         """Marks the end of the stream: receivers' iteration stops. Native
         encoding only (others end with EOF, or never over ZeroMQ)."""
@@ -318,11 +317,17 @@ class Connection:
     def wait_for_subscriber(self, timeout: float = 5.0) -> None:
         """PUB: waits until a subscriber is connected (ZeroMQ drops what is
         published before)."""
-        self._sender.wait_for_subscriber(int(timeout * 1000))
+        self._zmq_sender().wait_for_subscriber(int(timeout * 1000))
 
     def drain(self, timeout: float = 5.0) -> None:
         """ZeroMQ PUSH: waits until every queued message went to the kernel."""
-        self._sender.drain(int(timeout * 1000))
+        self._zmq_sender().drain(int(timeout * 1000))
+
+    def _zmq_sender(self) -> Any:
+        self._check_open()
+        if self._sender is None:
+            raise FailedPreconditionError(f"{self.url}: not a ZeroMQ sending connection")
+        return self._sender
 
     # -- receiving ----------------------------------------------------------------
     def recv(self) -> Optional[Batch]:

@@ -56,8 +56,8 @@ def check_batch(got, want):
         assert same_bits(got[k], v), k
 
 
-@pytest.mark.parametrize("transport", ["tcp-raw", "pipe", "zmq"])
-def test_every_dtype_round_trip_with_metadata(rng, transport):
+@pytest.mark.parametrize("transport", ["tcp-raw", "unix-raw", "pipe", "zmq"])
+def test_every_dtype_round_trip_with_metadata(rng, tmp_path, transport):
     batches = [every_dtype_batch(rng) for _ in range(3)]
     meta = [{"step": i, "nested": {"ok": [1, 2]}} for i in range(3)]
 
@@ -73,6 +73,9 @@ def test_every_dtype_round_trip_with_metadata(rng, transport):
     elif transport == "tcp-raw":
         rx = Connection("tcp-raw://127.0.0.1:0", "recv")
         tx = None
+    elif transport == "unix-raw":
+        rx = Connection(f"unix-raw://{tmp_path}/s.sock", "recv")
+        tx = Connection(rx.endpoint, "send")
     else:
         rx = Connection("zpull://127.0.0.1:*")
         tx = None

@@ -14,6 +14,10 @@ import tensorsafe
 import tensorsafe.torch as tst
 from tensorsafe import SparseCoo
 
+# The library passes check_invariants=False only after its own index check,
+# so torch's "checks are implicitly disabled" warning is an error here.
+pytestmark = pytest.mark.filterwarnings("error:Sparse invariant checks are implicitly disabled")
+
 GOLDEN = os.path.join(os.path.dirname(__file__), "..", "golden", "tsafe", "coo.tsafe")
 
 # torch dtypes whose sparse tensors torch can build and densify.
@@ -70,8 +74,8 @@ def test_torch_round_trip_every_dtype(tmp_path, rng, dtype):
 
 
 def test_rank_zero_sparse(tmp_path):
-    one = torch.sparse_coo_tensor(torch.zeros((0, 1), dtype=torch.long), torch.tensor([2.5]), ())
-    none = torch.sparse_coo_tensor(torch.zeros((0, 0), dtype=torch.long), torch.zeros(0), ())
+    one = torch.sparse_coo_tensor(torch.zeros((0, 1), dtype=torch.long), torch.tensor([2.5]), (), check_invariants=True)
+    none = torch.sparse_coo_tensor(torch.zeros((0, 0), dtype=torch.long), torch.zeros(0), (), check_invariants=True)
     tst.save_file({"one": one, "none": none}, tmp_path / "z.tsafe")
     got = tst.load_file(tmp_path / "z.tsafe")
     assert got["one"].to_dense().item() == 2.5 and got["one"].shape == ()
@@ -79,7 +83,7 @@ def test_rank_zero_sparse(tmp_path):
 
 
 def test_values_are_zero_copy_and_writes_stay_private(tmp_path):
-    t = torch.sparse_coo_tensor(torch.tensor([[0, 3], [1, 2]]), torch.tensor([1.0, 2.0]), (4, 4)).coalesce()
+    t = torch.sparse_coo_tensor(torch.tensor([[0, 3], [1, 2]]), torch.tensor([1.0, 2.0]), (4, 4), check_invariants=True).coalesce()
     path = tmp_path / "s.tsafe"
     tst.save_file({"s": t}, path)
     before = path.read_bytes()
@@ -153,7 +157,7 @@ def test_golden_file(tmp_path):
 
 
 def test_sparse_is_refused_where_it_cannot_go(tmp_path):
-    t = torch.sparse_coo_tensor(torch.tensor([[0]]), torch.tensor([1.0]), (2,))
+    t = torch.sparse_coo_tensor(torch.tensor([[0]]), torch.tensor([1.0]), (2,), check_invariants=True)
     with pytest.raises(tensorsafe.UnsupportedError,
                        match='"s": a sparse COO tensor cannot be stored in safetensors; only .tsafe holds'):
         tst.save_file({"s": t}, tmp_path / "s.safetensors")
@@ -162,7 +166,7 @@ def test_sparse_is_refused_where_it_cannot_go(tmp_path):
         tst.save({"s": t})
     with pytest.raises(tensorsafe.UnsupportedError, match="cannot be stored in npz"):
         tensorsafe.write(tmp_path / "s.npz", {"s": SparseCoo(np.array([[0]]), np.array([1.0]), (2,))})
-    hybrid = torch.sparse_coo_tensor(torch.tensor([[0]]), torch.ones(1, 3), (2, 3))
+    hybrid = torch.sparse_coo_tensor(torch.tensor([[0]]), torch.ones(1, 3), (2, 3), check_invariants=True)
     with pytest.raises(tensorsafe.UnsupportedError, match="hybrid sparse tensor"):
         tst.save_file({"h": hybrid}, tmp_path / "h.tsafe")
     with pytest.raises(tensorsafe.InvalidArgumentError, match="SparseCoo needs indices"):

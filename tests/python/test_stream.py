@@ -253,3 +253,39 @@ def test_sparse_tensors_are_refused():
     with Connection("zpush://127.0.0.1:1", linger=0) as tx:
         with pytest.raises(tensorsafe.UnsupportedError, match="sparse COO tensor cannot be sent"):
             tx.send({"s": torch.eye(3).to_sparse()})
+
+
+def test_sender_killed_mid_message_gives_truncation_and_no_batch(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    with Connection("tcp-raw://127.0.0.1:0", "recv") as rx:
+        child = subprocess.Popen(
+            [sys.executable, "-c", (
+                "import sys, numpy as np\n"
+                "from tensorsafe.stream import Connection\n"
+                f"tx = Connection({rx.endpoint!r}, 'send')\n"
+                "tx.send({'ok': np.arange(4, dtype=np.int32)})\n"
+                "print('sending', flush=True)\n"
+                "tx.send({'big': np.ones(64 << 20, np.uint8)})\n"  # blocks: nobody reads yet
+                "print('sent', flush=True)\n")],
+            stdout=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout.readline().strip() == "sending"
+            import time
+            time.sleep(1.0)  # the 64 MiB batch is partly in the kernel, the sender blocked
+            child.send_signal(signal.SIGKILL)
+            child.wait(30)
+        finally:
+            if child.poll() is None:
+                child.kill()
+        assert rx.recv()["ok"].tolist() == [0, 1, 2, 3]
+        # Killed inside the big message (usual), or, on a loaded machine,
+        # before its first byte: truncated either way, and no batch.
+        with pytest.raises(tensorsafe.CorruptionError,
+                           match=r"batch 1 \(stream offset \d+\): truncated: the stream ended after (\d+ of the "
+                                 r"67108928 bytes of a message body|1 batches without the end-of-stream marker)"):
+            rx.recv()
+        with pytest.raises(tensorsafe.FailedPreconditionError):
+            rx.recv()  # and it stays failed

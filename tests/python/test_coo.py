@@ -212,3 +212,21 @@ def test_damaged_indices_raise_corruption(tmp_path, framework):
     np.testing.assert_array_equal(tensorsafe.open(path)["d"], [7, 8])
     with pytest.raises(tensorsafe.CorruptionError, match='damaged tensors: "s"'):
         tensorsafe.verify(path)
+
+
+def test_unaligned_regions_are_read_correctly(tmp_path):
+    # alignment=1: indices and values at odd offsets (numpy views them
+    # unaligned, torch gets copies).
+    path = tmp_path / "a1.tsafe"
+    with tensorsafe.Writer(path, alignment=1) as w:
+        w.add("pad", np.ones(3, np.uint8))
+        w.add("s", SparseCoo(np.array([[0, 2], [1, 1]]), np.array([1.5, 2.5]), (3, 4), True))
+    r = tensorsafe.open(path)
+    assert r.info("s")["offset"] % 8 != 0
+    s = r["s"]
+    assert not s.indices.flags.aligned
+    np.testing.assert_array_equal(s.indices, [[0, 2], [1, 1]])
+    want = torch.zeros(3, 4, dtype=torch.float64)
+    want[0, 1], want[2, 1] = 1.5, 2.5
+    assert torch.equal(r.get("s", "pt").to_dense(), want)
+    assert torch.equal(tst.load_file(path)["s"].to_dense(), want)

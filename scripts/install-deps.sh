@@ -37,3 +37,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
   echo "$want" > "$stamp"
 fi
+# tensorcom 0.1.0 for tests/interop/test_stream_peers.py. Its imports (pyzmq,
+# braceexpand, numpy) come with requirements-dev.txt; --no-deps keeps pip from
+# resolving its unpinned torch (and unused msgpack) requirements.
+.venv/bin/python -c "import tensorcom.zcom" 2>/dev/null ||
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps tensorcom==0.1.0

@@ -55,4 +55,40 @@ Result<CooParts> SplitCoo(const TensorInfo& info, std::span<const std::byte> dat
                   data.subspan(static_cast<std::size_t>(info.coo_values_offset))};
 }
 
+Status CheckCooIndices(const TensorInfo& info, std::span<const std::byte> indices) {
+  const std::uint64_t rank = info.shape.size();
+  const std::string who = "tensor \"" + info.name + "\"";
+  auto want = internal::CheckedMul(info.nnz, rank);
+  if (!want || *want > indices.size() / 8 || *want * 8 != indices.size()) {
+    return InvalidArgument(who + ": " + std::to_string(indices.size()) + " index bytes for " +
+                           std::to_string(info.nnz) + " COO elements of rank " + std::to_string(rank));
+  }
+  const std::byte* p = indices.data();
+  auto at = [&](std::uint64_t k) {  // little-endian i64, read bytewise: any alignment
+    std::uint64_t v = 0;
+    for (int b = 7; b >= 0; --b) v = (v << 8) | static_cast<std::uint8_t>(p[8 * k + b]);
+    return v;
+  };
+  for (std::uint64_t r = 0; r < info.nnz && rank > 0; ++r) {
+    int order = r == 0 ? 1 : 0;  // vs the previous row: -1, 0, 1
+    for (std::uint64_t d = 0; d < rank; ++d) {
+      const std::uint64_t v = at(r * rank + d);
+      if (v >= info.shape[d]) {  // negative i64 values are huge as u64
+        return Corruption(who + ": COO index of element " + std::to_string(r) + " in dimension " +
+                          std::to_string(d) + " is " + std::to_string(static_cast<std::int64_t>(v)) +
+                          ", outside [0, " + std::to_string(info.shape[d]) + ")");
+      }
+      if (order == 0) {
+        const std::uint64_t prev = at((r - 1) * rank + d);
+        if (v != prev) order = v > prev ? 1 : -1;
+      }
+    }
+    if (info.coalesced && order <= 0) {
+      return Corruption(who + ": marked coalesced, but COO element " + std::to_string(r) +
+                        " does not follow element " + std::to_string(r - 1) + " in order");
+    }
+  }
+  return Status::OK();
+}
+
 }  // namespace tensorsafe

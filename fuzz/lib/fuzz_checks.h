@@ -39,6 +39,14 @@ void CheckTenbin(std::span<const std::byte> data);
 void CheckBtf(std::span<const std::byte> data);
 void CheckZio(std::span<const std::byte> data);
 
+// The stream decoders (docs/STREAM.md): the input as one native message
+// (DecodeMessage, at an aligned and at an unaligned address: views vs
+// copies), and as a byte stream read by StreamReader (native or tenbin wire,
+// detected). Whatever decodes satisfies the set invariants, re-encodes
+// (EncodeMessage) and decodes back to the same set; the aligned and
+// unaligned decodes agree; a stream stops at its first error.
+void CheckStream(std::span<const std::byte> data);
+
 // Round-trip targets: build tensors from the input (dtypes, shapes, names,
 // metadata, strided views, chunked streaming), write them, read them back,
 // compare exactly.

@@ -79,6 +79,14 @@ struct CooParts {
 // Splits `data` (the whole region of a Layout::kCoo tensor) per `info`;
 // kInvalidArgument when it is not a COO tensor or the sizes disagree.
 Result<CooParts> SplitCoo(const TensorInfo& info, std::span<const std::byte> data);
+// Checks FORMAT.md's R42 on the indices of a COO tensor (`indices` as
+// SplitCoo returns them, any alignment): every coordinate lies within its
+// dimension and, when info.coalesced, the rows strictly increase. Reader::Get
+// defers this check to Verify(); call it before handing indices to code that
+// trusts them (torch.sparse_coo_tensor does not bound-check). Errors:
+// kCorruption naming the tensor, the element and the dimension;
+// kInvalidArgument when `indices` is not nnz x rank x 8 bytes.
+Status CheckCooIndices(const TensorInfo& info, std::span<const std::byte> indices);
 
 // A tensor's bytes together with their owner. For a mapped reader the bytes
 // are the file mapping itself (zero-copy, read-only) and `owner` keeps the

@@ -139,6 +139,10 @@ py::object ToDLPack(const TensorBuffer& b, py::object max_version, py::object dl
     auto dev = dl_device.cast<std::pair<int, int>>();
     if (dev.first != 1) throw py::buffer_error("tensorsafe: tensors live on the CPU (kDLCPU)");
   }
+  if (t.info.layout != Layout::kDense) {
+    Throw(Unsupported("tensor \"" + t.info.name + "\" is sparse COO, which DLPack cannot describe; use "
+                      "tensorsafe's torch or NumPy readers (torch.sparse_coo_tensor / SparseCoo)"));
+  }
   std::optional<DLDataType> type = DLTypeOf(t.info.dtype);
   if (!type) {
     Throw(Unsupported("tensor \"" + t.info.name + "\": dtype " + std::string(DTypeName(t.info.dtype)) +
@@ -182,9 +186,53 @@ py::object NumpyDtypeFor(DType dtype) {
   return py::none();
 }
 
+// A read-only ndarray of `shape` and `dt` over `data`, with `base` as its base.
+py::object ReadOnlyArray(py::object dt, std::vector<py::ssize_t> shape, const std::byte* data, py::object base) {
+  py::array arr(py::reinterpret_borrow<py::dtype>(dt), std::move(shape), static_cast<const void*>(data), base);
+  py::detail::array_proxy(arr.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  return arr;
+}
+
+// (indices i64 [nnz, rank], values [nnz], values' offset in the file) of a
+// COO tensor, both read-only views of `buffer`, after CheckCooIndices (which
+// the reader defers to Verify): nothing downstream bound-checks them.
+py::tuple CooArrays(py::object buffer, bool packed) {
+  const Tensor& t = buffer.cast<const TensorBuffer&>().tensor;
+  if (t.info.layout != Layout::kCoo) Throw(InvalidArgument("tensor \"" + t.info.name + "\" is not sparse COO"));
+  Result<tensorsafe::CooParts> parts = SplitCoo(t.info, t.data);
+  Status s = parts.status();
+  if (s.ok()) {
+    py::gil_scoped_release nogil;
+    s = CheckCooIndices(t.info, parts->indices);
+  }
+  // SplitCoo's disagreement is the file's fault here (the reader checked R30).
+  if (!s.ok()) Throw(s.code() == StatusCode::kInvalidArgument ? Corruption(s.message()) : s);
+  const auto rank = static_cast<py::ssize_t>(t.info.shape.size());
+  const auto nnz = static_cast<py::ssize_t>(t.info.nnz);
+  py::object indices = ReadOnlyArray(py::dtype("int64"), {nnz, rank}, DataOrEmpty(t), buffer);
+  py::object dt = NumpyDtypeFor(t.info.dtype);
+  std::vector<py::ssize_t> vshape{nnz};
+  if (dt.is_none()) {
+    if (!packed) {
+      Throw(Unsupported("tensor \"" + t.info.name + "\": dtype " + std::string(DTypeName(t.info.dtype)) +
+                        " is packed (several elements per byte) and NumPy has no such type; "
+                        "pass packed=True for its raw bytes as uint8"));
+    }
+    dt = py::dtype("uint8");
+    vshape[0] = static_cast<py::ssize_t>(parts->values.size());
+  }
+  const std::byte* values = parts->values.empty() ? kEmpty : parts->values.data();
+  py::object vals = ReadOnlyArray(dt, std::move(vshape), values, buffer);
+  return py::make_tuple(indices, vals, t.info.data_offset + t.info.coo_values_offset);
+}
+
 py::object ToNdarray(py::object buffer, bool packed) {
   const TensorBuffer& b = buffer.cast<const TensorBuffer&>();
   const Tensor& t = b.tensor;
+  if (t.info.layout == Layout::kCoo) {
+    // NumPy has no sparse arrays: tensorsafe._arrays builds its SparseCoo.
+    return py::module_::import("tensorsafe._arrays").attr("coo_numpy")(buffer, packed);
+  }
   py::object dt = NumpyDtypeFor(t.info.dtype);
   std::vector<py::ssize_t> shape;
   if (dt.is_none()) {
@@ -199,21 +247,12 @@ py::object ToNdarray(py::object buffer, bool packed) {
     shape.reserve(t.info.shape.size());
     for (std::uint64_t d : t.info.shape) shape.push_back(static_cast<py::ssize_t>(d));
   }
-  py::array arr(py::reinterpret_borrow<py::dtype>(dt), std::move(shape),
-                static_cast<const void*>(DataOrEmpty(t)), buffer);
-  py::detail::array_proxy(arr.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
-  return arr;
+  return ReadOnlyArray(dt, std::move(shape), DataOrEmpty(t), buffer);
 }
 
-py::object MakeBuffer(Tensor tensor) {
-  // A sparse COO region (format 1.1) is not a dense array of its shape:
-  // exporting it as one would read past its bytes.
-  if (tensor.info.layout != Layout::kDense) {
-    Check(Unsupported("tensor \"" + tensor.info.name +
-                      "\" is sparse COO; the Python API reads dense tensors only so far"));
-  }
-  return py::cast(TensorBuffer{std::move(tensor)});
-}
+// A COO tensor's buffer holds its whole region (indices, padding, values);
+// numpy() and coo() interpret it, __dlpack__ refuses it.
+py::object MakeBuffer(Tensor tensor) { return py::cast(TensorBuffer{std::move(tensor)}); }
 
 void RegisterBuffer(py::module_& m) {
   py::class_<TensorBuffer>(m, "TensorBuffer", py::buffer_protocol(), R"doc(
@@ -245,7 +284,18 @@ it, lives. It exports the buffer protocol (read-only bytes) and DLPack
       .def_property_readonly("metadata_json", [](const TensorBuffer& b) { return b.tensor.info.metadata_json; })
       .def_property_readonly("info", [](const TensorBuffer& b) { return InfoToDict(b.tensor.info); })
       .def("numpy", [](py::object self, bool packed) { return ToNdarray(self, packed); },
-           py::arg("packed") = false, "A read-only ndarray viewing these bytes (see tensorsafe.Reader).")
+           py::arg("packed") = false,
+           "A read-only ndarray viewing these bytes (see tensorsafe.Reader); a tensorsafe.SparseCoo for a sparse "
+           "COO tensor.")
+      .def_property_readonly("layout", [](const TensorBuffer& b) {
+        return b.tensor.info.layout == Layout::kCoo ? "coo" : "dense";
+      })
+      .def_property_readonly("nnz", [](const TensorBuffer& b) { return b.tensor.info.nnz; },
+                             "Stored elements of a sparse COO tensor (0 for dense).")
+      .def_property_readonly("coalesced", [](const TensorBuffer& b) { return b.tensor.info.coalesced; })
+      .def("coo", &CooArrays, py::arg("packed") = false,
+           "(indices int64 [nnz, rank], values [nnz], values' file offset) of a sparse COO tensor, read-only views, "
+           "after checking every index (CorruptionError).")
       .def("__dlpack__",
            [](const TensorBuffer& b, py::object stream, py::object max_version, py::object dl_device,
               py::object copy) { return ToDLPack(b, max_version, dl_device, copy); },

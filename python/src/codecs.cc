@@ -10,6 +10,7 @@
 #include "buffer.h"
 #include "common.h"
 #include "entries.h"
+#include "tensorsafe/convert.h"
 #include "tensorsafe/formats/btf.h"
 #include "tensorsafe/formats/detect.h"
 #include "tensorsafe/formats/gguf.h"
@@ -103,6 +104,19 @@ Result<TensorSet> DecodeAny(std::span<const std::byte> bytes, std::shared_ptr<co
   return InvalidArgument("unknown format \"" + format + "\"");
 }
 
+// Python entries to .tsafe, sparse COO included (a TensorSet cannot carry
+// a COO tensor whose indices and values are separate buffers).
+Status WriteTsafeEntries(const std::string& path, const std::vector<Entry>& entries, const std::string& metadata,
+                         const WriteParams& p) {
+  WriterOptions options;
+  options.sync = p.sync;
+  options.alignment = p.alignment;
+  TS_ASSIGN_OR_RETURN(std::unique_ptr<Writer> w, Writer::Create(path, options));
+  for (const Entry& e : entries) TS_RETURN_IF_ERROR(AddEntry(*w, e));
+  if (!metadata.empty()) TS_RETURN_IF_ERROR(w->SetMetadata(metadata));
+  return w->Finish();
+}
+
 Status WriteTsafe(const std::string& path, const TensorSet& set, const WriteParams& p) {
   WriterOptions options;
   options.sync = p.sync;
@@ -184,10 +198,14 @@ void RegisterCodecs(py::module_& m) {
   m.def("write_file", [](const std::string& path, const std::string& format, const py::iterable& items,
                          const std::string& metadata_json, bool sync, bool compress, std::uint32_t alignment) {
     std::vector<Entry> entries = ParseEntries(items);
-    TensorSet set = ToTensorSet(entries, metadata_json);
+    Check(RefuseSparse(entries, format));
     WriteParams p{sync, compress, alignment};
     Status s;
-    {
+    if (format == "tsafe") {
+      py::gil_scoped_release nogil;
+      s = WriteTsafeEntries(path, entries, metadata_json, p);
+    } else {
+      TensorSet set = ToTensorSet(entries, metadata_json);
       py::gil_scoped_release nogil;
       s = WriteAny(path, format, set, p);
     }
@@ -198,6 +216,7 @@ void RegisterCodecs(py::module_& m) {
   m.def("encode", [](const std::string& format, const py::iterable& items, const std::string& metadata_json,
                      bool compress) {
     std::vector<Entry> entries = ParseEntries(items);
+    Check(RefuseSparse(entries, format));
     TensorSet set = ToTensorSet(entries, metadata_json);
     Result<std::string> r = [&] {
       py::gil_scoped_release nogil;
@@ -206,16 +225,68 @@ void RegisterCodecs(py::module_& m) {
     return py::bytes(Unwrap(std::move(r)));
   }, py::arg("format"), py::arg("entries"), py::arg("metadata_json") = "", py::arg("compress") = false);
 
+  // tensorsafe.convert: the C++ Convert() (convert.h), as `tensorsafe convert`
+  // runs it, so both write the same bytes and refuse the same things.
   m.def("convert", [](const std::string& src, const std::string& dst, const std::string& dst_format,
-                      const std::string& src_format, bool sync) {
-    Status s;
-    {
-      py::gil_scoped_release nogil;
-      Result<TensorSet> set = ReadAny(src, src_format, false);
-      s = set.ok() ? WriteAny(dst, dst_format, *set, WriteParams{sync, false, 64}) : set.status();
+                      const std::string& src_format, std::vector<std::string> tensors, bool stringify_metadata,
+                      bool drop_metadata, bool drop_tensor_metadata, bool drop_names, std::uint32_t alignment,
+                      bool compress, bool verify, bool sync, py::object progress) {
+    ConvertOptions o;
+    auto format = [](const std::string& name, const char* which) {
+      if (name.empty() || name == "auto") return Format::kUnknown;
+      std::optional<Format> f = ParseFormat(name);
+      if (!f) Throw(InvalidArgument(std::string(which) + " format \"" + name + "\" is not one of tsafe, "
+                                    "safetensors, npy, npz, gguf, tenbin, btf, zio"));
+      return *f;
+    };
+    o.from = format(src_format, "source");
+    o.to = format(dst_format, "destination");
+    o.tensors = std::move(tensors);
+    o.stringify_metadata = stringify_metadata;
+    o.drop_metadata = drop_metadata;
+    o.drop_tensor_metadata = drop_tensor_metadata;
+    o.drop_names = drop_names;
+    o.alignment = alignment;
+    o.compress = compress;
+    o.verify = verify;
+    o.sync = sync;
+    // The callback runs on this thread, without the GIL: it takes it back.
+    // An exception from it is kept and raised once Convert has returned.
+    std::optional<py::error_already_set> callback_error;
+    if (!progress.is_none()) {
+      o.progress = [&](const ConvertProgress& p) {
+        py::gil_scoped_acquire gil;
+        if (callback_error) return;
+        try {
+          py::dict d;
+          d["bytes_written"] = p.bytes_written;
+          d["bytes_total"] = p.bytes_total;
+          d["tensor_count"] = p.tensor_count;
+          d["done"] = p.done;
+          progress(d);
+        } catch (py::error_already_set& e) {
+          callback_error.emplace(std::move(e));
+        }
+      };
     }
-    Check(s);
-  }, py::arg("src"), py::arg("dst"), py::arg("dst_format"), py::arg("src_format") = "auto", py::arg("sync") = true);
+    Result<ConvertStats> r = [&] {
+      py::gil_scoped_release nogil;
+      return Convert(src, dst, o);
+    }();
+    if (callback_error) throw std::move(*callback_error);
+    ConvertStats st = Unwrap(std::move(r));
+    py::dict d;
+    d["from"] = std::string(FormatName(st.from));
+    d["to"] = std::string(FormatName(st.to));
+    d["tensor_count"] = st.tensor_count;
+    d["data_bytes"] = st.data_bytes;
+    d["file_size"] = st.file_size;
+    return d;
+  }, py::arg("src"), py::arg("dst"), py::arg("dst_format") = "auto", py::arg("src_format") = "auto",
+     py::arg("tensors") = std::vector<std::string>{}, py::arg("stringify_metadata") = false,
+     py::arg("drop_metadata") = false, py::arg("drop_tensor_metadata") = false, py::arg("drop_names") = false,
+     py::arg("alignment") = 0, py::arg("compress") = false, py::arg("verify") = true, py::arg("sync") = true,
+     py::arg("progress") = py::none());
 }
 
 }  // namespace tensorsafe::python

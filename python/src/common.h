@@ -55,5 +55,6 @@ void RegisterBuffer(py::module_& m);
 void RegisterReader(py::module_& m);
 void RegisterWriter(py::module_& m);
 void RegisterCodecs(py::module_& m);
+void RegisterStream(py::module_& m);
 
 }  // namespace tensorsafe::python

@@ -3,6 +3,8 @@
 
 #include <pybind11/stl.h>
 
+#include <cstring>
+
 namespace tensorsafe::python {
 
 DType ParseDTypeOrThrow(const std::string& name) {
@@ -24,7 +26,10 @@ Shape ToShape(const py::sequence& seq) {
 
 Entry ParseEntry(const py::handle& item) {
   py::tuple t = py::reinterpret_borrow<py::tuple>(item);
-  if (t.size() != 5) Throw(InvalidArgument("entry must be (name, dtype, shape, data, metadata_json)"));
+  if (t.size() != 5 && t.size() != 7) {
+    Throw(InvalidArgument("entry must be (name, dtype, shape, data, metadata_json) or, sparse COO, "
+                          "(name, dtype, shape, values, metadata_json, indices, coalesced)"));
+  }
   Entry e;
   e.name = t[0].cast<std::string>();
   e.dtype = ParseDTypeOrThrow(t[1].cast<std::string>());
@@ -51,6 +56,27 @@ Entry ParseEntry(const py::handle& item) {
     e.size = static_cast<std::size_t>(b.size * b.itemsize);
   }
   if (!t[4].is_none()) e.metadata_json = t[4].cast<std::string>();
+  if (t.size() == 7) {
+    if (py::isinstance<py::int_>(t[3])) Throw(InvalidArgument("tensor \"" + e.name + "\": COO values by address"));
+    e.coo = true;
+    e.coalesced = t[6].cast<bool>();
+    e.indices_buffer.emplace(py::reinterpret_borrow<py::buffer>(t[5]).request());
+    const py::buffer_info& b = *e.indices_buffer;
+    const bool contiguous = b.size == 0 || b.ndim <= 1 || (b.ndim == 2 && (b.shape[0] <= 1 || b.strides[0] == b.shape[1] * 8) &&
+                                            (b.shape[1] <= 1 || b.strides[1] == 8));
+    if (b.itemsize != 8 || (b.format != "q" && b.format != "l" && b.format != "<q" && b.format != "<l") ||
+        !contiguous) {
+      Throw(InvalidArgument("tensor \"" + e.name + "\": COO indices must be C-contiguous int64 [nnz, rank]"));
+    }
+    const auto n = static_cast<std::size_t>(b.size);
+    if (reinterpret_cast<std::uintptr_t>(b.ptr) % alignof(std::int64_t) == 0) {
+      e.indices = {static_cast<const std::int64_t*>(b.ptr), n};
+    } else {
+      e.indices_copy.resize(n);
+      std::memcpy(e.indices_copy.data(), b.ptr, n * 8);
+      e.indices = e.indices_copy;
+    }
+  }
   return e;
 }
 
@@ -76,6 +102,17 @@ TensorSet ToTensorSet(const std::vector<Entry>& entries, std::string metadata_js
     set.tensors.push_back(std::move(t));
   }
   return set;
+}
+
+Status RefuseSparse(const std::vector<Entry>& entries, const std::string& format) {
+  if (format == "tsafe") return Status::OK();
+  for (const Entry& e : entries) {
+    if (e.coo) {
+      return Unsupported("tensor \"" + e.name + "\": a sparse COO tensor cannot be stored in " + format +
+                         "; only .tsafe holds sparse tensors (or save t.to_dense())");
+    }
+  }
+  return Status::OK();
 }
 
 }  // namespace tensorsafe::python

@@ -26,6 +26,11 @@ py::dict InfoToDict(const TensorInfo& info) {
   d[(*keys)[4]] = py::int_(info.data_length);
   d[(*keys)[5]] = py::int_(info.data_checksum);
   d[(*keys)[6]] = py::str(info.metadata_json);
+  if (info.layout == Layout::kCoo) {  // only then: dense infos stay as small as before
+    d["layout"] = "coo";
+    d["nnz"] = py::int_(info.nnz);
+    d["coalesced"] = py::bool_(info.coalesced);
+  }
   return d;
 }
 

@@ -13,4 +13,5 @@ PYBIND11_MODULE(_native, m) {
   tp::RegisterReader(m);
   tp::RegisterWriter(m);
   tp::RegisterCodecs(m);
+  tp::RegisterStream(m);
 }

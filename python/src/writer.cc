@@ -41,7 +41,7 @@ void WriterAddMany(Writer& w, const py::iterable& items) {
   std::vector<Entry> entries = ParseEntries(items);
   NoGil([&] {
     for (const Entry& e : entries) {
-      Status s = w.Add(e.name, e.view(), e.metadata_json);
+      Status s = AddEntry(w, e);
       if (!s.ok()) return s;
     }
     return Status::OK();
@@ -59,6 +59,14 @@ std::unique_ptr<Updater> OpenUpdater(const std::string& path, double lock_timeou
   return Unwrap(std::move(u));
 }
 
+// updater.h has no AddCoo yet; a COO tuple must not be written as dense.
+void RefuseSparseUpdate(const Entry& e) {
+  if (e.coo) {
+    Throw(Unsupported("tensor \"" + e.name + "\": the updater cannot add sparse COO tensors; write them with "
+                      "tensorsafe.Writer"));
+  }
+}
+
 }  // namespace
 
 void RegisterWriter(py::module_& m) {
@@ -66,7 +74,7 @@ void RegisterWriter(py::module_& m) {
       .def_static("create", &CreateWriter, py::arg("path"), py::arg("alignment") = 64, py::arg("sync") = true)
       .def("add", [](Writer& w, const py::tuple& entry) {
         Entry e = ParseEntry(entry);
-        NoGil([&] { return w.Add(e.name, e.view(), e.metadata_json); });
+        NoGil([&] { return AddEntry(w, e); });
       })
       .def("add_many", &WriterAddMany)
       .def("begin_tensor", [](Writer& w, const std::string& name, const std::string& dtype, const py::sequence& shape,
@@ -95,10 +103,12 @@ void RegisterWriter(py::module_& m) {
       .def_static("open", &OpenUpdater, py::arg("path"), py::arg("lock_timeout") = 0.0, py::arg("sync") = true)
       .def("add", [](Updater& u, const py::tuple& entry) {
         Entry e = ParseEntry(entry);
+        RefuseSparseUpdate(e);
         NoGil([&] { return u.Add(e.name, e.view(), e.metadata_json); });
       })
       .def("replace", [](Updater& u, const py::tuple& entry, bool keep_metadata) {
         Entry e = ParseEntry(entry);
+        RefuseSparseUpdate(e);
         std::optional<std::string_view> meta;
         if (!keep_metadata) meta = e.metadata_json;
         NoGil([&] { return u.Replace(e.name, e.view(), meta); });

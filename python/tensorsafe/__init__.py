@@ -69,3 +69,7 @@ __all__ = [
     "errors", "Error", "InvalidArgumentError", "NotFoundError", "CorruptionError", "UnsupportedError",
     "IOError", "OutOfRangeError", "LimitExceededError", "FailedPreconditionError", "InternalError",
 ]
+
+# Sparse COO tensors for NumPy (issue 5).
+from ._arrays import SparseCoo  # noqa: E402
+__all__ += ["SparseCoo"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -34,10 +34,108 @@ def meta_json(metadata: Optional[Dict[str, Any]]) -> str:
     return json.dumps(metadata, separators=(",", ":"), ensure_ascii=False)
 
 
+class SparseCoo(NamedTuple):
+    """A sparse COO tensor for NumPy, which has no sparse arrays: what
+    ``framework="np"`` readers return for a sparse tensor, and what
+    :class:`tensorsafe.Writer` accepts to write one.
+
+    Attributes:
+        indices: int64 ``[rank, nnz]``: column k is the coordinate of
+            ``values[k]`` (the layout of ``torch.sparse_coo_tensor`` and
+            ``scipy.sparse.coo_array``). From a reader: a read-only view of
+            the file (the stored ``[nnz, rank]`` rows, transposed).
+        values: ``[nnz]`` of the tensor's dtype (read-only view).
+        shape: the dense shape.
+        coalesced: the coordinates are sorted (row-major) and unique.
+
+    Example:
+        >>> s = tensorsafe.open("m.tsafe")["sparse"]
+        >>> dense = s.to_dense()
+    """
+
+    indices: np.ndarray
+    values: np.ndarray
+    shape: Tuple[int, ...]
+    coalesced: bool = False
+
+    @property
+    def nnz(self) -> int:
+        return int(self.values.shape[0])
+
+    def to_dense(self) -> np.ndarray:
+        """A new dense ndarray; repeated coordinates (uncoalesced) are summed,
+        as torch's ``to_dense`` does."""
+        out = np.zeros(self.shape, self.values.dtype)
+        if self.nnz:
+            if self.values.dtype == np.bool_:
+                np.logical_or.at(out, tuple(self.indices), self.values)
+            else:
+                np.add.at(out, tuple(self.indices), self.values)
+        return out
+
+
+def coo_numpy(buf: Any, packed: bool = False) -> SparseCoo:
+    """The :class:`SparseCoo` of a sparse TensorBuffer (indices checked)."""
+    indices, values, _ = buf.coo(packed)
+    return SparseCoo(indices.T, values, tuple(buf.shape), bool(buf.coalesced))
+
+
+def coo_torch(buf: Any, cow: Optional["CowFile"] = None):
+    """A ``torch.sparse_coo_tensor`` of a sparse TensorBuffer. The values view
+    ``cow`` (the file's copy-on-write mapping) when given and aligned, else
+    are copied; the indices are checked before torch sees them (torch does
+    not bound-check) and copied (torch wants them [rank, nnz]: the file
+    stores [nnz, rank])."""
+    import torch
+
+    indices, values, values_offset = buf.coo(False)
+    dname = buf.dtype
+    if dname == "f4_e2m1":
+        raise UnsupportedError(f"tensor {buf.name!r}: sparse f4_e2m1 has no torch layout (float4_e2m1fn_x2 "
+                               "packs two values per element)")
+    tdtype = torch_dtype(dname)
+    if cow is not None and values.nbytes:
+        tvalues = cow.tensor(dname, (values.shape[0],), values_offset, values.nbytes)
+    else:
+        tvalues = torch.from_numpy(np.array(values).view(np.uint8)).view(tdtype)
+    tindices = torch.from_numpy(np.array(indices.T, order="C"))  # always a writable copy
+    # check_invariants=False: CheckCooIndices (in buf.coo) did the bound and order checks.
+    return torch.sparse_coo_tensor(tindices, tvalues, tuple(buf.shape), is_coalesced=bool(buf.coalesced),
+                                   check_invariants=False)
+
+
+def coo_entry(name: str, dname: str, shape: Tuple[int, ...], indices_nr: np.ndarray, values_bytes: Any,
+              coalesced: bool, metadata: Optional[Dict[str, Any]]) -> Tuple[Any, ...]:
+    """The 7-tuple the native writer takes for a sparse tensor; ``indices_nr``
+    is int64 [nnz, rank] C-contiguous."""
+    return (name, dname, tuple(int(d) for d in shape), values_bytes, meta_json(metadata),
+            indices_nr, bool(coalesced))
+
+
+def sparse_numpy_entry(name: str, s: SparseCoo, metadata: Optional[Dict[str, Any]] = None) -> Tuple[Any, ...]:
+    values = np.asarray(s.values)
+    dname = _FROM_NUMPY_GET(values.dtype)
+    if dname is None:
+        raise UnsupportedError(f"tensor {name!r}: NumPy dtype {values.dtype} has no tensorsafe dtype")
+    shape = tuple(int(d) for d in s.shape)
+    indices = np.asarray(s.indices)
+    if indices.ndim != 2 or indices.shape[0] != len(shape) or indices.shape[1] != values.shape[0] or \
+            values.ndim != 1:
+        raise InvalidArgumentError(
+            f"tensor {name!r}: SparseCoo needs indices [rank, nnz] = [{len(shape)}, {values.shape[0]}] and "
+            f"values [nnz]; got indices {list(indices.shape)} and values {list(values.shape)}")
+    rows = np.ascontiguousarray(indices.T, dtype=np.int64)
+    vbytes = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
+    return coo_entry(name, dname, shape, rows, vbytes, s.coalesced, metadata)
+
+
 def numpy_entry(name: str, array: Any, metadata: Optional[Dict[str, Any]] = None) -> Entry:
-    """The entry for a NumPy array (anything np.asarray accepts)."""
+    """The entry for a NumPy array (anything np.asarray accepts), or a
+    :class:`SparseCoo`."""
     if not isinstance(name, str):
         raise InvalidArgumentError(f"tensor names must be str, not {type(name).__name__}")
+    if type(array) is SparseCoo:
+        return sparse_numpy_entry(name, array, metadata)  # type: ignore[return-value]
     arr = array if type(array) is np.ndarray else np.asarray(array)
     dt = arr.dtype
     dname = _FROM_NUMPY_GET(dt)  # None for big-endian and unsupported dtypes
@@ -66,8 +164,11 @@ def torch_entry(name: str, tensor: Any, metadata: Optional[Dict[str, Any]] = Non
 
     if not isinstance(tensor, torch.Tensor):
         raise InvalidArgumentError(f"Key `{name}` is invalid, expected torch.Tensor but received {type(tensor)}")
+    if tensor.layout == torch.sparse_coo:
+        return sparse_torch_entry(name, tensor, metadata)  # type: ignore[return-value]
     if tensor.layout != torch.strided:
-        raise InvalidArgumentError(f"tensor {name!r} is sparse ({tensor.layout}); call .to_dense() first")
+        raise InvalidArgumentError(f"tensor {name!r} is sparse ({tensor.layout}); only sparse COO is stored: "
+                                   "call .to_sparse() or .to_dense() first")
     if not tensor.is_contiguous():
         raise InvalidArgumentError(
             f"tensor {name!r} is not contiguous; call .contiguous() on it (or use save_model)")
@@ -85,6 +186,28 @@ def torch_entry(name: str, tensor: Any, metadata: Optional[Dict[str, Any]] = Non
     # size from dtype and shape; `tensor` stays alive in the caller's dict.
     data = tensor.data_ptr()
     return (name, dname, shape, data, meta_json(metadata))
+
+
+def sparse_torch_entry(name: str, tensor: Any, metadata: Optional[Dict[str, Any]] = None) -> Tuple[Any, ...]:
+    """The native entry of a ``torch.sparse_coo_tensor`` (native COO)."""
+    import torch
+
+    if tensor.dense_dim() != 0:
+        raise UnsupportedError(f"tensor {name!r} is a hybrid sparse tensor ({tensor.sparse_dim()} sparse and "
+                               f"{tensor.dense_dim()} dense dimensions); tensorsafe stores scalar values: "
+                               "call .to_dense().to_sparse() first")
+    if tensor.device.type != "cpu":
+        tensor = tensor.to("cpu")
+    to_name = _dtypes.torch_tables()[1]
+    dname = to_name.get(tensor.dtype)
+    if dname is None or dname == "f4_e2m1":
+        raise UnsupportedError(f"tensor {name!r}: torch dtype {tensor.dtype} has no tensorsafe dtype for sparse "
+                               "values")
+    coalesced = tensor.is_coalesced()
+    rows = tensor._indices().t().contiguous().numpy()  # [nnz, rank]: a copy that keeps its own memory
+    values = tensor._values().contiguous()
+    vbytes = values.view(torch.uint8).numpy() if values.numel() else np.empty(0, np.uint8)
+    return coo_entry(name, dname, tuple(tensor.shape), rows, vbytes, coalesced, metadata)
 
 
 def to_numpy(buf, packed: bool = False) -> np.ndarray:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -89,22 +89,49 @@ def _writer_entry(name, value):
 
 
 def convert(src: PathLike, dst: PathLike, *, src_format: str = "auto", dst_format: Optional[str] = None,
-            sync: bool = True) -> None:
-    """Converts a file between formats in one native call (no Python copies).
+            tensors: Optional[List[str]] = None, stringify_metadata: bool = False, drop_metadata: bool = False,
+            drop_tensor_metadata: bool = False, drop_names: bool = False, alignment: int = 0,
+            compress: bool = False, verify: bool = True, sync: bool = True,
+            progress: Optional[Callable[[Dict[str, Any]], None]] = None) -> Dict[str, Any]:
+    """Converts a file between formats: the C++ ``Convert()``
+    (include/tensorsafe/convert.h), the same code and bytes as
+    ``tensorsafe convert``, streaming each tensor from the mapped input
+    with the GIL released. docs/CONVERT.md has what each target holds.
 
     Args:
         src: the input; its format is detected unless ``src_format`` is given.
-        dst: the output; its format comes from its extension unless
-            ``dst_format`` is given.
+        dst: the output (written to a temporary file renamed into place);
+            its format comes from its extension unless ``dst_format`` is
+            given ("tsafe", "safetensors", "npy", "npz", "gguf", "tenbin",
+            "btf", "zio"; also "st", "ten").
+        tensors: convert only these, in this order (NotFoundError for a
+            name the input lacks).
+        stringify_metadata, drop_metadata, drop_tensor_metadata, drop_names:
+            consent to losing what the target cannot hold (else
+            UnsupportedError / InvalidArgumentError naming the tensor).
+        alignment: tsafe data alignment, gguf general.alignment (0: default).
+        compress: deflate .npz members.
+        verify: check a .tsafe input's data checksums first.
+        sync: fsync the output and its directory.
+        progress: called with {"bytes_written", "bytes_total",
+            "tensor_count", "done"} about every 8 MiB and at the end; an
+            exception it raises is re-raised after the conversion.
+
+    Returns:
+        {"from", "to", "tensor_count", "data_bytes", "file_size"}.
 
     Raises:
         UnsupportedError: a dtype or feature the target cannot hold (e.g.
             bf16 to tenbin); nothing is written then.
+        InvalidArgumentError, NotFoundError, CorruptionError, IOError.
 
     Example:
         >>> tensorsafe.convert("model.safetensors", "model.tsafe")
+        {'from': 'safetensors', 'to': 'tsafe', 'tensor_count': 2, ...}
     """
-    _native.convert(os.fspath(src), os.fspath(dst), dst_format or format_for_path(dst), src_format, sync)
+    return _native.convert(os.fspath(src), os.fspath(dst), dst_format or "auto", src_format,
+                           list(tensors or []), stringify_metadata, drop_metadata, drop_tensor_metadata,
+                           drop_names, alignment, compress, verify, sync, progress)
 
 
 def read_npy(path: PathLike, *, packed: bool = False) -> np.ndarray:

@@ -47,8 +47,9 @@ class Reader:
     def __iter__(self) -> Iterator[str]:
         return iter(self._r.names())
 
-    def __getitem__(self, name: str) -> np.ndarray:
-        """The tensor ``name`` as a read-only ndarray (see :meth:`get`).
+    def __getitem__(self, name: str) -> Any:
+        """The tensor ``name`` as a read-only ndarray (see :meth:`get`), or a
+        :class:`tensorsafe.SparseCoo` for a sparse COO tensor.
 
         Raises:
             NotFoundError: (a KeyError) no tensor of that name.
@@ -119,7 +120,10 @@ class Reader:
             framework: ``"np"`` for a read-only zero-copy ndarray, ``"pt"``
                 for a torch tensor (a copy-on-write view of the file: writes
                 never reach it), ``"buffer"`` for the raw
-                :class:`TensorBuffer` (buffer protocol and DLPack).
+                :class:`TensorBuffer` (buffer protocol and DLPack). A sparse
+                COO tensor is a :class:`tensorsafe.SparseCoo` for np and a
+                ``torch.sparse_coo_tensor`` for pt (indices checked first:
+                CorruptionError).
             packed: for packed sub-byte dtypes (f6, f4, i4, u4) that NumPy
                 cannot hold, return their raw bytes as uint8 instead of
                 raising.
@@ -140,8 +144,11 @@ class Reader:
             return self.get_many([name], framework="pt")[name]
         raise InvalidArgumentError(f"framework must be 'np', 'pt' or 'buffer', not {framework!r}")
 
-    def _copy(self, name: str, packed: bool) -> np.ndarray:
+    def _copy(self, name: str, packed: bool) -> Any:
         info = self._r.find(name)
+        if info.get("layout") == "coo":
+            s = self._r.get(name).numpy(packed)
+            return s._replace(indices=np.array(s.indices), values=np.array(s.values))
         npdt = _dtypes.NUMPY[info["dtype"]]
         if npdt is None:
             if not packed:
@@ -169,11 +176,13 @@ class Reader:
             raise InvalidArgumentError(f"framework must be 'np' or 'pt', not {framework!r}")
         bufs = self._r.get_many(names, False, packed)
         if self._mode == "pread":
-            return {n: _arrays.torch_from_numpy(np.array(b.numpy(True)), b.dtype, b.shape) for n, b in bufs.items()}
+            return {n: _arrays.torch_from_numpy(np.array(b.numpy(True)), b.dtype, b.shape)
+                    if b.layout == "dense" else _arrays.coo_torch(b) for n, b in bufs.items()}
         cow = _arrays.CowFile(self._path)
         if not cow.matches(self._path, self.summary()["file_size"]):
             raise FailedPreconditionError(f"{self._path}: the file changed since it was opened")
-        return {n: cow.tensor(b.dtype, b.shape, b.offset, b.nbytes) for n, b in bufs.items()}
+        return {n: cow.tensor(b.dtype, b.shape, b.offset, b.nbytes)
+                if b.layout == "dense" else _arrays.coo_torch(b, cow) for n, b in bufs.items()}
 
     def read_slice(self, name: str, key: Any) -> np.ndarray:
         """Reads only the part ``key`` (ints, slices with steps, ``...``) of a

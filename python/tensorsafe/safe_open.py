@@ -145,7 +145,9 @@ class safe_open:  # noqa: N801 - the name safetensors uses
     def get_tensor(self, name: str) -> Any:
         """The whole tensor ``name``: a read-only zero-copy ndarray for np; a
         torch tensor viewing a copy-on-write mapping for pt (writes are fine
-        and never reach the file).
+        and never reach the file). A sparse COO tensor (.tsafe) is a
+        :class:`tensorsafe.SparseCoo` for np and a ``torch.sparse_coo_tensor``
+        (``is_coalesced`` as stored) for pt.
 
         Raises:
             NotFoundError: (a KeyError) no tensor of that name.
@@ -172,22 +174,31 @@ class safe_open:  # noqa: N801 - the name safetensors uses
         return {b.name: self._to_device(self._torch(b)) for b in bufs}
 
     def _torch(self, buf):
+        if buf.layout == "coo":
+            cow = self._cow_file() if self._backend == "mmap" and self._fmt == "tsafe" else None
+            return _arrays.coo_torch(buf, cow)
         dname = buf.dtype
         # Offsets are file offsets for these two formats, whose tensors always
         # view the file; other codecs may decode into memory of their own.
         if self._backend != "mmap" or not buf.nbytes or self._fmt not in ("tsafe", "safetensors"):
             _arrays.torch_dtype(dname)  # UnsupportedError before any copy
             return _arrays.torch_from_numpy(np.array(buf.numpy(True)), dname, buf.shape)
+        return self._cow_file().tensor(dname, buf.shape, buf.offset, buf.nbytes)
+
+    def _cow_file(self):
         if self._cow is None:
             cow = _arrays.CowFile(self._path)
             if not cow.matches(self._path, self._file_size):
                 raise FailedPreconditionError(f"{self._path}: the file changed since it was opened")
             self._cow = cow
-        return self._cow.tensor(dname, buf.shape, buf.offset, buf.nbytes)
+        return self._cow
 
     def get_slice(self, name: str) -> "SafeSlice":
         """A lazy handle on ``name`` to index: ``f.get_slice("w")[:, 1:3]``."""
         buf = self._buffer(name)
+        if buf.layout == "coo":
+            raise UnsupportedError(f"tensor {name!r} is sparse COO: get_slice reads dense tensors; use "
+                                   "get_tensor(name) (a torch sparse tensor or tensorsafe.SparseCoo)")
         return SafeSlice(self, name, {"name": name, "dtype": buf.dtype, "shape": buf.shape}, buf)
 
 

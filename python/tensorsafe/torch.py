@@ -118,7 +118,9 @@ def save_file(tensors: Dict[str, torch.Tensor], filename: PathLike,
               metadata: Optional[Dict[str, str]] = None) -> None:
     """Writes ``tensors`` to ``filename`` through a temporary file renamed into
     place (safetensors bytes, or native for ``*.tsafe``). The GIL is released
-    while writing.
+    while writing. Sparse COO tensors (``torch.sparse_coo_tensor``) are
+    stored natively in ``*.tsafe``; safetensors cannot hold them
+    (UnsupportedError).
 
     Raises:
         As :func:`save`, and IOError.
@@ -139,7 +141,10 @@ def load(data: bytes) -> Dict[str, torch.Tensor]:
     bufs, _ = _native.decode(bytes(data), fmt, "<bytes>")
     out = {}
     for b in bufs:
-        out[b.name] = _arrays.torch_from_numpy(b.numpy(True).copy(), b.dtype, b.shape)
+        if b.layout == "coo":
+            out[b.name] = _arrays.coo_torch(b)
+        else:
+            out[b.name] = _arrays.torch_from_numpy(b.numpy(True).copy(), b.dtype, b.shape)
     return out
 
 

@@ -72,7 +72,11 @@ def test_convert(tmp_path):
     ts.convert(tmp_path / "x.safetensors", tmp_path / "x.tsafe")
     r = ts.open(tmp_path / "x.tsafe")
     assert r.metadata() == {"k": "v"} and sorted(r.names()) == ["a", "b"]
-    ts.convert(tmp_path / "x.tsafe", tmp_path / "y.npz")
+    # npz has no file metadata: Convert() refuses to lose it without consent.
+    with pytest.raises(ts.UnsupportedError, match="metadata"):
+        ts.convert(tmp_path / "x.tsafe", tmp_path / "y.npz")
+    stats = ts.convert(tmp_path / "x.tsafe", tmp_path / "y.npz", drop_metadata=True)
+    assert stats["from"] == "tsafe" and stats["to"] == "npz" and stats["tensor_count"] == 2
     np.testing.assert_array_equal(np.load(tmp_path / "y.npz")["a"], d["a"])
     ts.convert(tmp_path / "x.tsafe", tmp_path / "z.bin", dst_format="safetensors")
     assert ts.detect_format(tmp_path / "z.bin") == "safetensors"

@@ -1,0 +1,461 @@
+"""Streams of tensor batches between processes: over a file descriptor (pipe,
+TCP or Unix socket: docs/STREAM.md's native framing, or tenbin chunks) and
+over ZeroMQ (PUSH/PULL, PUB/SUB; native, tensorcom or ZIO encodings).
+
+A batch is a dict ``name -> array`` or a list (or tuple) of arrays, NumPy or
+torch (CPU; bf16 and float8 included), with optional JSON metadata. Lists
+travel as tensors named ``"0"``, ``"1"``, ...; a received batch whose names
+are exactly those, in order, comes back as a list, any other as a dict.
+
+:class:`Connection` follows tensorcom's ``Connection(url)``:
+
+=========================  =====================================  =========
+URL                        what                                   default
+=========================  =====================================  =========
+``zpush://host:port``      ZeroMQ PUSH (sends)                    connects
+``zpull://host:port``      ZeroMQ PULL (receives)                 binds
+``zpub://host:port``       ZeroMQ PUB (sends)                     binds
+``zsub://host:port``       ZeroMQ SUB (receives)                  connects
+``zrpush`` ... ``zrsub``   the same with bind and connect swapped
+``zpush+ipc:///path``      any of them over ipc (``+tcp``: the default)
+``tcp-raw://host:port``    a TCP byte stream (``mode`` "send" or   recv listens,
+                           "recv")                                send connects
+``unix-raw:///path``       a Unix socket byte stream              the same
+``fd://N``                 an open file descriptor (pipe), with
+                           ``mode``
+=========================  =====================================  =========
+
+``bind=True/False`` overrides the default. A SUB socket's topic prefix is
+the URL fragment (``zsub://h:p#topic``) or ``subscribe=``.
+
+Everything that waits (connect, accept, send, receive) runs without the
+GIL. Received arrays view the message in place (one 64-byte aligned buffer
+per batch for byte streams; the ZeroMQ frames, when aligned for the
+element type, otherwise a copy): read-only NumPy arrays whose ``base``
+keeps the message alive, or torch tensors made with ``torch.from_dlpack``
+(zero-copy; torch has no read-only flag, and writes only touch this
+process's private copy of the message). ZeroMQ sends copy each tensor once
+in C++ (libzmq's I/O thread cannot release Python memory); byte-stream
+sends write straight from the arrays (``writev``).
+
+Example:
+    >>> from tensorsafe.stream import Connection
+    >>> with Connection("zpull://127.0.0.1:7880") as pull:       # binds
+    ...     with Connection("zpush://127.0.0.1:7880") as push:   # connects
+    ...         push.send({"x": np.ones(3, np.float32)})
+    ...         batch = pull.recv()
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from urllib.parse import urlsplit
+
+from . import _arrays, _native
+from .errors import FailedPreconditionError, InvalidArgumentError
+
+Batch = Union[Dict[str, Any], List[Any]]
+
+ENCODINGS = ("native", "tensorcom", "tensorcom-single", "zio")
+
+# scheme -> (pattern, sends, binds by default), as tensorcom's zcom.py.
+_ZMQ_SCHEMES: Dict[str, Tuple[str, bool, bool]] = {
+    "zpush": ("pushpull", True, False), "zpull": ("pushpull", False, True),
+    "zpub": ("pubsub", True, True), "zsub": ("pubsub", False, False),
+    "zrpush": ("pushpull", True, True), "zrpull": ("pushpull", False, False),
+    "zrpub": ("pubsub", True, False), "zrsub": ("pubsub", False, True),
+}
+
+
+def batch_entries(batch: Any, keep: List[Any]) -> List[Tuple[Any, ...]]:
+    """Native entries of a dict or list batch (arrays or torch tensors);
+    contiguous copies made on the way are appended to ``keep``, which the
+    caller holds until the native call returns (torch entries are addresses)."""
+    if isinstance(batch, dict):
+        items = list(batch.items())
+    elif isinstance(batch, (list, tuple)):
+        items = [(str(i), a) for i, a in enumerate(batch)]
+    else:
+        raise InvalidArgumentError(f"a batch is a dict or a list of arrays, not {type(batch).__name__}")
+    out = []
+    for name, value in items:
+        if type(value).__module__.startswith("torch"):
+            if not value.is_sparse and not value.is_contiguous():
+                value = value.contiguous()
+                keep.append(value)
+            out.append(_arrays.torch_entry(name, value))
+        else:
+            out.append(_arrays.numpy_entry(name, value))
+    return out
+
+
+def _to_framework(buffers: List[Any], framework: str) -> List[Any]:
+    if framework == "np":
+        return [b.numpy(False) for b in buffers]
+    if framework == "buffer":
+        return list(buffers)
+    import torch
+
+    out = []
+    for b in buffers:
+        if b.nbytes == 0:
+            out.append(torch.empty(_arrays.torch_shape(b.dtype, b.shape), dtype=_arrays.torch_dtype(b.dtype)))
+        elif b.dtype == "f4_e2m1":  # no DLPack code: view the bytes
+            out.append(_arrays.torch_from_numpy(b.numpy(True), b.dtype, b.shape))
+        else:
+            out.append(torch.from_dlpack(b))
+    return out
+
+
+def decode_batch(buffers: List[Any], framework: str = "np") -> Batch:
+    """A list when the names are "0", "1", ... in order, else a dict."""
+    values = _to_framework(buffers, framework)
+    names = [b.name for b in buffers]
+    if names == [str(i) for i in range(len(names))]:
+        return values
+    return dict(zip(names, values))
+
+
+class Connection:
+    """One end of a batch stream; an iterator of received batches and a
+    context manager.
+
+    Args:
+        url: see the module's table.
+        mode: ``"send"`` or ``"recv"``; needed for ``tcp-raw``,
+            ``unix-raw`` and ``fd`` URLs (ZeroMQ schemes imply it).
+        encoding: ZeroMQ: ``"native"`` (checksummed, with an end marker),
+            ``"tensorcom"`` (tensorcom's multipart frames),
+            ``"tensorcom-single"`` (one frame: a whole .ten buffer) or
+            ``"zio"`` (ZIO TENS). Byte streams: ``"native"`` or
+            ``"tenbin"`` (webdataset's chunk stream; receivers detect it).
+        framework: what :meth:`recv` returns: ``"np"`` (read-only views),
+            ``"pt"`` (torch tensors, zero-copy through DLPack) or
+            ``"buffer"`` (TensorBuffers).
+        bind: override the URL's default (ZeroMQ; raw sockets: listen).
+        hwm: ZeroMQ high-water mark, messages per peer.
+        timeout: seconds a receive or send may wait (None: forever); then
+            :class:`tensorsafe.IOError` with errno EAGAIN.
+        subscribe: SUB topic prefix (default: the URL fragment, or all).
+        verify: check the native encoding's data checksums on receive.
+        max_queued_bytes: ZeroMQ sends: bytes handed to libzmq and not yet
+            sent beyond which send() blocks (bounds the sender's memory).
+        batch_arrays: tenbin/tensorcom byte streams have no batch boundary:
+            this many arrays make a batch (0: the whole stream).
+        linger: seconds a closing ZeroMQ sender keeps delivering.
+
+    Raises:
+        InvalidArgumentError: a bad URL or option.
+        IOError: bind, connect or listen failed (errno set).
+
+    Example:
+        >>> c = Connection("zsub://127.0.0.1:7881#train", framework="pt")
+        >>> for batch in c: ...
+    """
+
+    def __init__(self, url: str, mode: Optional[str] = None, *, encoding: str = "native", framework: str = "np",
+                 bind: Optional[bool] = None, hwm: int = 16, timeout: Optional[float] = None,
+                 subscribe: Optional[str] = None, verify: bool = True, max_queued_bytes: int = 256 << 20,
+                 batch_arrays: int = 0, linger: float = 5.0) -> None:
+        if framework not in ("np", "pt", "buffer"):
+            raise InvalidArgumentError(f"framework must be 'np', 'pt' or 'buffer', not {framework!r}")
+        self.url = url
+        self.framework = framework
+        self.encoding = encoding
+        self._timeout_ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        self._verify = verify
+        self._batch_arrays = batch_arrays
+        self._lock = threading.Lock()
+        self._sender: Any = None
+        self._receiver: Any = None
+        self._writer: Any = None  # byte streams: made at the first send / recv
+        self._reader: Any = None
+        self._sock: Optional[socket.socket] = None  # raw byte streams
+        self._listener: Optional[socket.socket] = None
+        self._fd = -1
+        self._closed = False
+        self._ended = False
+        self.metadata: Optional[Dict[str, Any]] = None  # of the last received batch
+        parts = urlsplit(url)
+        scheme, _, transport = parts.scheme.partition("+")
+        if scheme in _ZMQ_SCHEMES:
+            if encoding not in ENCODINGS:
+                raise InvalidArgumentError(f"encoding must be one of {', '.join(ENCODINGS)}, not {encoding!r}")
+            pattern, sends, binds = _ZMQ_SCHEMES[scheme]
+            if mode is not None and mode != ("send" if sends else "recv"):
+                raise InvalidArgumentError(f"{scheme}:// {'sends' if sends else 'receives'}; mode={mode!r} "
+                                           "contradicts it")
+            self.mode = "send" if sends else "recv"
+            endpoint = f"{transport or 'tcp'}://{parts.netloc}{parts.path}"
+            do_bind = binds if bind is None else bind
+            if sends:
+                self._sender = _native.ZmqSender.create(
+                    endpoint, pattern, encoding, do_bind, hwm, max_queued_bytes, self._timeout_ms,
+                    int(linger * 1000), False, True)
+            else:
+                topic = parts.fragment if subscribe is None else subscribe
+                self._receiver = _native.ZmqReceiver.create(
+                    endpoint, pattern, encoding, do_bind, hwm, self._timeout_ms, topic, 0, verify)
+            return
+        if scheme not in ("fd", "tcp-raw", "unix-raw"):
+            raise InvalidArgumentError(
+                f"{url}: unknown scheme {parts.scheme!r} (zpush, zpull, zpub, zsub, zrpush, zrpull, zrpub, zrsub "
+                "[+tcp|+ipc], tcp-raw, unix-raw, fd)")
+        if encoding not in ("native", "tenbin"):
+            raise InvalidArgumentError(f"byte streams carry encoding 'native' or 'tenbin', not {encoding!r}")
+        if mode not in ("send", "recv"):
+            raise InvalidArgumentError(f"{url}: mode must be 'send' or 'recv'")
+        self.mode = mode
+        if scheme == "fd":
+            self._fd = int(parts.netloc)
+        else:
+            listen = (mode == "recv") if bind is None else bind
+            if scheme == "tcp-raw":
+                family, address = socket.AF_INET6 if ":" in (parts.hostname or "") else socket.AF_INET, \
+                    (parts.hostname or "127.0.0.1", parts.port or 0)
+            else:
+                family, address = socket.AF_UNIX, parts.path
+            s = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                if listen:
+                    if family != socket.AF_UNIX:
+                        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    s.bind(address)
+                    s.listen(1)
+                    self._listener = s
+                else:
+                    s.settimeout(None if timeout is None else timeout)
+                    s.connect(address)
+                    s.settimeout(None)
+                    self._attach(s)
+            except BaseException:
+                s.close()
+                raise
+
+    @classmethod
+    def from_fd(cls, fd: int, mode: str, **kwargs: Any) -> "Connection":
+        """A byte-stream connection on an open descriptor (not closed by it)."""
+        return cls(f"fd://{int(fd)}", mode, **kwargs)
+
+    # -- plumbing -----------------------------------------------------------------
+    def _attach(self, s: socket.socket) -> None:
+        if s.family != socket.AF_UNIX:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock = s
+        self._fd = s.fileno()
+
+    def _stream_fd(self) -> int:
+        if self._fd < 0:
+            if self._listener is None:
+                raise FailedPreconditionError(f"{self.url}: the connection is closed")
+            if self._timeout_ms >= 0:
+                self._listener.settimeout(self._timeout_ms / 1000)
+            conn, _ = self._listener.accept()  # releases the GIL
+            conn.settimeout(None)
+            self._attach(conn)
+        return self._fd
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise FailedPreconditionError(f"{self.url}: the connection is closed")
+
+    @property
+    def endpoint(self) -> str:
+        """The bound or connected address (the real port for port 0)."""
+        if self._sender is not None:
+            return str(self._sender.endpoint)
+        if self._receiver is not None:
+            return str(self._receiver.endpoint)
+        s = self._listener or self._sock
+        if s is None:
+            return self.url
+        name = s.getsockname()
+        if s.family == socket.AF_UNIX:
+            return f"unix-raw://{name}"
+        return f"tcp-raw://{name[0]}:{name[1]}"
+
+    # -- sending ------------------------------------------------------------------
+    def send(self, batch: Batch, metadata: Optional[Dict[str, Any]] = None) -> None:
+        """Sends one batch (a dict or list of arrays / tensors) with optional
+        JSON metadata (native and ZIO; tenbin and tensorcom carry none and
+        refuse it with UnsupportedError).
+
+        Raises:
+            InvalidArgumentError, UnsupportedError: the batch cannot be encoded.
+            IOError: the peer is gone (EPIPE) or the timeout passed (EAGAIN).
+        """
+        keep: List[Any] = []
+        entries = batch_entries(batch, keep)
+        meta = _arrays.meta_json(metadata)
+        with self._lock:
+            self._check_open()
+            if self.mode != "send":
+                raise FailedPreconditionError(f"{self.url}: a receiving connection cannot send")
+            if self._sender is not None:
+                self._sender.send(entries, meta)
+                return
+            if self._writer is None:
+                self._writer = _native.StreamWriter.to_fd(self._stream_fd(), self.encoding, False)
+            self._writer.write(entries, meta)
+
+    def send_end(self) -> None:
+        """Marks the end of the stream: receivers' iteration stops. Native
+        encoding only (others end with EOF, or never over ZeroMQ)."""
+        with self._lock:
+            self._check_open()
+            if self._sender is not None:
+                self._sender.send_end()
+            else:
+                if self._writer is None:
+                    self._writer = _native.StreamWriter.to_fd(self._stream_fd(), self.encoding, False)
+                self._writer.finish()
+
+    def wait_for_subscriber(self, timeout: float = 5.0) -> None:
+        """PUB: waits until a subscriber is connected (ZeroMQ drops what is
+        published before)."""
+        self._zmq_sender().wait_for_subscriber(int(timeout * 1000))
+
+    def drain(self, timeout: float = 5.0) -> None:
+        """ZeroMQ PUSH: waits until every queued message went to the kernel."""
+        self._zmq_sender().drain(int(timeout * 1000))
+
+    def _zmq_sender(self) -> Any:
+        self._check_open()
+        if self._sender is None:
+            raise FailedPreconditionError(f"{self.url}: not a ZeroMQ sending connection")
+        return self._sender
+
+    # -- receiving ----------------------------------------------------------------
+    def recv(self) -> Optional[Batch]:
+        """The next batch (a list or dict, see the module doc), or None at the
+        end of the stream (native end marker; EOF of a tenbin stream). Its
+        metadata is in :attr:`metadata` (None when none).
+
+        Raises:
+            CorruptionError: a damaged, truncated or checksum-failing
+                message (no partial batch is ever returned).
+            IOError: EAGAIN after ``timeout``.
+        """
+        got = self.recv_buffers()
+        if got is None:
+            return None
+        return decode_batch(got[0], self.framework)
+
+    def recv_buffers(self) -> Optional[Tuple[List[Any], Optional[Dict[str, Any]]]]:
+        """(TensorBuffers, metadata) of the next batch, or None at the end."""
+        with self._lock:
+            self._check_open()
+            if self.mode != "recv":
+                raise FailedPreconditionError(f"{self.url}: a sending connection cannot receive")
+            if self._ended:
+                return None
+            if self._receiver is not None:
+                got = self._receiver.receive()
+            else:
+                if self._reader is None:
+                    self._reader = _native.StreamReader.from_fd(self._stream_fd(), self._verify, self._batch_arrays)
+                got = self._reader.next()
+            if got is None:
+                self._ended = True
+                return None
+            buffers, meta = got
+            self.metadata = json.loads(meta) if meta else None
+            return buffers, self.metadata
+
+    def __iter__(self) -> Iterator[Batch]:
+        while True:
+            batch = self.recv()
+            if batch is None:
+                return
+            yield batch
+
+    # -- closing ------------------------------------------------------------------
+    def close(self) -> None:
+        """Closes the sockets (a ZeroMQ sender first delivers what is queued,
+        up to ``linger``). A byte-stream sender that did not call
+        :meth:`send_end` leaves its receiver with a truncation error."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for obj in (self._sender, self._receiver, self._writer, self._reader):
+                if obj is not None:
+                    obj.close()
+            self._sender = self._receiver = self._writer = self._reader = None
+            if self._sock is not None:
+                self._sock.close()
+            if self._listener is not None:
+                if self._listener.family == socket.AF_UNIX:
+                    path = self._listener.getsockname()
+                    self._listener.close()
+                    if isinstance(path, str) and path and os.path.exists(path):
+                        os.unlink(path)
+                else:
+                    self._listener.close()
+            self._sock = self._listener = None
+            self._fd = -1
+
+    def __enter__(self) -> "Connection":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _make_dataset_class() -> Any:
+    from torch.utils.data import IterableDataset
+
+    class StreamDataset(IterableDataset):  # type: ignore[misc, type-arg]
+        """A torch ``IterableDataset`` of the batches arriving on ``url``:
+        ``DataLoader(StreamDataset("zpull://127.0.0.1:7880", framework="pt"),
+        batch_size=None)``. Each iteration opens its own
+        :class:`Connection` (with worker processes, use a connecting URL
+        such as ``zrpull://``, so that each worker connects), and stops after
+        ``count`` batches or at the end of the stream.
+        """
+
+        def __init__(self, url: str, mode: Optional[str] = "recv", *, count: Optional[int] = None,
+                     **kwargs: Any) -> None:
+            super().__init__()
+            self.url, self.count = url, count
+            self.kwargs = dict(kwargs, framework=kwargs.get("framework", "pt"))
+            self.mode = None if url.split(":", 1)[0].split("+")[0] in _ZMQ_SCHEMES else mode
+
+        def __iter__(self) -> Iterator[Batch]:
+            with Connection(self.url, self.mode, **self.kwargs) as c:
+                n = 0
+                while self.count is None or n < self.count:
+                    batch = c.recv()
+                    if batch is None:
+                        return
+                    n += 1
+                    yield batch
+
+    return StreamDataset
+
+
+_dataset_class: Any = None
+
+
+def __getattr__(name: str) -> Any:
+    # StreamDataset subclasses torch's IterableDataset: made on first use so
+    # that importing tensorsafe.stream does not import torch.
+    global _dataset_class
+    if name == "StreamDataset":
+        if _dataset_class is None:
+            _dataset_class = _make_dataset_class()
+        return _dataset_class
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["Connection", "StreamDataset", "Batch", "ENCODINGS", "batch_entries", "decode_batch"]

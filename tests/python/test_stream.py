@@ -1,0 +1,291 @@
+"""tensorsafe.stream: batches of NumPy arrays and torch tensors over pipes,
+TCP (127.0.0.1) and ZeroMQ, through the C++ stream API."""
+import errno
+import os
+import threading
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+
+import tensorsafe
+from tensorsafe.stream import Connection
+
+from helpers import NUMPY_DTYPES, random_array, same_bits
+
+# What tenbin (and so tensorcom) carries.
+TENBIN_DTYPES = ["f16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"]
+# What ZIO TENS carries.
+ZIO_DTYPES = TENBIN_DTYPES + ["bool", "c64", "c128"]
+
+
+def every_dtype_batch(rng):
+    batch = {f"t_{name}": random_array(rng, dt, (3, 5)) for name, dt in NUMPY_DTYPES.items()}
+    batch["scalar"] = np.array(7, np.int64)
+    batch["empty"] = np.zeros((0, 4), np.float32)
+    batch["big"] = random_array(rng, np.float32, (256, 129))
+    return batch
+
+
+def in_thread(fn, *args):
+    """Runs fn(*args) in a thread; join() re-raises its exception."""
+    box = {}
+
+    def run():
+        try:
+            fn(*args)
+        except BaseException as e:  # noqa: BLE001 - handed to the test thread
+            box["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+
+    def join(timeout=30):
+        t.join(timeout)
+        assert not t.is_alive(), "sender thread hung"
+        if "error" in box:
+            raise box["error"]
+
+    return join
+
+
+def check_batch(got, want):
+    assert isinstance(got, dict) and list(got) == list(want)
+    for k, v in want.items():
+        assert same_bits(got[k], v), k
+
+
+@pytest.mark.parametrize("transport", ["tcp-raw", "unix-raw", "pipe", "zmq"])
+def test_every_dtype_round_trip_with_metadata(rng, tmp_path, transport):
+    batches = [every_dtype_batch(rng) for _ in range(3)]
+    meta = [{"step": i, "nested": {"ok": [1, 2]}} for i in range(3)]
+
+    def send(c):
+        with c:
+            for b, m in zip(batches, meta):
+                c.send(b, m)
+            c.send_end()
+
+    if transport == "pipe":
+        r, w = os.pipe()
+        rx, tx = Connection.from_fd(r, "recv"), Connection.from_fd(w, "send")
+    elif transport == "tcp-raw":
+        rx = Connection("tcp-raw://127.0.0.1:0", "recv")
+        tx = None
+    elif transport == "unix-raw":
+        rx = Connection(f"unix-raw://{tmp_path}/s.sock", "recv")
+        tx = Connection(rx.endpoint, "send")
+    else:
+        rx = Connection("zpull://127.0.0.1:*")
+        tx = None
+    with rx:
+        if tx is None:
+            scheme = "tcp-raw" if transport == "tcp-raw" else "zpush"
+            url = rx.endpoint.replace("tcp-raw", scheme).replace("tcp://", "zpush://")
+            tx = Connection(url, "send" if transport == "tcp-raw" else None)
+        join = in_thread(send, tx)
+        got = list(rx)
+        join()
+        assert len(got) == 3
+        for g, b in zip(got, batches):
+            check_batch(g, b)
+        assert rx.metadata == meta[-1]
+        arr = got[0]["big"]
+        assert not arr.flags.writeable and isinstance(arr.base, tensorsafe.TensorBuffer)  # a view of the message
+        if transport != "zmq":
+            assert arr.ctypes.data % 64 == 0  # byte streams: every tensor 64-byte aligned in the buffer
+    if transport == "pipe":
+        os.close(r)
+        os.close(w)
+
+
+def test_received_arrays_outlive_the_connection(rng):
+    r, w = os.pipe()
+    want = random_array(rng, np.float64, (100,))
+    with Connection.from_fd(w, "send") as tx:
+        tx.send([want])
+        tx.send_end()
+    os.close(w)
+    with Connection.from_fd(r, "recv") as rx:
+        got = rx.recv()
+        assert rx.recv() is None and rx.recv() is None  # the end, and it stays the end
+    os.close(r)
+    assert isinstance(got, list) and same_bits(got[0], want)
+
+
+def test_list_batches_and_torch_tensors_over_zmq():
+    with Connection("zpull://127.0.0.1:*", framework="pt") as rx:
+        with Connection(rx.endpoint.replace("tcp://", "zpush://")) as tx:
+            tx.send([torch.arange(12, dtype=torch.bfloat16).reshape(3, 4), torch.tensor([True, False]),
+                     np.arange(3, dtype=np.uint32), torch.arange(10)[::2]])  # non-contiguous: copied
+            tx.send({"0": torch.ones(1), "x": torch.zeros(2, dtype=torch.float8_e4m3fn)})
+            got = rx.recv()
+            assert isinstance(got, list) and len(got) == 4
+            assert got[0].dtype == torch.bfloat16 and torch.equal(got[0], torch.arange(12).reshape(3, 4).bfloat16())
+            assert torch.equal(got[1], torch.tensor([True, False]))
+            assert got[2].dtype == torch.uint32 and got[2].tolist() == [0, 1, 2]
+            assert got[3].tolist() == [0, 2, 4, 6, 8]
+            got = rx.recv()
+            assert isinstance(got, dict) and list(got) == ["0", "x"]
+            assert got["x"].dtype == torch.float8_e4m3fn
+
+
+@pytest.mark.parametrize("encoding", ["native", "tensorcom", "tensorcom-single", "zio"])
+def test_zmq_encodings(rng, encoding):
+    dtypes = {"native": list(NUMPY_DTYPES), "zio": ZIO_DTYPES}.get(encoding, TENBIN_DTYPES)
+    batch = [random_array(rng, NUMPY_DTYPES[d], (2, 3)) for d in dtypes]
+    with Connection("zpull://127.0.0.1:*", encoding=encoding) as rx:
+        with Connection(rx.endpoint.replace("tcp://", "zpush://"), encoding=encoding) as tx:
+            for _ in range(2):
+                tx.send(batch)
+            for _ in range(2):
+                got = rx.recv()
+                assert isinstance(got, list) and len(got) == len(batch)
+                for g, w in zip(got, batch):
+                    assert same_bits(g, w)
+
+
+def test_tensorcom_refuses_metadata_and_dtypes_it_lacks():
+    with Connection("zpush://127.0.0.1:1", encoding="tensorcom", linger=0) as tx:
+        with pytest.raises(tensorsafe.UnsupportedError, match="metadata"):
+            tx.send([np.ones(2, np.float32)], {"a": 1})
+        with pytest.raises(tensorsafe.UnsupportedError, match="bf16"):
+            tx.send([np.ones(2, ml_dtypes.bfloat16)])
+
+
+def test_pub_sub():
+    with Connection("zpub://127.0.0.1:*") as pub:
+        with Connection(pub.endpoint.replace("tcp://", "zsub://"), timeout=10) as sub:
+            pub.wait_for_subscriber(10)
+            pub.send({"x": np.arange(4, dtype=np.int16)}, {"topic": "t"})
+            got = sub.recv()
+            assert got["x"].tolist() == [0, 1, 2, 3] and sub.metadata == {"topic": "t"}
+
+
+def test_dataloader_over_the_stream():
+    from torch.utils.data import DataLoader
+
+    from tensorsafe.stream import StreamDataset
+
+    with Connection("zpush://127.0.0.1:*", bind=True) as tx:
+        ds = StreamDataset(tx.endpoint.replace("tcp://", "zrpull://"), count=5)
+        assert isinstance(ds, torch.utils.data.IterableDataset)
+
+        def send():
+            for i in range(5):
+                tx.send({"x": torch.full((2, 3), float(i)), "y": torch.tensor([i])})
+            tx.drain(10)
+
+        join = in_thread(send)
+        seen = [batch for batch in DataLoader(ds, batch_size=None, num_workers=0)]
+        join()
+    assert [int(b["y"].item()) for b in seen] == [0, 1, 2, 3, 4]
+    assert all(torch.equal(b["x"], torch.full((2, 3), float(i))) for i, b in enumerate(seen))
+
+
+def _one_message_stream(batch):
+    """The bytes a native sender writes for one batch and the end marker."""
+    r, w = os.pipe()
+    with Connection.from_fd(w, "send") as tx:
+        tx.send(batch)
+        tx.send_end()
+    os.close(w)
+    chunks = []
+    while True:
+        c = os.read(r, 1 << 16)
+        if not c:
+            break
+        chunks.append(c)
+    os.close(r)
+    return b"".join(chunks)
+
+
+def _receive_bytes(data):
+    r, w = os.pipe()
+    join = in_thread(lambda: (os.write(w, data), os.close(w)))
+    try:
+        with Connection.from_fd(r, "recv") as rx:
+            return list(rx)
+    finally:
+        join()
+        os.close(r)
+
+
+def test_truncated_message_is_a_clear_error_and_no_partial_batch():
+    data = _one_message_stream({"x": np.arange(1000, dtype=np.float32)})
+    assert len(data) == 16 + 64 + 64 + 4032 + 64  # preamble, header, descriptors, data, end
+    assert len(_receive_bytes(data)) == 1
+    with pytest.raises(tensorsafe.CorruptionError,
+                       match=r"^batch 0 \(stream offset \d+\): truncated: the stream ended after 2000 of the 4096 "
+                             r"bytes of a message body of 4096 bytes$"):
+        _receive_bytes(data[:16 + 64 + 2000])
+    # The end marker is missing: the sender died between batches.
+    with pytest.raises(tensorsafe.CorruptionError,
+                       match="truncated: the stream ended after 1 batches without the end-of-stream marker"):
+        _receive_bytes(data[:-64])
+
+
+def test_corrupted_data_fails_its_checksum():
+    data = bytearray(_one_message_stream({"x": np.arange(1000, dtype=np.float32)}))
+    data[16 + 64 + 128 + 100] ^= 1
+    with pytest.raises(tensorsafe.CorruptionError, match=r'tensor "x": data checksum mismatch'):
+        _receive_bytes(bytes(data))
+
+
+def test_receive_timeout_and_closed_connection():
+    rx = Connection("zpull://127.0.0.1:*", timeout=0.05)
+    with pytest.raises(tensorsafe.IOError) as e:
+        rx.recv()
+    assert e.value.errno == errno.EAGAIN
+    rx.close()
+    with pytest.raises(tensorsafe.FailedPreconditionError, match="the connection is closed"):
+        rx.recv()
+    with pytest.raises(tensorsafe.InvalidArgumentError, match="unknown scheme 'http'"):
+        Connection("http://x")
+    with pytest.raises(tensorsafe.InvalidArgumentError, match="mode must be 'send' or 'recv'"):
+        Connection("tcp-raw://127.0.0.1:0")
+    with pytest.raises(tensorsafe.InvalidArgumentError, match="encoding must be one of"):
+        Connection("zpull://127.0.0.1:*", encoding="msgpack")
+
+
+def test_sparse_tensors_are_refused():
+    with Connection("zpush://127.0.0.1:1", linger=0) as tx:
+        with pytest.raises(tensorsafe.UnsupportedError, match="sparse COO tensor cannot be sent"):
+            tx.send({"s": torch.eye(3).to_sparse()})
+
+
+def test_sender_killed_mid_message_gives_truncation_and_no_batch(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    with Connection("tcp-raw://127.0.0.1:0", "recv") as rx:
+        child = subprocess.Popen(
+            [sys.executable, "-c", (
+                "import sys, numpy as np\n"
+                "from tensorsafe.stream import Connection\n"
+                f"tx = Connection({rx.endpoint!r}, 'send')\n"
+                "tx.send({'ok': np.arange(4, dtype=np.int32)})\n"
+                "print('sending', flush=True)\n"
+                "tx.send({'big': np.ones(64 << 20, np.uint8)})\n"  # blocks: nobody reads yet
+                "print('sent', flush=True)\n")],
+            stdout=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout.readline().strip() == "sending"
+            import time
+            time.sleep(1.0)  # the 64 MiB batch is partly in the kernel, the sender blocked
+            child.send_signal(signal.SIGKILL)
+            child.wait(30)
+        finally:
+            if child.poll() is None:
+                child.kill()
+        assert rx.recv()["ok"].tolist() == [0, 1, 2, 3]
+        # Killed inside the big message (usual), or, on a loaded machine,
+        # before its first byte: truncated either way, and no batch.
+        with pytest.raises(tensorsafe.CorruptionError,
+                           match=r"batch 1 \(stream offset \d+\): truncated: the stream ended after (\d+ of the "
+                                 r"67108928 bytes of a message body|1 batches without the end-of-stream marker)"):
+            rx.recv()
+        with pytest.raises(tensorsafe.FailedPreconditionError):
+            rx.recv()  # and it stays failed

@@ -89,6 +89,10 @@ TEST(SamplerState, StrictDecodingErrors) {
       {replace("\"initial_nodes\":null", "\"initial_nodes\":0"), "key \"initial_nodes\": 0 is outside [1, "},
       {replace("\"shuffle_block_size\":262144", "\"shuffle_block_size\":0"), "key \"shuffle_block_size\": 0"},
   };
+  auto huge = DecodeSamplerState(std::string(70000, ' '));
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), StatusCode::kLimitExceeded);
+  EXPECT_NE(huge.status().message().find("70000 bytes of JSON"), std::string::npos);
   for (const Case& c : cases) {
     auto r = DecodeSamplerState(c.json);
     ASSERT_FALSE(r.ok()) << c.json;

@@ -34,19 +34,30 @@ SEED = 9176
 
 
 def _mosaic():
-    if "streaming" not in sys.modules:
-        spec = importlib.util.find_spec("streaming")
-        if spec is None:
-            pytest.skip("mosaicml-streaming is not installed (pip install --no-deps mosaicml-streaming)")
-        root = spec.submodule_search_locations[0]
+    if "streaming" in sys.modules:  # already imported for real (e.g. by another interop test)
+        partition = importlib.import_module("streaming.base.partition")
+        shuffle = importlib.import_module("streaming.base.shuffle")
+        return partition.get_partitions, shuffle.get_shuffle
+    spec = importlib.util.find_spec("streaming")
+    if spec is None:
+        pytest.skip("mosaicml-streaming is not installed (pip install --no-deps mosaicml-streaming)")
+    root = spec.submodule_search_locations[0]
+    before = set(sys.modules)
+    try:
         for name, path in (("streaming", root), ("streaming.base", root + "/base")):
             module = types.ModuleType(name)
             module.__path__ = [path]
             sys.modules[name] = module
-    logging.getLogger("streaming").setLevel(logging.ERROR)
-    partition = importlib.import_module("streaming.base.partition")
-    shuffle = importlib.import_module("streaming.base.shuffle")
-    return partition.get_partitions, shuffle.get_shuffle
+        logging.getLogger("streaming").setLevel(logging.ERROR)
+        partition = importlib.import_module("streaming.base.partition")
+        shuffle = importlib.import_module("streaming.base.shuffle")
+        return partition.get_partitions, shuffle.get_shuffle
+    finally:
+        # Drop the empty parents (and what was loaded under them) so a later
+        # `import streaming` elsewhere in the session gets the real package.
+        for name in set(sys.modules) - before:
+            if name == "streaming" or name.startswith("streaming."):
+                del sys.modules[name]
 
 
 @pytest.fixture(scope="module")

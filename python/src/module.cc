@@ -5,6 +5,10 @@
 
 #include "common.h"
 
+namespace tensorsafe::python {
+void RegisterDatasetPartition(py::module_& m);  // dataset_partition.cc
+}
+
 PYBIND11_MODULE(_native, m) {
   namespace tp = tensorsafe::python;
   m.doc() = "tensorsafe native bindings (private: import tensorsafe instead)";
@@ -14,4 +18,5 @@ PYBIND11_MODULE(_native, m) {
   tp::RegisterWriter(m);
   tp::RegisterCodecs(m);
   tp::RegisterStream(m);
+  tp::RegisterDatasetPartition(m);
 }

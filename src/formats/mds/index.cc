@@ -275,7 +275,7 @@ Status ParseShard(dom::element e, std::size_t i, const Limits& limits, ShardInfo
     }
     if (!seen.insert(name).second) return Corruption(cw + " appears twice");
     col.name = std::string(name);
-    if (Status s = internal::ParseEncoding(enc, limits, &col); !s.ok()) return s.WithContext(cw + ": ");
+    if (Status s = internal::ParseEncoding(enc, limits, &col); !s.ok()) return s.WithContext(cw);
     dom::element sz = sizes.at(c);
     std::int64_t stored = -1;
     if (!sz.is_null()) {
@@ -371,7 +371,7 @@ Result<Dataset> ParseIndex(std::span<const std::byte> bytes, const std::string& 
   std::size_t i = 0;
   for (dom::element e : shards) {
     ShardInfo shard;
-    if (Status s = ParseShard(e, i, limits, &shard); !s.ok()) return s.WithContext(ctx);
+    if (Status s = ParseShard(e, i, limits, &shard); !s.ok()) return s.WithContext(display_name);
     for (const FileRef* f : {&shard.raw, &shard.zip}) {
       if (f->basename.empty()) continue;
       if (!files.insert(f->basename).second) {

@@ -124,7 +124,7 @@ class MdsShard final : public dataset::ShardSource {
           break;
         case ColumnCodec::kNdarray: {
           NdPrefix p;
-          if (Status s = ParseNdPrefix(col, v, &p); !s.ok()) return s.WithContext(Where(i, c));
+          if (Status s = ParseNdPrefix(col, v, &p); !s.ok()) return Status(s.code(), Where(i, c) + s.message());
           const FieldSpec& spec = schema_.fields[c];
           if (p.dtype != spec.dtype || p.rank != spec.shape.size()) {
             return Unsupported(Where(i, c) + "ndarray of " + std::string(DTypeName(p.dtype)) + " rank " +
@@ -252,10 +252,13 @@ Result<std::unique_ptr<dataset::ShardSource>> MdsShard::Open(const std::string& 
   TS_RETURN_IF_ERROR(CheckConfig(bytes.subspan(table_end, prev - table_end), info, limits, path));
   for (std::uint64_t i = 1; i <= n; ++i) {
     std::uint64_t off = Load32(bytes.data() + 4 + 4 * i);
-    if (off < prev || off > size) {
+    if (off < prev) {
       return Corruption(path + ": offsets[" + std::to_string(i) + "] = " + std::to_string(off) +
-                        " is below offsets[" + std::to_string(i - 1) + "] = " + std::to_string(prev) +
-                        " or past the file's " + std::to_string(size) + " bytes");
+                        " is below offsets[" + std::to_string(i - 1) + "] = " + std::to_string(prev));
+    }
+    if (off > size) {
+      return Corruption(path + ": offsets[" + std::to_string(i) + "] = " + std::to_string(off) +
+                        " is past the file's " + std::to_string(size) + " bytes");
     }
     if (off - prev < min_sample) {
       return Corruption(path + ": sample " + std::to_string(i - 1) + " has " + std::to_string(off - prev) +
@@ -285,7 +288,7 @@ Result<std::unique_ptr<dataset::ShardSource>> MdsShard::Open(const std::string& 
       pos += len;
     }
     auto spec = FieldOf(c, v);
-    if (!spec.ok()) return spec.status().WithContext(path + ": sample 0 column " + QuoteName(c.name) + ": ");
+    if (!spec.ok()) return spec.status().WithContext(path + ": sample 0 column " + QuoteName(c.name));
     s->schema_.fields.push_back(std::move(*spec));
   }
   s->region_ = std::move(region);

@@ -247,7 +247,7 @@ Result<std::unique_ptr<dataset::ShardSource>> WdsShard::Open(std::span<const std
       Status st = s->DecodeMember(*m, suffix, decoded[i], options);
       if (!st.ok()) {
         status[i] = st.WithContext(name + ": sample " + std::to_string(i) + " (key " +
-                                   QuoteName(samples[i].key) + "): ");
+                                   QuoteName(samples[i].key) + ")");
         break;
       }
     }

@@ -249,6 +249,10 @@ Result<std::unique_ptr<dataset::ShardSource>> MdsShard::Open(const std::string& 
     return Corruption(path + ": offsets[0] = " + std::to_string(prev) + " is inside the offset table (ends at " +
                       std::to_string(table_end) + ")");
   }
+  if (prev > size) {
+    return Corruption(path + ": offsets[0] = " + std::to_string(prev) + " is past the file's " +
+                      std::to_string(size) + " bytes");
+  }
   TS_RETURN_IF_ERROR(CheckConfig(bytes.subspan(table_end, prev - table_end), info, limits, path));
   for (std::uint64_t i = 1; i <= n; ++i) {
     std::uint64_t off = Load32(bytes.data() + 4 + 4 * i);

@@ -5,6 +5,10 @@
 
 #include "common.h"
 
+namespace tensorsafe::python {
+void RegisterDataset(py::module_& m);  // dataset.cc
+}
+
 PYBIND11_MODULE(_native, m) {
   namespace tp = tensorsafe::python;
   m.doc() = "tensorsafe native bindings (private: import tensorsafe instead)";
@@ -13,4 +17,5 @@ PYBIND11_MODULE(_native, m) {
   tp::RegisterReader(m);
   tp::RegisterWriter(m);
   tp::RegisterCodecs(m);
+  tp::RegisterDataset(m);
 }

@@ -69,3 +69,13 @@ __all__ = [
     "errors", "Error", "InvalidArgumentError", "NotFoundError", "CorruptionError", "UnsupportedError",
     "IOError", "OutOfRangeError", "LimitExceededError", "FailedPreconditionError", "InternalError",
 ]
+
+
+def __getattr__(name):
+    # tensorsafe.dataset (and .dask) import torch / dask when present: loaded
+    # on first use so that `import tensorsafe` stays light.
+    if name in ("dataset", "dask"):
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'tensorsafe' has no attribute {name!r}")

@@ -49,7 +49,7 @@ struct ShardOptions {
 // A native shard as a ShardSource, plus what it knows of its file.
 class TsafeShard : public ShardSource {
  public:
-  // Opens and validates `path` completely (DATASET.md §5, checks S1..S12):
+  // Opens and validates `path` completely (DATASET.md §5.2, checks S1..S10):
   // tsafe header and index, shard metadata, every column tensor's dtype and
   // shape, every offset (monotone, aligned, within the data) and every stored
   // shape (rank, fixed dims, byte size within its slot), so Read() never

@@ -7,6 +7,7 @@
 
 namespace tensorsafe::python {
 void RegisterDataset(py::module_& m);  // dataset.cc
+void RegisterDatasetPartition(py::module_& m);  // dataset_partition.cc
 }
 
 PYBIND11_MODULE(_native, m) {
@@ -18,4 +19,5 @@ PYBIND11_MODULE(_native, m) {
   tp::RegisterWriter(m);
   tp::RegisterCodecs(m);
   tp::RegisterDataset(m);
+  tp::RegisterDatasetPartition(m);
 }

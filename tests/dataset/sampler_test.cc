@@ -1,0 +1,234 @@
+// The epoch sampler and its resumption state (docs/PARTITION.md §5): strict
+// JSON, and stop-and-resume on another world compared with an uninterrupted
+// run, with and without shuffling.
+#include "tensorsafe/dataset/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tensorsafe::dataset {
+namespace {
+
+using i64 = std::int64_t;
+
+World W(i64 nodes, i64 ranks, i64 workers, i64 node = 0, i64 rank = 0, i64 worker = 0) {
+  World w;
+  w.num_nodes = nodes;
+  w.ranks_per_node = ranks;
+  w.workers_per_rank = workers;
+  w.node = node;
+  w.rank_of_node = rank;
+  w.worker_of_rank = worker;
+  return w;
+}
+
+TEST(SamplerState, GoldenEncodingAndRoundTrip) {
+  SamplerState s;
+  s.epoch = 3;
+  s.sample_in_epoch = 96;
+  s.seed = 18446744073709551615ULL;
+  s.num_canonical_nodes = 8;
+  s.global_batch_size = 32;
+  s.shuffle = true;
+  s.shuffle_block_size = 1000;
+  s.partition = PartitionAlgo::kRelaxed;
+  s.initial_nodes = 2;
+  const std::string json = EncodeSamplerState(s);
+  EXPECT_EQ(json,
+            "{\"version\":1,\"mode\":\"elastic\",\"partition\":\"relaxed\",\"epoch\":3,\"sample_in_epoch\":96,"
+            "\"seed\":18446744073709551615,\"num_canonical_nodes\":8,\"global_batch_size\":32,\"shuffle\":true,"
+            "\"shuffle_block_size\":1000,\"initial_nodes\":2}");
+  auto back = DecodeSamplerState(json);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, s);
+  SamplerState d;  // defaults, null initial_nodes
+  auto back2 = DecodeSamplerState(EncodeSamplerState(d));
+  ASSERT_TRUE(back2.ok());
+  EXPECT_EQ(*back2, d);
+  // Whitespace and key order do not matter.
+  auto spaced = DecodeSamplerState(
+      " { \"initial_nodes\" : null , \"shuffle_block_size\":7,\"shuffle\":false,\"global_batch_size\":4,"
+      "\"num_canonical_nodes\":2,\"seed\":0,\"sample_in_epoch\":0,\"epoch\":0,\"partition\":\"orig\","
+      "\"mode\":\"seed\",\"version\":1 } ");
+  ASSERT_TRUE(spaced.ok()) << spaced.status().ToString();
+  EXPECT_EQ(spaced->mode, PartitionMode::kSeed);
+}
+
+TEST(SamplerState, StrictDecodingErrors) {
+  const std::string good = EncodeSamplerState(SamplerState{});
+  const auto replace = [&](const std::string& from, const std::string& to) {
+    std::string s = good;
+    const auto at = s.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return s.replace(at, from.size(), to);
+  };
+  struct Case {
+    std::string json, message;
+  };
+  const std::vector<Case> cases = {
+      {"", "not valid JSON"},
+      {good.substr(0, good.size() - 1), "not valid JSON"},
+      {"[1,2]", "expected a JSON object, got array"},
+      {replace("\"epoch\":0,", ""), "key \"epoch\": is missing"},
+      {replace("\"epoch\":0,", "\"epoch\":0,\"epochs\":1,"), "key \"epochs\": is not a sampler state key"},
+      {replace("\"epoch\":0,", "\"epoch\":0,\"epoch\":1,"), "key \"epoch\": appears more than once"},
+      {replace("\"epoch\":0", "\"epoch\":\"0\""), "key \"epoch\": expected an integer, got string"},
+      {replace("\"epoch\":0", "\"epoch\":1.5"), "key \"epoch\": expected an integer, got number 1.5"},
+      {replace("\"epoch\":0", "\"epoch\":-1"), "key \"epoch\": -1 is outside [0, "},
+      {replace("\"version\":1", "\"version\":2"), "key \"version\": 2 is not supported"},
+      {replace("\"mode\":\"elastic\"", "\"mode\":\"fast\""), "key \"mode\": unknown partition mode \"fast\""},
+      {replace("\"partition\":\"orig\"", "\"partition\":7"), "key \"partition\": expected a string, got number"},
+      {replace("\"seed\":9176", "\"seed\":-4"), "key \"seed\": expected an integer in [0, 2^64), got -4"},
+      {replace("\"seed\":9176", "\"seed\":18446744073709551616"), "key \"seed\": expected an integer"},
+      {replace("\"shuffle\":false", "\"shuffle\":0"), "key \"shuffle\": expected true or false, got 0"},
+      {replace("\"num_canonical_nodes\":1", "\"num_canonical_nodes\":0"), "key \"num_canonical_nodes\": 0 is outside"},
+      {replace("\"initial_nodes\":null", "\"initial_nodes\":0"), "key \"initial_nodes\": 0 is outside [1, "},
+      {replace("\"shuffle_block_size\":262144", "\"shuffle_block_size\":0"), "key \"shuffle_block_size\": 0"},
+  };
+  for (const Case& c : cases) {
+    auto r = DecodeSamplerState(c.json);
+    ASSERT_FALSE(r.ok()) << c.json;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.message), std::string::npos)
+        << "json: " << c.json << "\nmessage: " << r.status().message();
+  }
+}
+
+// Global step k of an epoch = the union of each rank's k-th batch, where a
+// rank's DataLoader batches each worker's stream and reads workers
+// round-robin (PARTITION.md §3.8). Sorted per step.
+std::vector<std::vector<i64>> Steps(const std::vector<i64>& shards, const SamplerState& st, i64 nodes, i64 ranks,
+                                    i64 workers) {
+  auto plan = EpochPlan::Create(shards, st, W(nodes, ranks, workers));
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  if (!plan.ok()) return {};
+  const i64 bs = plan->rank_batch_size();
+  std::vector<std::vector<i64>> steps;
+  for (i64 n = 0; n < nodes; ++n) {
+    for (i64 r = 0; r < ranks; ++r) {
+      std::vector<std::vector<i64>> streams;
+      for (i64 w = 0; w < workers; ++w) streams.push_back(*plan->WorkerIds(W(nodes, ranks, workers, n, r, w)));
+      std::size_t k = 0;
+      for (std::size_t round = 0;; ++round) {
+        bool any = false;
+        for (auto& s : streams) {
+          const std::size_t begin = round * static_cast<std::size_t>(bs);
+          if (begin >= s.size()) continue;
+          any = true;
+          const std::size_t end = std::min(s.size(), begin + static_cast<std::size_t>(bs));
+          if (steps.size() <= k) steps.resize(k + 1);
+          steps[k].insert(steps[k].end(), s.begin() + static_cast<std::ptrdiff_t>(begin),
+                          s.begin() + static_cast<std::ptrdiff_t>(end));
+          ++k;
+        }
+        if (!any) break;
+      }
+    }
+  }
+  for (auto& s : steps) std::sort(s.begin(), s.end());
+  return steps;
+}
+
+std::vector<i64> Shards() {
+  std::vector<i64> s;
+  for (int i = 0; i < 23; ++i) s.push_back(i % 5 == 2 ? 0 : 9 + i % 4);
+  return s;  // 187 samples, some shards empty
+}
+
+TEST(EpochSampler, ResumeOnAnotherWorldMatchesUninterruptedRun) {
+  const auto shards = Shards();
+  for (bool shuffle : {false, true}) {
+    SamplerState st;
+    st.num_canonical_nodes = 4;
+    st.global_batch_size = 8;
+    st.shuffle = shuffle;
+    st.shuffle_block_size = 20;
+    st.seed = 1234;
+    st.epoch = 2;
+    const auto whole = Steps(shards, st, 1, 2, 3);  // uninterrupted: 1 node x 2 ranks x 3 workers
+    ASSERT_GT(whole.size(), 20u);
+    // Stop after 7 global steps; save and reload the state as JSON.
+    st.sample_in_epoch = 7 * 8;
+    auto reloaded = DecodeSamplerState(EncodeSamplerState(st));
+    ASSERT_TRUE(reloaded.ok());
+    for (auto [nodes, ranks, workers] : std::vector<std::array<i64, 3>>{{1, 2, 1}, {2, 2, 2}, {1, 4, 3}, {4, 2, 1}}) {
+      SCOPED_TRACE("shuffle " + std::to_string(shuffle) + " world " + std::to_string(nodes) + "x" +
+                   std::to_string(ranks) + "x" + std::to_string(workers));
+      const auto rest = Steps(shards, *reloaded, nodes, ranks, workers);
+      ASSERT_EQ(rest.size() + 7, whole.size());
+      // Every complete step identical; the last may differ only by padding repeats.
+      for (std::size_t k = 0; k + 1 < rest.size(); ++k) EXPECT_EQ(rest[k], whole[k + 7]) << "step " << k + 7;
+    }
+  }
+}
+
+TEST(EpochSampler, ShuffledEpochCoversEverySampleAndDiffersPerEpoch) {
+  const auto shards = Shards();
+  SamplerState st;
+  st.num_canonical_nodes = 2;
+  st.global_batch_size = 6;
+  st.shuffle = true;
+  st.shuffle_block_size = 16;
+  std::map<i64, int> count;
+  const auto e0 = Steps(shards, st, 2, 3, 2);
+  for (auto& s : e0)
+    for (i64 id : s) ++count[id];
+  EXPECT_EQ(count.size(), 187u);
+  st.epoch = 1;
+  const auto e1 = Steps(shards, st, 2, 3, 2);
+  EXPECT_NE(e0, e1);
+  // Unshuffled, the same world reads canonical order.
+  st.shuffle = false;
+  const auto plain = Steps(shards, st, 1, 1, 1);
+  EXPECT_EQ(plain[0], (std::vector<i64>{0, 1, 2, 93, 94, 95}));
+}
+
+TEST(EpochSampler, KeepPaddingAndSeedMode) {
+  std::vector<i64> shards{5, 5};
+  SamplerState st;
+  st.num_canonical_nodes = 2;
+  st.global_batch_size = 4;
+  auto padded = EpochWorkerIds(shards, st, W(1, 2, 2, 0, 1, 1), true);
+  ASSERT_TRUE(padded.ok());
+  EXPECT_EQ(*padded, (std::vector<i64>{7, 8, -1, -1}));  // streaming.md §3.2 example, rank 1 worker 1
+  auto plain = EpochWorkerIds(shards, st, W(1, 2, 2, 0, 1, 1));
+  EXPECT_EQ(*plain, (std::vector<i64>{7, 8}));
+
+  st.mode = PartitionMode::kSeed;
+  st.global_batch_size = 2;
+  auto seed = EpochWorkerIds({std::vector<i64>{8}}, st, W(1, 1, 3, 0, 0, 0));
+  ASSERT_TRUE(seed.ok());
+  EXPECT_EQ(*seed, (std::vector<i64>{0, 1, 2, 3}));  // Composer's docstring example
+  st.shuffle = true;
+  auto r = EpochPlan::Create(shards, st, W(1, 1, 1));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
+}
+
+TEST(EpochSampler, Errors) {
+  std::vector<i64> shards{5, 5};
+  SamplerState st;
+  st.global_batch_size = 6;
+  auto r = EpochPlan::Create(shards, st, W(1, 4, 1));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("global batch size 6 is not a positive multiple of the 4 ranks"),
+            std::string::npos)
+      << r.status().message();
+  st.global_batch_size = 4;
+  auto plan = EpochPlan::Create(shards, st, W(1, 4, 1));
+  ASSERT_TRUE(plan.ok());
+  auto other = plan->WorkerIds(W(1, 2, 1));
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("differ from the plan's"), std::string::npos);
+  st.sample_in_epoch = 100;
+  auto far = EpochPlan::Create(shards, st, W(1, 4, 1));
+  ASSERT_FALSE(far.ok());
+  EXPECT_NE(far.status().message().find("drop_first 100"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tensorsafe::dataset

@@ -16,6 +16,10 @@ the whole epoch within blocks of shards (tensorsafe's block = MosaicML's
 default py1e block, 262,144 samples); webdataset shuffles shards and then
 a 1,000-sample buffer; pread reads a uniform random permutation.
 
+MosaicML's StreamingDataset gets batch_size=256: it reads ahead 8 x
+batch_size samples and its threads poll, so batch_size=1 throttles it to
+about 800 samples/s here, which would not be a fair comparison.
+
 Usage: bench/dataset_python_bench.py [--small N] [--large N] [--only ts,raw,...]
 Prints a table and writes JSON with --json FILE.
 """
@@ -148,7 +152,7 @@ def run_mosaic(dirpath, data, perm):
 
     def make(shuffle):
         def it():
-            ds = StreamingDataset(local=path, shuffle=shuffle, shuffle_seed=7, batch_size=1)
+            ds = StreamingDataset(local=path, shuffle=shuffle, shuffle_seed=7, batch_size=256)
             return (s["x"] for s in ds)
         return it
 

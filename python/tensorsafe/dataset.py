@@ -313,12 +313,14 @@ class Writer:
         """Adds one sample: a dict of field name -> value (every schema field,
         no other). Raises InvalidArgumentError (naming the field) when it does
         not fit; the writer stays usable."""
-        if not isinstance(sample, Mapping):
+        if type(sample) is not dict and not isinstance(sample, Mapping):
             raise InvalidArgumentError(f"a sample must be a dict, not {type(sample).__name__}")
         conv = self._conv
         try:
-            fields = [conv.field(k, v) for k, v in sample.items()]
-            self._w.add(fields)
+            if type(sample) is dict:
+                self._w.add_dict(sample, conv.field)  # bytes/str/int/float converted natively
+            else:
+                self._w.add([conv.field(k, v) for k, v in sample.items()])
         finally:
             conv.keep.clear()
         if not conv.kinds:

@@ -1,6 +1,6 @@
 """tensorsafe.dask: a dataset written from a dask bag and a dask dataframe by
-the workers of a distributed.LocalCluster bound to 127.0.0.1, merged on the
-client."""
+the workers of a distributed.LocalCluster (in-process: no socket; a
+process cluster would bind 127.0.0.1), merged on the client."""
 
 import numpy as np
 import pytest
@@ -14,8 +14,11 @@ distributed = pytest.importorskip("distributed")
 
 @pytest.fixture(scope="module")
 def client():
-    # Two worker processes: the parts are really written elsewhere.
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+    # In-process workers keep the test quick (worker processes would each
+    # import torch through tensorsafe.dataset); the tasks still run on the
+    # cluster's workers, the merge on the client. In-process clusters talk
+    # over dask's inproc transport: no socket at all.
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                                        dashboard_address=None, worker_dashboard_address=None)
     c = distributed.Client(cluster)
     yield c

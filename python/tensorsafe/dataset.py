@@ -573,9 +573,18 @@ class StreamingDataset(_TorchIterable):
     def path(self) -> str:
         return self._ds.path
 
-    def __len__(self) -> int:
-        """Samples in the whole dataset (not this rank's share)."""
+    @property
+    def num_samples(self) -> int:
+        """Samples in the whole dataset."""
         return self._len
+
+    def __len__(self) -> int:
+        """Samples this rank yields in the current epoch from the resume point
+        (all its DataLoader workers together; padding repeats included), so
+        ``len(DataLoader(...))`` counts this rank's batches."""
+        w = self._world()
+        rank_world = (w[0], w[1], 1, w[3], w[4], 0)
+        return len(self.worker_ids(rank_world))
 
     def set_epoch(self, epoch: int) -> None:
         """Selects the epoch the next iteration runs. A resume point loaded by
@@ -589,8 +598,22 @@ class StreamingDataset(_TorchIterable):
 
     # -- the world ------------------------------------------------------------
 
+    def __getstate__(self) -> Dict[str, Any]:
+        # DataLoader workers started with "spawn" see neither the parent's
+        # process group nor, when it was set up by hand, RANK/WORLD_SIZE:
+        # the world is recorded when the DataLoader pickles the dataset.
+        d = dict(self.__dict__)
+        d["_pickled_world"] = world_from_env()
+        return d
+
     def _world(self) -> Tuple[int, ...]:
-        rank, size, local_rank, local_size = world_from_env()
+        pickled = self.__dict__.get("_pickled_world")
+        dist_on = (_torch is not None and _torch.distributed.is_available()
+                   and _torch.distributed.is_initialized())
+        if pickled is not None and not dist_on:
+            rank, size, local_rank, local_size = pickled
+        else:
+            rank, size, local_rank, local_size = world_from_env()
         workers, worker = 1, 0
         if _torch is not None:
             info = _torch.utils.data.get_worker_info()

@@ -156,9 +156,16 @@ def test_env_world_without_process_group(dspath, monkeypatch):
     other = [s["id"] for s in ds]
     # 203 samples over 2 ranks: one sample repeated so the ranks get equal
     # shares (MosaicML's padding; DDP needs equal step counts).
-    assert len(mine) == len(other) == 102
+    assert len(mine) == len(other) == len(ds) == 102
+    assert ds.num_samples == N
     assert sorted(set(mine + other)) == list(range(N))
     assert not torch.distributed.is_initialized()  # never initialised for us (MosaicML #307)
+    # A copy made for a spawned DataLoader worker keeps the world it was
+    # pickled in (the worker may see no process group and no RANK).
+    monkeypatch.setenv("RANK", "1")
+    copy = pickle.loads(pickle.dumps(ds))
+    monkeypatch.setenv("RANK", "0")
+    assert [s["id"] for s in copy] == mine
     monkeypatch.setenv("LOCAL_RANK", "1")
     with pytest.raises(ValueError, match="LOCAL_RANK=1"):
         list(ds)

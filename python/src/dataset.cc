@@ -239,6 +239,7 @@ struct IterState {
   std::vector<ds::Sample> batch = std::vector<ds::Sample>(kBatch);
   std::size_t pos = 0, len = 0;
   bool exhausted = false;  // the C++ iterator returned false
+  bool busy = false;       // a thread is reading a batch (with the GIL released)
   Status error;            // its status then
   std::uint64_t yielded = 0;
   std::uint64_t total = 0;
@@ -292,6 +293,13 @@ PyObject* IterNext(PyObject* self) {
       }
       return nullptr;  // StopIteration (no error set)
     }
+    if (st->busy) {
+      // Another thread is inside this iterator with the GIL released: as a
+      // generator would, refuse rather than race on the batch.
+      PyErr_SetString(PyExc_ValueError, "SampleIter already executing in another thread");
+      return nullptr;
+    }
+    st->busy = true;
     std::size_t n = 0;
     Py_BEGIN_ALLOW_THREADS
     while (n < kBatch && st->it->Next(st->batch[n])) {
@@ -303,6 +311,7 @@ PyObject* IterNext(PyObject* self) {
       st->error = st->it->status();
     }
     Py_END_ALLOW_THREADS
+    st->busy = false;
     st->pos = 0;
     st->len = n;
     if (n == 0) return IterNext(self);
@@ -400,12 +409,12 @@ std::vector<std::int64_t> ShardCounts(const ds::Dataset& d) {
 }
 
 std::vector<std::int64_t> EpochIds(const ds::Dataset& d, const std::string& state_json,
-                                   const std::vector<std::int64_t>& world, bool keep_padding) {
+                                   const std::vector<std::int64_t>& world) {
   ds::World w = MakeWorld(world);
   std::vector<std::int64_t> counts = ShardCounts(d);
   py::gil_scoped_release release;
   ds::SamplerState state = Unwrap(ds::DecodeSamplerState(state_json));
-  return Unwrap(ds::EpochWorkerIds(counts, state, w, keep_padding));
+  return Unwrap(ds::EpochWorkerIds(counts, state, w));
 }
 
 py::dict ShardToDict(const ds::ShardInfo& s) {
@@ -688,19 +697,10 @@ void RegisterDataset(py::module_& m) {
              ds::SampleIterator it = d->Iterate(std::move(order));
              return MakeIter(d, std::move(it), total);
            }, py::arg("ids"))
-      .def("epoch_ids", [](PyDataset& p, const std::string& state_json,
-                           const std::vector<std::int64_t>& world, bool keep_padding) {
-             const std::shared_ptr<ds::Dataset>& d = p.d;
-             std::vector<std::int64_t> ids = EpochIds(*d, state_json, world, keep_padding);
-             py::array_t<std::int64_t> out(static_cast<py::ssize_t>(ids.size()));
-             std::copy(ids.begin(), ids.end(), out.mutable_data());
-             return out;
-           }, py::arg("state_json"), py::arg("world"), py::arg("keep_padding") = false,
-           "A worker's global sample ids for the epoch and position in `state_json` (sampler.h).")
       .def("iter_epoch", [](PyDataset& p, const std::string& state_json,
                             const std::vector<std::int64_t>& world) {
              const std::shared_ptr<ds::Dataset>& d = p.d;
-             std::vector<std::int64_t> ids = EpochIds(*d, state_json, world, false);
+             std::vector<std::int64_t> ids = EpochIds(*d, state_json, world);
              std::vector<std::uint64_t> order(ids.begin(), ids.end());  // padding removed: all >= 0
              const std::uint64_t total = order.size();
              ds::SampleIterator it = d->Iterate(std::move(order));
@@ -720,10 +720,6 @@ void RegisterDataset(py::module_& m) {
              }
              return out;
            }, "Every problem found, as exception objects (empty when the dataset is sound).");
-
-  m.def("sampler_state_check", [](const std::string& state_json) {
-          (void)Unwrap(ds::DecodeSamplerState(state_json));
-        }, py::arg("state_json"), "Raises InvalidArgumentError (naming the key) unless the sampler state is valid.");
 
   m.def("dataset_merge", [](const std::string& out_dir, const std::vector<std::string>& parts,
                             const std::string& metadata_json, bool overwrite, bool sync) {

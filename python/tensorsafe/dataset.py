@@ -649,7 +649,9 @@ class StreamingDataset(_TorchIterable):
         detected one (for inspection and tests)."""
         w = tuple(world) if world is not None else self._world()
         state = self._state(w, self.sample_in_epoch, self.epoch)
-        return self._ds.native.epoch_ids(json.dumps(state), list(w))
+        # dataset_partition.cc's binding of the same EpochWorkerIds that
+        # iter_epoch runs natively.
+        return _native.epoch_worker_ids(self._ds.native.shard_samples, json.dumps(state), *w)
 
     def __iter__(self) -> Iterator[Dict[str, Any]]:
         w = self._world()
@@ -720,7 +722,7 @@ def _check_state(state: Dict[str, Any]) -> None:
         raise InvalidArgumentError(f"sampler state: missing keys {missing}, unknown keys {unknown}")
     if state["version"] != 1:
         raise InvalidArgumentError(f"sampler state: key \"version\": {state['version']} is not supported (expected 1)")
-    _native.sampler_state_check(json.dumps(state))
+    _native.sampler_state_normalize(json.dumps(state))  # the strict native decoder
 
 
 # ---------------------------------------------------------------------------

@@ -269,3 +269,47 @@ def test_damaged_index(tmp_path):
     (tmp_path / "ds" / "index.json").write_text("{not json")
     with pytest.raises(ts.CorruptionError, match="index.json"):
         tds.Dataset(tmp_path / "ds")
+
+
+def test_iterators_on_threads(tmp_path):
+    import threading
+
+    write(tmp_path / "ds", [{"x": np.full(8, i, np.int64), "s": str(i)} for i in range(3000)], shard_samples=100)
+    ds = tds.Dataset(tmp_path / "ds")
+    results, errors = {}, []
+
+    def run(k):
+        try:
+            order = np.random.default_rng(k).permutation(len(ds))
+            results[k] = [(int(s["x"][3]), s["s"]) for s in ds.iter(order)] == [(int(i), str(i)) for i in order]
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and results == {k: True for k in range(4)}
+    # One iterator shared by threads: never a crash; a thread that finds it
+    # refilling gets ValueError, as with a generator.
+    it = iter(ds)
+    seen, refused = [], []
+
+    def share():
+        while True:
+            try:
+                s = next(it)
+            except StopIteration:
+                return
+            except ValueError:
+                refused.append(1)
+                continue
+            seen.append(int(s["x"][0]))
+
+    threads = [threading.Thread(target=share) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(seen) == list(range(3000))

@@ -2,7 +2,7 @@
 // sequentially and in a shuffled order, beside pread of the same bytes from
 // one flat file in the same run; and bytes/s writing beside raw write().
 //
-//   dataset_bench [--quick] [--dir DIR] [--reps N]
+//   dataset_bench [--quick] [--small-only] [--dir DIR] [--reps N]
 //
 // Both sides do the same work per sample: the bytes end up copied into a
 // batch buffer (a loader's collate step), so the mapped reader's zero-copy
@@ -155,13 +155,15 @@ int main(int argc, char** argv) {
   bool quick = false;
   std::string root = (fs::temp_directory_path() / ("tensorsafe-dataset-bench-" + std::to_string(::getpid()))).string();
   int reps = 3;
+  bool small_only = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick") quick = true;
     else if (a == "--dir" && i + 1 < argc) root = argv[++i];
     else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else if (a == "--small-only") small_only = true;
     else {
-      std::fprintf(stderr, "usage: dataset_bench [--quick] [--dir DIR] [--reps N]\n");
+      std::fprintf(stderr, "usage: dataset_bench [--quick] [--small-only] [--dir DIR] [--reps N]\n");
       return 2;
     }
   }
@@ -171,6 +173,7 @@ int main(int argc, char** argv) {
   };
   std::vector<Config> configs = quick ? std::vector<Config>{{2000, 1024}, {20, 1 << 20}}
                                       : std::vector<Config>{{200000, 1024}, {2000, 1 << 20}};
+  if (small_only) configs.resize(1);
   for (const Config& c : configs) {
     Data d = Build(root, c.n, c.size);
     const double bytes = static_cast<double>(c.n) * c.size;

@@ -289,7 +289,8 @@ std::string WriteSmall(const TempDir& tmp, const std::string& name, int n, int p
   auto w = DatasetWriter::Create(dir, opt);
   EXPECT_TRUE(w.ok());
   for (int i = 0; i < n; ++i) {
-    std::vector<NamedValue> v = {{field, FieldValue::Int(i)}, {"s", FieldValue::Str(std::string(i, 'x'))}};
+    const std::string text(i, 'x');  // outlives Add(): values are views
+    std::vector<NamedValue> v = {{field, FieldValue::Int(i)}, {"s", FieldValue::Str(text)}};
     EXPECT_TRUE((*w)->Add(v).ok());
   }
   EXPECT_TRUE((*w)->Finish().ok());
@@ -470,6 +471,56 @@ TEST(Merge, PathEscapesAreRefused) {
   EXPECT_EQ(m.status().code(), StatusCode::kCorruption);
   EXPECT_NE(m.status().message().find("has a \"..\" component"), std::string::npos) << m.status().message();
   EXPECT_FALSE(fs::exists(out + "/index.json"));
+}
+
+}  // namespace
+}  // namespace tensorsafe::dataset
+
+namespace tensorsafe::dataset {
+namespace {
+
+// DATASET.md §2.4 in both directions: the writer's shard for the example
+// holds exactly the documented column tensors, and its index is golden.
+TEST(GoldenExample, WriterOutputMatchesTheSpec) {
+  TempDir tmp;
+  DatasetWriterOptions opt;
+  opt.schema.fields.push_back({"v", FieldKind::kTensor, DType::kF32, {kAnyDim}});
+  opt.schema.fields.push_back({"i", FieldKind::kInt, DType::kU8, {}});
+  opt.sync = false;
+  auto w = DatasetWriter::Create(tmp.File("d"), opt);
+  ASSERT_TRUE(w.ok());
+  const float v0[] = {1, 2}, v1[] = {3};
+  std::vector<NamedValue> s0 = {{"v", FieldValue::Tensor(DType::kF32, {2}, std::as_bytes(std::span(v0)))},
+                                {"i", FieldValue::Int(7)}};
+  std::vector<NamedValue> s1 = {{"i", FieldValue::Int(8)},
+                                {"v", FieldValue::Tensor(DType::kF32, {1}, std::as_bytes(std::span(v1)))}};
+  ASSERT_TRUE((*w)->Add(s0).ok());
+  ASSERT_TRUE((*w)->Add(s1).ok());
+  ASSERT_TRUE((*w)->Finish().ok());
+  auto reader = Reader::Open(tmp.File("d/shard-00000.tsafe"));
+  ASSERT_TRUE(reader.ok());
+  RawShard base;
+  auto names = (*reader)->Names();
+  ASSERT_EQ(names->size(), base.tensors.size());
+  for (const RawTensor& t : base.tensors) {
+    auto got = (*reader)->Get(t.name);
+    ASSERT_TRUE(got.ok()) << t.name;
+    EXPECT_EQ(got->info.dtype, t.dtype) << t.name;
+    EXPECT_EQ(got->info.shape, t.shape) << t.name;
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(got->data.data()), got->data.size()), t.bytes) << t.name;
+  }
+  EXPECT_EQ(*(*reader)->Metadata(),
+            R"({"format":"tensorsafe-dataset-shard","samples":2,"schema":[{"dtype":"f32","kind":"tensor","name":"v","shape":[null]},{"kind":"int","name":"i"}],"version":1})");
+  // The shard's XXH3 pins every byte of the shard file (deterministic writer).
+  EXPECT_EQ(ReadFileBytes(tmp.File("d/index.json")),
+            "{\"format\": \"tensorsafe-dataset\",\n"
+            " \"version\": 1,\n"
+            " \"samples\": 2,\n"
+            " \"schema\": [{\"dtype\":\"f32\",\"kind\":\"tensor\",\"name\":\"v\",\"shape\":[null]},"
+            "{\"kind\":\"int\",\"name\":\"i\"}],\n"
+            " \"shards\": [\n"
+            "  {\"bytes\":1008,\"name\":\"shard-00000.tsafe\",\"samples\":2,\"xxh3\":\"2a1632d5f29d1003\"}\n"
+            " ]}\n");
 }
 
 }  // namespace

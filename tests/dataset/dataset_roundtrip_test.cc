@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <numeric>
 #include <random>
+#include <thread>
 
 #include "support/dataset_model.h"
 #include "support/temp_dir.h"
@@ -418,6 +419,52 @@ TEST(DatasetReader, SampleOutlivesDatasetAndEviction) {
   }
   ASSERT_EQ(kept.fields[0].bytes.size(), 100u);
   EXPECT_EQ(static_cast<char>(kept.fields[0].bytes[99]), 'a');
+}
+
+// One Dataset shared by threads that iterate shuffled orders and read at
+// random while a tiny LRU keeps evicting: every sample as in the model.
+TEST(DatasetReader, ConcurrentReadersAgreeWithTheModel) {
+  const std::uint64_t seed = testing::TestSeed();
+  std::mt19937_64 rng(seed);
+  Schema schema;
+  schema.fields.push_back({"x", FieldKind::kTensor, DType::kF32, {kAnyDim, 2}});
+  schema.fields.push_back({"b", FieldKind::kBytes, DType::kU8, {}});
+  schema.fields.push_back({"i", FieldKind::kInt, DType::kU8, {}});
+  std::vector<ModelSample> samples;
+  for (int i = 0; i < 400; ++i) samples.push_back(testing::RandomSample(rng, schema, 300));
+  TempDir tmp;
+  DatasetWriterOptions opt;
+  opt.schema = schema;
+  opt.max_shard_samples = 13;
+  WriteAll(tmp.File("d"), schema, samples, opt);
+  DatasetOptions dopt;
+  dopt.max_open_shards = 2;
+  auto ds = Dataset::Open(tmp.File("d"), dopt);
+  ASSERT_TRUE(ds.ok());
+  std::vector<std::string> errors(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 r(seed + t);
+      std::vector<std::uint64_t> order(samples.size());
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), r);
+      auto it = (*ds)->Iterate(order);
+      Sample s;
+      for (std::size_t k = 0; it.Next(s); ++k) {
+        std::string d = testing::Diff(schema, samples[order[k]], s);
+        if (!d.empty() && errors[t].empty()) errors[t] = "iterate " + std::to_string(order[k]) + ": " + d;
+        Sample one;
+        const std::uint64_t j = r() % samples.size();
+        Status st = (*ds)->Read(j, one);
+        d = st.ok() ? testing::Diff(schema, samples[j], one) : st.ToString();
+        if (!d.empty() && errors[t].empty()) errors[t] = "read " + std::to_string(j) + ": " + d;
+      }
+      if (!it.status().ok()) errors[t] = it.status().ToString();
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (const auto& e : errors) EXPECT_EQ(e, "");
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 // SampleIterator is used by one thread at a time.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -156,6 +157,7 @@ class SampleIterator {
   SampleIterator(std::shared_ptr<const Dataset::Impl> ds, std::vector<std::uint64_t> order,
                  std::uint64_t begin, std::uint64_t end, bool ranged);
   bool Fail(Status s);
+  void Prefetch(std::uint64_t id);
 
   std::shared_ptr<const Dataset::Impl> ds_;
   std::vector<std::uint64_t> order_;
@@ -166,6 +168,19 @@ class SampleIterator {
   std::uint64_t cur_start_ = 0, cur_end_ = 0;
   std::shared_ptr<const ShardSource> cur_;
   Status status_;
+  // Shards this iterator used recently, by shard index modulo kSlots: a
+  // shuffled order changes shard at almost every id, and the slots spare it
+  // the dataset's lock. Up to kSlots shards stay open while it lives.
+  static constexpr std::size_t kSlots = 16;
+  struct Slot {
+    std::size_t shard = static_cast<std::size_t>(-1);
+    std::shared_ptr<const ShardSource> src;
+  };
+  std::array<Slot, kSlots> slots_;
+  // Views of the sample kAhead positions ahead, whose first bytes are
+  // prefetched: in a shuffled order each sample is a cache and TLB miss.
+  static constexpr std::uint64_t kAhead = 6;
+  std::vector<FieldView> ahead_;
 };
 
 }  // namespace tensorsafe::dataset

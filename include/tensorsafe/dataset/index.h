@@ -85,7 +85,7 @@ bool SameSchema(const Schema& a, const Schema& b, std::string* why = nullptr);
 Status ValidateShardName(std::string_view name, std::string_view what);
 
 // Parses index.json text; `what` names it in messages (its path or URL).
-// Checks DATASET.md §5 rules I1..I9. Errors: kCorruption, kUnsupported
+// Checks DATASET.md §5.1 rules I1..I10. Errors: kCorruption, kUnsupported
 // (another format or a newer version), kLimitExceeded.
 Result<DatasetIndex> ParseIndex(std::string_view json, std::string_view what,
                                 const IndexLimits& limits = {});

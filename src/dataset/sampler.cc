@@ -87,6 +87,12 @@ std::string EncodeSamplerState(const SamplerState& s) {
 }
 
 Result<SamplerState> DecodeSamplerState(std::string_view text) {
+  // A state is about 300 bytes; refuse megabytes of JSON before parsing them.
+  constexpr std::size_t kMaxStateBytes = 64 * 1024;
+  if (text.size() > kMaxStateBytes) {
+    return LimitExceeded("sampler state: " + std::to_string(text.size()) + " bytes of JSON, more than the limit " +
+                         std::to_string(kMaxStateBytes));
+  }
   // Duplicate keys are an error (nlohmann keeps the last silently): the
   // parser callback sees every key of the top-level object.
   std::set<std::string> seen;

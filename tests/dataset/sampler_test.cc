@@ -89,6 +89,10 @@ TEST(SamplerState, StrictDecodingErrors) {
       {replace("\"initial_nodes\":null", "\"initial_nodes\":0"), "key \"initial_nodes\": 0 is outside [1, "},
       {replace("\"shuffle_block_size\":262144", "\"shuffle_block_size\":0"), "key \"shuffle_block_size\": 0"},
   };
+  auto huge = DecodeSamplerState(std::string(70000, ' '));
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), StatusCode::kLimitExceeded);
+  EXPECT_NE(huge.status().message().find("70000 bytes of JSON"), std::string::npos);
   for (const Case& c : cases) {
     auto r = DecodeSamplerState(c.json);
     ASSERT_FALSE(r.ok()) << c.json;
@@ -163,6 +167,26 @@ TEST(EpochSampler, ResumeOnAnotherWorldMatchesUninterruptedRun) {
       // Every complete step identical; the last may differ only by padding repeats.
       for (std::size_t k = 0; k + 1 < rest.size(); ++k) EXPECT_EQ(rest[k], whole[k + 7]) << "step " << k + 7;
     }
+  }
+}
+
+TEST(EpochSampler, ShuffledGlobalBatchesSameOnWorldSizes1To8) {
+  const auto shards = Shards();
+  SamplerState st;
+  st.num_canonical_nodes = 4;
+  st.global_batch_size = 8;
+  st.shuffle = true;
+  st.shuffle_block_size = 10;
+  st.seed = 99;
+  st.epoch = 5;
+  const auto want = Steps(shards, st, 1, 1, 1);
+  ASSERT_EQ(want.size(), 24u);  // 187 samples -> 23 complete steps of 8 and a partial one
+  for (auto [nodes, ranks, workers] : std::vector<std::array<i64, 3>>{
+           {1, 2, 1}, {1, 2, 4}, {2, 1, 3}, {1, 4, 2}, {2, 2, 1}, {4, 1, 2}, {2, 4, 1}, {4, 2, 3}}) {
+    SCOPED_TRACE("world " + std::to_string(nodes) + "x" + std::to_string(ranks) + "x" + std::to_string(workers));
+    const auto got = Steps(shards, st, nodes, ranks, workers);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t k = 0; k + 1 < got.size(); ++k) EXPECT_EQ(got[k], want[k]) << "step " << k;
   }
 }
 

@@ -34,19 +34,30 @@ SEED = 9176
 
 
 def _mosaic():
-    if "streaming" not in sys.modules:
-        spec = importlib.util.find_spec("streaming")
-        if spec is None:
-            pytest.skip("mosaicml-streaming is not installed (pip install --no-deps mosaicml-streaming)")
-        root = spec.submodule_search_locations[0]
+    if "streaming" in sys.modules:  # already imported for real (e.g. by another interop test)
+        partition = importlib.import_module("streaming.base.partition")
+        shuffle = importlib.import_module("streaming.base.shuffle")
+        return partition.get_partitions, shuffle.get_shuffle
+    spec = importlib.util.find_spec("streaming")
+    if spec is None:
+        pytest.skip("mosaicml-streaming is not installed (pip install --no-deps mosaicml-streaming)")
+    root = spec.submodule_search_locations[0]
+    before = set(sys.modules)
+    try:
         for name, path in (("streaming", root), ("streaming.base", root + "/base")):
             module = types.ModuleType(name)
             module.__path__ = [path]
             sys.modules[name] = module
-    logging.getLogger("streaming").setLevel(logging.ERROR)
-    partition = importlib.import_module("streaming.base.partition")
-    shuffle = importlib.import_module("streaming.base.shuffle")
-    return partition.get_partitions, shuffle.get_shuffle
+        logging.getLogger("streaming").setLevel(logging.ERROR)
+        partition = importlib.import_module("streaming.base.partition")
+        shuffle = importlib.import_module("streaming.base.shuffle")
+        return partition.get_partitions, shuffle.get_shuffle
+    finally:
+        # Drop the empty parents (and what was loaded under them) so a later
+        # `import streaming` elsewhere in the session gets the real package.
+        for name in set(sys.modules) - before:
+            if name == "streaming" or name.startswith("streaming."):
+                del sys.modules[name]
 
 
 @pytest.fixture(scope="module")
@@ -258,3 +269,14 @@ def test_errors_are_tensorsafe_exceptions():
     with pytest.raises(ts.InvalidArgumentError, match="empty range"):
         _native.partition_seed([3], 1, 1, 4, 0, 0, 3)
     assert _native.partition_seed([8], 1, 1, 3, 0, 0, 0, 2)["max_id"] == 3
+
+
+def test_python_front_module():
+    from tensorsafe import partition
+
+    assert partition.elastic("orig", 10, 2, 1, 1, 1, 4).reshape(-1, 4).tolist() == [
+        [0, 5, 1, 6], [2, 7, 3, 8], [4, 9, -1, -1]]
+    assert partition.seed([8], 1, 1, 3, 0, 0, 0, batch_size=2)["max_id"] == 3
+    assert partition.epoch_shuffle([4, 3, 0, 5], 2, 9176, 0, 4).tolist() == [4, 2, 1, 0, 6, 5, 3, 7, 8, 11, 9, 10]
+    state = partition.normalize_state(_state(2, 4, False))
+    assert partition.worker_ids([5, 5], state, 1, 2, 2, 0, 1, 1).tolist() == [7, 8]

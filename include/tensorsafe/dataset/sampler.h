@@ -55,7 +55,8 @@ struct SamplerState {
 std::string EncodeSamplerState(const SamplerState& state);
 // Strict: kInvalidArgument naming the key for bad JSON, a missing, unknown or
 // duplicated key, a wrong type, a non-integer or out-of-range number, an
-// unknown mode or partition name, or a version other than 1.
+// unknown mode or partition name, or a version other than 1; kLimitExceeded
+// for more than 64 KiB of text.
 Result<SamplerState> DecodeSamplerState(std::string_view json);
 
 // One epoch's plan for a whole world (nodes x ranks x workers).

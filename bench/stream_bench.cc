@@ -3,9 +3,13 @@
 // kind of fd (the baseline, in the same run), and messages per second of
 // small batches over ZeroMQ PUSH/PULL against raw cppzmq multipart sends.
 //
-//   stream_bench [--quick] [--reps N] [--mib N]
+//   stream_bench [--quick] [--reps N] [--mib N] [--no-verify] [--only pipe|tcp|zmq]
+//                [--only-raw | --only-stream]
 //
-// Each figure is the best of --reps runs (the machine is shared).
+// Each figure is the best of --reps runs (the machine is shared). --only-raw
+// and --only-stream run one side of the fd cases, so that `perf stat` can
+// compare the CPU time (task-clock) of the two, which a loaded machine
+// disturbs less than the wall-clock ratio.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -32,6 +36,7 @@ constexpr std::size_t kTensor = 1 << 20;   // 1 MiB tensors
 constexpr std::size_t kPerBatch = 16;      // 16 tensors per message
 constexpr std::size_t kPool = 64 << 20;    // distinct source bytes, cycled
 bool g_verify = true;
+bool g_raw = true, g_stream = true;
 
 void Die(const Status& s, const char* what) {
   if (s.ok()) return;
@@ -136,8 +141,8 @@ void Throughput(const char* name, FdPair (*make)(), std::size_t total, int reps)
   for (std::size_t i = 0; i < pool.size(); ++i) pool[i] = static_cast<std::byte>(i * 131 + (i >> 12));
   double raw = 1e9, ours = 1e9;
   for (int i = 0; i < reps; ++i) {
-    raw = std::min(raw, RawRun(make(), pool, total));
-    ours = std::min(ours, StreamRun(make(), pool, total));
+    if (g_raw) raw = std::min(raw, RawRun(make(), pool, total));
+    if (g_stream) ours = std::min(ours, StreamRun(make(), pool, total));
   }
   const double gib = static_cast<double>(total) / (1 << 30);
   std::printf("%-5s %5.2f GiB of 1 MiB tensors: raw write/read %6.2f GiB/s   stream %6.2f GiB/s   ratio %.2fx\n",
@@ -224,12 +229,16 @@ void ZmqMessages(std::size_t n, int reps) {
 
 int main(int argc, char** argv) {
   bool quick = false;
+  std::string only;
   int reps = 3;
   std::size_t mib = 1024;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     else if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--no-verify") == 0) g_verify = false;
+    else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
+    else if (std::strcmp(argv[i], "--only-raw") == 0) g_stream = false;
+    else if (std::strcmp(argv[i], "--only-stream") == 0) g_raw = false;
     else if (std::strcmp(argv[i], "--mib") == 0 && i + 1 < argc) mib = std::strtoul(argv[++i], nullptr, 10);
   }
   if (quick) {
@@ -237,8 +246,8 @@ int main(int argc, char** argv) {
     reps = 1;
   }
   const std::size_t total = mib << 20;
-  Throughput("pipe", MakePipe, total, reps);
-  Throughput("tcp", MakeTcp, total, reps);
-  ZmqMessages(quick ? 2000 : 50000, reps);
+  if (only.empty() || only == "pipe") Throughput("pipe", MakePipe, total, reps);
+  if (only.empty() || only == "tcp") Throughput("tcp", MakeTcp, total, reps);
+  if (only.empty() || only == "zmq") ZmqMessages(quick ? 2000 : 50000, reps);
   return 0;
 }

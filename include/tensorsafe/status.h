@@ -73,6 +73,12 @@ Status LimitExceeded(std::string msg);
 Status FailedPrecondition(std::string msg);
 Status Internal(std::string msg);
 
+// The OK status that Result<T>::status() refers to when it holds a value.
+inline const Status& OkStatusRef() {
+  static const Status ok;
+  return ok;
+}
+
 // Either a T or a non-OK Status.
 template <typename T>
 class [[nodiscard]] Result {
@@ -83,8 +89,13 @@ class [[nodiscard]] Result {
   }
 
   bool ok() const { return std::holds_alternative<T>(v_); }
-  // The error; OK when a value is held.
-  Status status() const { return ok() ? Status::OK() : std::get<Status>(v_); }
+  // The error; OK when a value is held. On an lvalue, a reference valid as
+  // long as this Result (no copy of the message); on a temporary, a value,
+  // so `const auto& s = F().status();` binds a lifetime-extended copy rather
+  // than a reference into the dead temporary.
+  const Status& status() const& { return ok() ? OkStatusRef() : std::get<Status>(v_); }
+  Status status() && { return ok() ? Status::OK() : std::get<Status>(std::move(v_)); }
+  Status status() const&& { return ok() ? Status::OK() : std::get<Status>(v_); }
 
   T& value() & { assert(ok()); return std::get<T>(v_); }
   const T& value() const& { assert(ok()); return std::get<T>(v_); }
@@ -116,5 +127,5 @@ class [[nodiscard]] Result {
   TS_ASSIGN_OR_RETURN_IMPL_(TS_CONCAT_(ts_result_, __LINE__), lhs, expr)
 #define TS_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                              \
-  if (!tmp.ok()) return tmp.status();             \
+  if (!tmp.ok()) return std::move(tmp).status();  \
   lhs = std::move(tmp).value()

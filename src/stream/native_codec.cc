@@ -3,6 +3,7 @@
 #include "stream/native_codec.h"
 
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <new>
 #include <unordered_set>
@@ -316,28 +317,74 @@ Status CheckData(const TensorInfo& i, std::span<const std::byte> bytes, const St
   return Status::OK();
 }
 
+DataVerifier::DataVerifier(const DecodedDescriptors& d, std::uint64_t data_bytes, bool verify_data)
+    : d_(d), data_bytes_(data_bytes), verify_(verify_data), hash_(std::make_unique<StreamingHash>()) {}
+
+DataVerifier::~DataVerifier() = default;
+
+Status DataVerifier::EndTensor() {
+  const TensorInfo& i = d_.tensors[next_].info;
+  if (verify_ && hash_->Digest() != i.data_checksum) {  // X1
+    return Corruption("tensor " + QuoteName(i.name) + ": data checksum mismatch");
+  }
+  ++next_;
+  hash_->Reset();
+  return Status::OK();
+}
+
+Status DataVerifier::Update(std::span<const std::byte> bytes) {
+  if (bytes.size() > data_bytes_ - pos_) {
+    return Internal("data verifier fed " + N(bytes.size()) + " bytes at " + N(pos_) + " of " + N(data_bytes_));
+  }
+  const auto& t = d_.tensors;
+  while (true) {
+    // Tensors that end here (zero-length ones included) are complete.
+    while (next_ < t.size() && pos_ >= t[next_].info.data_offset + t[next_].info.data_length) {
+      TS_RETURN_IF_ERROR(EndTensor());
+    }
+    if (bytes.empty()) return Status::OK();
+    const bool in_data = next_ < t.size() && pos_ >= t[next_].info.data_offset;
+    const std::uint64_t stop = next_ == t.size() ? data_bytes_
+                               : in_data         ? t[next_].info.data_offset + t[next_].info.data_length
+                                                 : t[next_].info.data_offset;
+    const auto take = static_cast<std::size_t>(std::min<std::uint64_t>(bytes.size(), stop - pos_));
+    if (in_data) {
+      if (verify_) hash_->Update(bytes.first(take));
+    } else {
+      for (std::size_t q = 0; q < take; ++q) {  // D12
+        if (bytes[q] != std::byte{0}) return Corruption("data padding byte at " + N(pos_ + q) + " is not zero");
+      }
+    }
+    pos_ += take;
+    bytes = bytes.subspan(take);
+  }
+}
+
+Status DataVerifier::Finish() const {
+  if (pos_ != data_bytes_ || next_ != d_.tensors.size()) {
+    return Internal("data verifier finished at " + N(pos_) + " of " + N(data_bytes_) + " bytes");
+  }
+  return Status::OK();
+}
+
 Result<TensorSet> AssembleBatch(DecodedDescriptors d, std::span<const std::byte> data,
                                 std::shared_ptr<const void> owner, const StreamReaderOptions& opt) {
+  DataVerifier v(d, data.size(), opt.verify_data);
+  TS_RETURN_IF_ERROR(v.Update(data));
+  TS_RETURN_IF_ERROR(v.Finish());
+  return BuildBatch(std::move(d), data, std::move(owner));
+}
+
+TensorSet BuildBatch(DecodedDescriptors d, std::span<const std::byte> data, std::shared_ptr<const void> owner) {
   TensorSet set;
   set.metadata_json = std::move(d.metadata_json);
   set.tensors.reserve(d.tensors.size());
-  std::uint64_t prev_end = 0;
-  auto check_zero = [&](std::uint64_t from, std::uint64_t to) -> Status {  // D12
-    for (std::uint64_t q = from; q < to; ++q) {
-      if (data[q] != std::byte{0}) return Corruption("data padding byte at " + N(q) + " is not zero");
-    }
-    return Status::OK();
-  };
   for (Descriptor& desc : d.tensors) {
     TensorInfo& i = desc.info;
-    TS_RETURN_IF_ERROR(check_zero(prev_end, i.data_offset));
     auto bytes = data.subspan(i.data_offset, i.data_length);
-    TS_RETURN_IF_ERROR(CheckData(i, bytes, opt));
-    prev_end = i.data_offset + i.data_length;
     const std::size_t align = NaturalAlignment(i.dtype);
     set.tensors.push_back(ViewOrCopy(std::move(i), bytes, owner, align));
   }
-  TS_RETURN_IF_ERROR(check_zero(prev_end, data.size()));
   return set;
 }
 

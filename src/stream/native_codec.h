@@ -15,6 +15,7 @@
 #include "tensorsafe/status.h"
 #include "tensorsafe/stream.h"
 #include "tensorsafe/tensor_set.h"
+#include "util/hash.h"
 
 namespace tensorsafe::internal {
 
@@ -78,11 +79,35 @@ struct DecodedDescriptors {
 Result<DecodedDescriptors> DecodeDescriptors(const MessageHeader& header,
                                              std::span<const std::byte> block,
                                              const StreamReaderOptions& options);
-// Checks the zero padding of the data region (D12) and the data checksums
-// (X1, when options.verify_data), then builds the set: tensors view `data`
-// (the data region) sharing `owner`, or copies when misaligned for their type.
+// Checks a data region fed in order, in pieces of any size: the zero
+// padding (D12) and each tensor's checksum (X1, when `verify_data`) as its
+// last byte arrives. Lets a receiver hash each piece right after reading it,
+// while it is in cache, instead of a second pass over the whole region.
+// `d` must outlive the verifier and have passed DecodeDescriptors (D10 puts
+// the tensors in order inside data_bytes).
+class DataVerifier {
+ public:
+  DataVerifier(const DecodedDescriptors& d, std::uint64_t data_bytes, bool verify_data);
+  ~DataVerifier();
+  // The next bytes of the region; more than remain is kInternal.
+  Status Update(std::span<const std::byte> bytes);
+  // OK when all data_bytes arrived and passed (else kInternal: a caller bug).
+  Status Finish() const;
+
+ private:
+  Status EndTensor();
+  const DecodedDescriptors& d_;
+  std::uint64_t data_bytes_, pos_ = 0;
+  std::size_t next_ = 0;  // the first tensor not yet checked
+  bool verify_;
+  std::unique_ptr<StreamingHash> hash_;
+};
+// Checks the data region with a DataVerifier, then BuildBatch.
 Result<TensorSet> AssembleBatch(DecodedDescriptors d, std::span<const std::byte> data,
                                 std::shared_ptr<const void> owner, const StreamReaderOptions& options);
+// Builds the set of a data region that passed a DataVerifier: tensors view
+// `data` sharing `owner`, or copies when misaligned for their type.
+TensorSet BuildBatch(DecodedDescriptors d, std::span<const std::byte> data, std::shared_ptr<const void> owner);
 // Checks X1 for one tensor whose bytes arrived separately (ZeroMQ frames).
 Status CheckData(const TensorInfo& info, std::span<const std::byte> bytes, const StreamReaderOptions& options);
 

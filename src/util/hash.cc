@@ -11,10 +11,20 @@
 // weak references make them optional: when absent they are null and the
 // inlined code runs. Same algorithm, same digests (tests/format/
 // fast_paths_test.cc compares them).
+//
+// A weak reference alone does not keep libxxhash in a link made with
+// --as-needed (Debian's default), so the entry points were null in every
+// binary and the slow path always ran. CMake defines TS_XXH3_DISPATCH_LINKED
+// when the library exports them: then the references are strong.
+#if defined(TS_XXH3_DISPATCH_LINKED)
+#define TS_XXH3_WEAK
+#else
+#define TS_XXH3_WEAK __attribute__((weak))
+#endif
 #if defined(__x86_64__) && defined(__GNUC__)
-extern "C" XXH64_hash_t XXH3_64bits_dispatch(const void* input, size_t len) __attribute__((weak));
+extern "C" XXH64_hash_t XXH3_64bits_dispatch(const void* input, size_t len) TS_XXH3_WEAK;
 extern "C" XXH_errorcode XXH3_64bits_update_dispatch(XXH3_state_t* state, const void* input, size_t len)
-    __attribute__((weak));
+    TS_XXH3_WEAK;
 #define TS_XXH3_DISPATCH 1
 #else
 #define TS_XXH3_DISPATCH 0

@@ -1,12 +1,11 @@
 // The built `tensorsafe` binary: `send a.tsafe - | recv - b.tsafe` copies a
 // file through a pipe exactly; `lmdb put|get|ls|rm`.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <cstring>
 
 #include "stream/stream_test_util.h"
+#include "support/cli_runner.h"
 #include "support/temp_dir.h"
 #include "tensorsafe/reader.h"
 #include "tensorsafe/writer.h"
@@ -14,10 +13,7 @@
 namespace tensorsafe {
 namespace {
 
-struct Output {
-  std::string out, err;
-  int rc = -1;
-};
+using Output = testing::CliOutput;
 
 class StreamCliTest : public ::testing::Test {
  protected:
@@ -38,17 +34,7 @@ class StreamCliTest : public ::testing::Test {
   // Runs a shell command line where "TS" stands for the binary.
   Output Sh(std::string cmd) {
     for (std::size_t at; (at = cmd.find("TS ")) != std::string::npos;) cmd.replace(at, 2, TS_CLI_PATH);
-    const std::string err_path = dir_.File("stderr.txt");
-    Output o;
-    FILE* p = ::popen((cmd + " 2>" + err_path).c_str(), "r");
-    if (p == nullptr) return o;
-    char buf[4096];
-    std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
-    const int status = ::pclose(p);
-    o.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    o.err = testing::ReadFileBytes(err_path);
-    return o;
+    return testing::RunShell(cmd);
   }
 
   // Every name, dtype, shape, byte, per-tensor and file metadata equal.

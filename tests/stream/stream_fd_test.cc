@@ -199,6 +199,32 @@ TEST(StreamFd, CorruptByteInStreamDeliversNoBatch) {
   }
 }
 
+// The reader checks data piece by piece as it arrives (256 KiB pieces): a
+// damaged byte deep in a large tensor, past the first pieces, is still found
+// and names the tensor.
+TEST(StreamFd, CorruptByteInALaterPieceIsFound) {
+  std::vector<std::uint8_t> big(1 << 20);
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<std::uint8_t>(i * 2654435761u >> 24);
+  TensorSet b;
+  Tensor t;
+  t.info.name = "big";
+  t.info.dtype = DType::kU8;
+  t.info.shape = {big.size()};
+  t.data = std::as_bytes(std::span(big));
+  b.tensors.push_back(t);
+  std::string bytes = internal::EncodePreamble() + *EncodeMessage(b, 0);
+  bytes[bytes.size() - 1000] ^= 0x01;  // in the 4th 256 KiB piece of the data
+  Pipe p;
+  std::thread w([&] { (void)!::write(p.w.get(), bytes.data(), bytes.size()); p.w.reset(); });
+  auto r = StreamReader::FromFd(p.r.get());
+  auto got = (*r)->Next();
+  w.join();
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(got.status().message().find("tensor \"big\": data checksum mismatch"), std::string::npos)
+      << got.status().ToString();
+}
+
 TEST(StreamFd, EmptyInputAndForeignBytes) {
   for (const std::string bytes : {std::string(), std::string("hello, world, this is not a stream")}) {
     Pipe p;

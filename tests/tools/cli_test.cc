@@ -1,13 +1,12 @@
 // Runs the built `tensorsafe` binary on files made by the C++ Writer and the
 // npy codec, checking stdout, stderr and the exit code (docs/ERRORS.md).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "support/cli_runner.h"
 #include "support/temp_dir.h"
 #include "tensorsafe/formats/npy.h"
 #include "tensorsafe/reader.h"
@@ -16,10 +15,7 @@
 namespace tensorsafe {
 namespace {
 
-struct Output {
-  std::string out, err;
-  int rc = -1;
-};
+using Output = testing::CliOutput;
 
 class CliTest : public ::testing::Test {
  protected:
@@ -41,20 +37,7 @@ class CliTest : public ::testing::Test {
     ASSERT_TRUE((*w)->Finish().ok());
   }
 
-  Output Run(const std::string& args) {
-    const std::string err_path = dir_.File("stderr.txt");
-    const std::string cmd = std::string(TS_CLI_PATH) + " " + args + " 2>" + err_path;
-    Output o;
-    FILE* p = ::popen(cmd.c_str(), "r");
-    if (p == nullptr) return o;
-    char buf[4096];
-    std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
-    const int status = ::pclose(p);
-    o.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    o.err = testing::ReadFileBytes(err_path);
-    return o;
-  }
+  Output Run(const std::string& args) { return testing::RunCli(TS_CLI_PATH, args); }
 
   testing::TempDir dir_;
   std::string path_;

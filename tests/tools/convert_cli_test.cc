@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "support/cli_runner.h"
 #include "support/temp_dir.h"
 #include "tensorsafe/convert.h"
 #include "tensorsafe/formats/npy.h"
@@ -21,10 +22,7 @@
 namespace tensorsafe {
 namespace {
 
-struct Output {
-  std::string out, err;
-  int rc = -1;
-};
+using Output = testing::CliOutput;
 
 class ConvertCliTest : public ::testing::Test {
  protected:
@@ -40,20 +38,7 @@ class ConvertCliTest : public ::testing::Test {
     ASSERT_TRUE((*w)->Finish().ok());
   }
 
-  Output Run(const std::string& args) {
-    const std::string err_path = dir_.File("stderr.txt");
-    const std::string cmd = std::string(TS_CLI_PATH) + " " + args + " 2>" + err_path;
-    Output o;
-    FILE* p = ::popen(cmd.c_str(), "r");
-    if (p == nullptr) return o;
-    char buf[4096];
-    std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
-    const int status = ::pclose(p);
-    o.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    o.err = testing::ReadFileBytes(err_path);
-    return o;
-  }
+  Output Run(const std::string& args) { return testing::RunCli(TS_CLI_PATH, args); }
 
   // Runs the CLI with stderr on a pseudo-terminal and returns what the
   // terminal showed; stdout goes to /dev/null.

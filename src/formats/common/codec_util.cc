@@ -6,11 +6,15 @@
 
 namespace tensorsafe::internal {
 
-Status WriteFileAtomically(const std::string& path, std::span<const std::byte> bytes, bool sync,
-                           Env* env) {
+namespace {
+
+// Temp file, `fill`, optional fsync, rename; the temp file is removed on any
+// failure so a crash or error never leaves a half-written `path`.
+template <typename Fill>
+Status WriteViaTemp(const std::string& path, bool sync, Env* env, Fill&& fill) {
   std::string tmp;
   TS_ASSIGN_OR_RETURN(auto file, env->NewTempFile(path, &tmp));
-  Status s = file->Append(bytes);
+  Status s = fill(*file);
   if (s.ok() && sync) s = file->Sync();
   Status c = file->Close();
   if (s.ok()) s = c;
@@ -21,6 +25,13 @@ Status WriteFileAtomically(const std::string& path, std::span<const std::byte> b
   }
   if (sync) TS_RETURN_IF_ERROR(env->SyncDirOf(path));
   return Status::OK();
+}
+
+}  // namespace
+
+Status WriteFileAtomically(const std::string& path, std::span<const std::byte> bytes, bool sync,
+                           Env* env) {
+  return WriteViaTemp(path, sync, env, [&](WritableFile& f) { return f.Append(bytes); });
 }
 
 std::size_t Pieces::Append(std::string bytes) {
@@ -81,19 +92,7 @@ Status Pieces::WriteTo(WritableFile& file) const {
 }
 
 Status WritePiecesAtomically(const std::string& path, const Pieces& pieces, bool sync, Env* env) {
-  std::string tmp;
-  TS_ASSIGN_OR_RETURN(auto file, env->NewTempFile(path, &tmp));
-  Status s = pieces.WriteTo(*file);
-  if (s.ok() && sync) s = file->Sync();
-  Status c = file->Close();
-  if (s.ok()) s = c;
-  if (s.ok()) s = env->Rename(tmp, path);
-  if (!s.ok()) {
-    (void)env->Remove(tmp);  // the first error is the one worth reporting
-    return s;
-  }
-  if (sync) TS_RETURN_IF_ERROR(env->SyncDirOf(path));
-  return Status::OK();
+  return WriteViaTemp(path, sync, env, [&](WritableFile& f) { return pieces.WriteTo(f); });
 }
 
 Tensor OwnedTensor(TensorInfo info, std::vector<std::byte> bytes) {

@@ -33,7 +33,7 @@ test-cpp: build
 # The conversion interop tests: `tensorsafe convert` against numpy,
 # safetensors, gguf-py and webdataset from .venv (tests/interop/).
 test-interop: build
-	@TENSORSAFE_CLI=$(BUILD)/bin/tensorsafe .venv/bin/python -m pytest tests/interop -q
+	@TENSORSAFE_CLI=$(BUILD)/bin/tensorsafe TENSORSAFE_COMPAT_DUMP=$(BUILD)/bin/compat_dump .venv/bin/python -m pytest tests/interop -q
 
 # pytest exits 5 when it collects nothing: that is a failure here too.
 test-python: python

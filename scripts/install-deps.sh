@@ -32,9 +32,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # Only reinstall when the requirements changed since the last install.
 stamp=.venv/.requirements.sha
-want=$(sha256sum requirements-dev.txt | cut -d' ' -f1)
+want=$(cat requirements-dev.txt requirements-streaming.txt | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+  # mosaicml-streaming's declared deps would replace torch: exact pins, no deps.
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -r requirements-streaming.txt
   echo "$want" > "$stamp"
 fi
 # tensorcom 0.1.0 for tests/interop/test_stream_peers.py. Its imports (pyzmq,

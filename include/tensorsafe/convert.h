@@ -60,6 +60,13 @@ struct ConvertOptions {
   // Names into a format that cannot hold them (btf: positions only; tenbin:
   // 8 ASCII bytes): tensors are written under their position instead.
   bool drop_names = false;
+  // Sparse COO tensors into a format without sparse tensors (all but tsafe
+  // and btf): written as their dense equivalent, built in memory (zeros
+  // where no element is stored; duplicate coordinates summed for integer,
+  // f32 and f64 values, kUnsupported for other dtypes). A dense result
+  // larger than max_densify_bytes is kLimitExceeded.
+  bool densify = false;
+  std::uint64_t max_densify_bytes = std::uint64_t{1} << 30;
 
   // tsafe: the data alignment (0 = the writer's default, 64). gguf: written
   // as general.alignment (uint32), replacing the input's. Other targets

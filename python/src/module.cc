@@ -6,6 +6,7 @@
 #include "common.h"
 
 namespace tensorsafe::python {
+void RegisterDataset(py::module_& m);  // dataset.cc
 void RegisterDatasetPartition(py::module_& m);  // dataset_partition.cc
 }
 
@@ -18,5 +19,6 @@ PYBIND11_MODULE(_native, m) {
   tp::RegisterWriter(m);
   tp::RegisterCodecs(m);
   tp::RegisterStream(m);
+  tp::RegisterDataset(m);
   tp::RegisterDatasetPartition(m);
 }

@@ -73,3 +73,13 @@ __all__ = [
 # Sparse COO tensors for NumPy (issue 5).
 from ._arrays import SparseCoo  # noqa: E402
 __all__ += ["SparseCoo"]
+
+
+def __getattr__(name):
+    # The submodules that import torch / dask / ZeroMQ when present load on
+    # first use, so that `import tensorsafe` stays light.
+    if name in ("dataset", "dask", "partition", "stream"):
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'tensorsafe' has no attribute {name!r}")

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -50,7 +51,9 @@ Result<json> ParseObject(const std::string& text, const std::string& what) {
 const std::vector<std::string>* OwnTensorKeys(Format f) {
   static const std::vector<std::string> tenbin = {"tenbin_info"};
   static const std::vector<std::string> btf = {"layout", "shape"};
+  static const std::vector<std::string> gguf = {"gguf.type", "gguf.shape", "block_elems", "block_bytes"};
   if (f == Format::kTenbin) return &tenbin;
+  if (f == Format::kGguf) return &gguf;
   if (f == Format::kBtf) return &btf;
   return nullptr;
 }
@@ -66,7 +69,9 @@ Status PrepareTensorMetadata(Tensor& t, std::size_t i, Format to, const ConvertO
   TS_ASSIGN_OR_RETURN(json md, ParseObject(t.info.metadata_json, What(i, t)));
   const std::vector<std::string>* own = OwnTensorKeys(to);
   // BTF's keys are its own only as the COO marker, "layout":"coo".
-  const bool own_applies = own != nullptr && (to != Format::kBtf || (md.contains("layout") && md["layout"] == "coo"));
+  // GGUF's are its own only on a quantized tensor.
+  const bool own_applies = own != nullptr && (to != Format::kBtf || (md.contains("layout") && md["layout"] == "coo")) &&
+                           (to != Format::kGguf || md.contains("gguf.type"));
   json kept = json::object();
   std::vector<std::string> lost;
   for (auto it = md.begin(); it != md.end(); ++it) {
@@ -212,15 +217,117 @@ Status PrepareNames(TensorSet& set, Format to, const ConvertOptions& opt) {
   return Status::OK();
 }
 
+template <typename T>
+void AddInto(std::byte* dst, const std::byte* src) {
+  T a, b;
+  std::memcpy(&a, dst, sizeof(T));
+  std::memcpy(&b, src, sizeof(T));
+  a = static_cast<T>(a + b);  // unsigned types wrap, as torch.s integer sums do
+  std::memcpy(dst, &a, sizeof(T));
+}
+
+// Adds the element at `src` to the one at `dst`; false for dtypes whose sum
+// is not plain machine arithmetic here (f16, bf16, f8, complex, bool).
+bool AddElement(DType d, std::byte* dst, const std::byte* src) {
+  switch (d) {
+    case DType::kU8: AddInto<std::uint8_t>(dst, src); return true;
+    case DType::kU16: AddInto<std::uint16_t>(dst, src); return true;
+    case DType::kU32: AddInto<std::uint32_t>(dst, src); return true;
+    case DType::kU64: AddInto<std::uint64_t>(dst, src); return true;
+    case DType::kI8: AddInto<std::uint8_t>(dst, src); return true;  // two's complement: same bits
+    case DType::kI16: AddInto<std::uint16_t>(dst, src); return true;
+    case DType::kI32: AddInto<std::uint32_t>(dst, src); return true;
+    case DType::kI64: AddInto<std::uint64_t>(dst, src); return true;
+    case DType::kF32: AddInto<float>(dst, src); return true;
+    case DType::kF64: AddInto<double>(dst, src); return true;
+    default: return false;
+  }
+}
+
+// The dense equivalent of a COO tensor (ConvertOptions::densify), in memory.
+Result<Tensor> Densify(const Tensor& t, std::size_t i, const ConvertOptions& opt) {
+  const std::string what = What(i, t);
+  const std::size_t itemsize = ElementSize(t.info.dtype);
+  if (itemsize == 0) {
+    return Unsupported(what + ": cannot densify COO values of packed dtype " + std::string(DTypeName(t.info.dtype)));
+  }
+  auto bytes = DenseByteSize(t.info.dtype, t.info.shape);
+  if (!bytes.ok()) return bytes.status().WithContext(what);
+  if (*bytes > opt.max_densify_bytes) {
+    return LimitExceeded(what + ": densified it would take " + std::to_string(*bytes) + " bytes, above the limit of " +
+                         std::to_string(opt.max_densify_bytes) + " (max_densify_bytes)");
+  }
+  auto parts = SplitCoo(t.info, t.data);
+  if (!parts.ok()) return parts.status().WithContext(what);
+  const std::size_t rank = t.info.shape.size();
+  std::vector<std::byte> dense(static_cast<std::size_t>(*bytes));
+  std::vector<bool> seen(static_cast<std::size_t>(*bytes / itemsize));
+  for (std::uint64_t k = 0; k < t.info.nnz; ++k) {
+    std::uint64_t flat = 0;
+    for (std::size_t j = 0; j < rank; ++j) {
+      std::int64_t c;
+      std::memcpy(&c, parts->indices.data() + 8 * (k * rank + j), 8);
+      if (c < 0 || static_cast<std::uint64_t>(c) >= t.info.shape[j]) {
+        return InvalidArgument(what + ": COO element " + std::to_string(k) + " has index " + std::to_string(c) +
+                               " in dimension " + std::to_string(j) + ", outside [0, " +
+                               std::to_string(t.info.shape[j]) + ")");
+      }
+      flat = flat * t.info.shape[j] + static_cast<std::uint64_t>(c);  // < element count: no overflow
+    }
+    std::byte* dst = dense.data() + flat * itemsize;
+    const std::byte* src = parts->values.data() + k * itemsize;
+    if (!seen[flat]) {
+      std::memcpy(dst, src, itemsize);
+      seen[flat] = true;
+    } else if (!AddElement(t.info.dtype, dst, src)) {
+      return Unsupported(what + ": COO element " + std::to_string(k) + " repeats a coordinate, and values of dtype " +
+                         std::string(DTypeName(t.info.dtype)) + " are not summed when densifying");
+    }
+  }
+  TensorInfo info;
+  info.name = t.info.name;
+  info.dtype = t.info.dtype;
+  info.shape = t.info.shape;
+  info.data_length = *bytes;
+  info.metadata_json = t.info.metadata_json;
+  return internal::OwnedTensor(std::move(info), std::move(dense));
+}
+
+// A native COO tensor (spec 1.1) goes to tsafe and to BTF's COO record;
+// anywhere else only densified, with consent.
+Status PrepareSparse(TensorSet& set, Format to, const ConvertOptions& opt) {
+  for (std::size_t i = 0; i < set.tensors.size(); ++i) {
+    Tensor& t = set.tensors[i];
+    if (t.info.layout != Layout::kCoo || to == Format::kTsafe || to == Format::kBtf) continue;
+    if (!opt.densify) {
+      return Unsupported(What(i, t) + ": a sparse COO tensor cannot be stored in " + Fmt(to) +
+                         " (convert it to tsafe or btf, or consent to its dense equivalent: densify, --densify)");
+    }
+    TS_ASSIGN_OR_RETURN(t, Densify(t, i, opt));
+  }
+  return Status::OK();
+}
+
+// A GGUF block-quantized tensor, carried as u8 bytes marked "gguf.type"
+// (gguf.h): its type name, or "" for any other tensor.
+std::string GgufQuantType(const Tensor& t) {
+  if (t.info.metadata_json.find("gguf.type") == std::string::npos) return {};
+  auto md = json::parse(t.info.metadata_json, nullptr, false);
+  if (!md.is_object() || !md.contains("gguf.type") || !md["gguf.type"].is_string()) return {};
+  return md["gguf.type"].get<std::string>();
+}
+
 Status CheckDTypesAndRanks(const TensorSet& set, Format to) {
   for (std::size_t i = 0; i < set.tensors.size(); ++i) {
     const Tensor& t = set.tensors[i];
-    // Native sparse COO (format 1.1) has no counterpart yet in the other
-    // writers; BTF's COO arrives as a .indices/.values pair instead.
-    if (t.info.layout == Layout::kCoo && to != Format::kTsafe) {
-      return Unsupported(What(i, t) + ": a sparse COO tensor cannot be stored in " + Fmt(to) +
-                         " (convert it to tsafe, or densify it first)");
+    // Quantized blocks are meaningful only where the type travels with them;
+    // as plain u8 they would be silently reinterpretable bytes.
+    if (const std::string q = GgufQuantType(t);
+        !q.empty() && to != Format::kTsafe && to != Format::kGguf && to != Format::kZio) {
+      return Unsupported(What(i, t) + ": a GGUF block-quantized " + q + " tensor cannot be stored in " + Fmt(to) +
+                         " (tsafe, zio and gguf keep it)");
     }
+    if (!GgufQuantType(t).empty() && to == Format::kGguf) continue;  // the GGUF writer checks its blocks
     if (!FormatHoldsDType(to, t.info.dtype)) {
       std::string why;
       if ((to == Format::kNpy || to == Format::kNpz) && npy::DescrOf(t.info.dtype).ok()) {
@@ -283,6 +390,7 @@ Result<TensorSet> PrepareForFormat(const TensorSet& in, Format to, const Convert
   }
   if (opt.compress && to != Format::kNpz) return InvalidArgument("compression applies to npz only");
   TensorSet set = in;  // copies views and metadata text, never tensor bytes
+  TS_RETURN_IF_ERROR(PrepareSparse(set, to, opt));
   TS_RETURN_IF_ERROR(CheckDTypesAndRanks(set, to));
   TS_RETURN_IF_ERROR(PrepareFileMetadata(set, to, opt));
   for (std::size_t i = 0; i < set.tensors.size(); ++i) {

@@ -224,9 +224,30 @@ TEST(BtfGolden, WritesTheFourVectorsByteForByte) {
   }
 }
 
-TEST(BtfGolden, CooDecodesToTwoTensorsWithMetadata) {
+TEST(BtfGolden, CooDecodesToOneNativeCooTensor) {
   const std::string bytes = SharedFixture("btf/vec_B4_coo_f32_2x3_padded.btf");
   auto set = DecodeStr(bytes);
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  ASSERT_EQ(set->tensors.size(), 1u);
+  const Tensor& t = set->tensors[0];
+  EXPECT_EQ(t.info.name, "0");
+  EXPECT_EQ(t.info.layout, Layout::kCoo);
+  EXPECT_EQ(t.info.dtype, DType::kF32);
+  EXPECT_EQ(t.info.shape, (Shape{2, 3}));
+  EXPECT_EQ(t.info.nnz, 3u);
+  EXPECT_TRUE(t.info.coalesced);
+  EXPECT_EQ(t.info.data_offset, 16u + 16 + 16 + 16);  // header, dims, index dims
+  auto parts = SplitCoo(t.info, t.data);
+  ASSERT_TRUE(parts.ok()) << parts.status().ToString();
+  EXPECT_EQ(Str(parts->indices), (Raw<std::int64_t>({0, 0, 0, 2, 1, 1})));
+  EXPECT_EQ(Str(parts->values), (Raw<float>({1, 2, 3})));
+}
+
+TEST(BtfGolden, CooDecodesToTwoTensorsWithMetadataOnRequest) {
+  const std::string bytes = SharedFixture("btf/vec_B4_coo_f32_2x3_padded.btf");
+  btf::ReadOptions pairs;
+  pairs.coo_as_pairs = true;
+  auto set = DecodeStr(bytes, pairs);
   ASSERT_TRUE(set.ok()) << set.status().ToString();
   ASSERT_EQ(set->tensors.size(), 2u);
   EXPECT_EQ(set->tensors[0].info.name, "0.indices");

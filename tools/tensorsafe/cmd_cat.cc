@@ -55,6 +55,15 @@ int Run(const Args& a) {
   }
   fmt::print("dtype: {}\nshape: {}\n", DTypeName(t->info.dtype), ShapeToString(t->info.shape));
   const DType dt = t->info.dtype;
+  if (t->info.layout == Layout::kCoo) {  // its region holds indices, then values (FORMAT.md §6.2)
+    auto parts = SplitCoo(t->info, t->data);
+    if (!parts.ok()) return Fail("cat", parts.status());
+    fmt::print("layout: coo, nnz {}{}\nindices:\n{}\nvalues:\n{}\n", t->info.nnz,
+               t->info.coalesced ? ", coalesced" : "",
+               FormatTensor(DType::kI64, {t->info.nnz, t->info.shape.size()}, parts->indices, a.all),
+               FormatTensor(dt, {t->info.nnz}, parts->values, a.all));
+    return kExitOk;
+  }
   fmt::print("{}\n", FormatTensor(dt, t->info.shape, t->data, a.all));
   return kExitOk;
 }

@@ -70,6 +70,10 @@ std::function<int()> SetupCommand(CLI::App& sub) {
                "Drop per-tensor metadata the target cannot hold (all but tsafe and zio)");
   sub.add_flag("--drop-names", o.drop_names,
                "Write tensors under their position where the target cannot hold their names (btf, tenbin)");
+  sub.add_flag("--densify", o.densify,
+               "Write sparse COO tensors dense where the target has no sparse layout (all but tsafe, btf)");
+  sub.add_option("--max-densify-bytes", o.max_densify_bytes, "Largest dense tensor --densify builds (default 1 GiB)")
+      ->type_name("N");
   sub.add_flag("--no-verify", a->no_verify, "Do not check a .tsafe input's data checksums first");
   sub.add_flag("--no-sync", a->no_sync, "Do not fsync the output");
   sub.add_flag("-q,--quiet", a->quiet, "No progress bar and no summary line");

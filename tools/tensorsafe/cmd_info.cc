@@ -11,8 +11,14 @@ namespace tensorsafe::cli {
 namespace {
 
 nlohmann::json TensorJson(const TensorInfo& t) {
-  return {{"name", t.name}, {"dtype", std::string(DTypeName(t.dtype))}, {"shape", t.shape},
-          {"offset", t.data_offset}, {"nbytes", t.data_length}};
+  nlohmann::json j = {{"name", t.name}, {"dtype", std::string(DTypeName(t.dtype))}, {"shape", t.shape},
+                      {"offset", t.data_offset}, {"nbytes", t.data_length}};
+  if (t.layout == Layout::kCoo) {  // FORMAT.md §6.2: the shape is the dense one
+    j["layout"] = "coo";
+    j["nnz"] = t.nnz;
+    j["coalesced"] = t.coalesced;
+  }
+  return j;
 }
 
 int Run(const std::string& path, bool json, Format from) {

@@ -6,9 +6,12 @@
 // read, 1 is written. docs/formats/btf.md has the details and deviations.
 //
 // BTF has no names: dense record i becomes tensor "i"; COO record i becomes
-// two tensors "i.indices" (i64 [nnz, rank]) and "i.values" ([nnz]), each with
-// metadata {"layout":"coo","shape":[dense dims]}. Encode maps such pairs
-// (any base name) back to one COO record.
+// the native sparse tensor "i" (Layout::kCoo, FORMAT.md §6.2; its coalesced
+// flag derived from the indices, since BTF stores none), or, with
+// ReadOptions::coo_as_pairs, two tensors "i.indices" (i64 [nnz, rank]) and
+// "i.values" ([nnz]), each with metadata {"layout":"coo","shape":[dense
+// dims]}. Encode writes native COO tensors, and such pairs (any base name),
+// as one COO record each.
 //
 // Thread safety: all functions are pure or touch only their own files.
 #pragma once
@@ -43,6 +46,9 @@ struct ReadOptions {
   // tool does. Files written before mid-2020 have such offsets, so off by
   // default.
   bool require_aligned_offsets = false;
+  // Decode: a COO record as the pair "i.indices"/"i.values" (the mapping
+  // before native COO existed) instead of one Layout::kCoo tensor.
+  bool coo_as_pairs = false;
 };
 
 struct WriteOptions {
@@ -67,6 +73,10 @@ struct Record {
   bool coo = false;
   Tensor dense;         // when !coo: shape = dims, data_offset = data start
   CooTensor coo_tensor;  // when coo
+  // When coo: the same record as one Layout::kCoo tensor named "i" whose
+  // region runs from the indices to the values' end (coo_values_offset =
+  // indices bytes + 8, skipping the values' NNZ field).
+  Tensor coo_native;
 };
 
 // Decodes every record of a .btf buffer. Tensors view `bytes` and share
@@ -93,7 +103,8 @@ using Item = std::variant<Tensor, CooTensor>;
 // kInvalidArgument (data size not matching shape; COO parts of the wrong
 // dtype or shape, or indices out of bounds).
 Result<std::string> EncodeItems(std::span<const Item> items, const WriteOptions& options = {});
-// Encodes a TensorSet: dense tensors as layout 0, COO pairs as layout 1.
+// Encodes a TensorSet: dense tensors as layout 0, native COO tensors and
+// COO pairs as layout 1.
 // A tensor with {"layout":"coo"} metadata must be named "<base>.indices" or
 // "<base>.values" and have its partner (kInvalidArgument otherwise).
 Result<std::string> Encode(const TensorSet& set, const WriteOptions& options = {});

@@ -1,5 +1,6 @@
 // GGUF (the ggml/llama.cpp model format): decode v2 and v3 files into a
-// TensorSet, and encode a TensorSet of plain dtypes as GGUF v3.
+// TensorSet, and encode a TensorSet of plain dtypes and carried ggml blocks
+// as GGUF v3.
 //
 // Mapping (docs/formats/gguf.md has the normative description):
 // - Shapes: GGUF lists ne[0] (the innermost, fastest-varying dimension) first;
@@ -99,9 +100,13 @@ Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& options =
 // same keys (in the same order), tensors and alignment. Tensors must be
 // dense, of dtype f32 f16 bf16 f64 i8 i16 i32 i64 (others: kUnsupported),
 // rank <= 4, names < 64 bytes and unique, data of exactly the dense size
-// (kInvalidArgument). Per-tensor metadata is ignored except that a tensor
-// marked with "gguf.type" is refused (kUnsupported): block-quantized data is
-// not written. The metadata JSON follows docs/formats/gguf.md; keys without a
+// (kInvalidArgument). Per-tensor metadata is ignored except on a tensor
+// marked with "gguf.type" as Decode marks ggml blocks: it is written as that
+// ggml type with "gguf.shape" as its dims and its bytes as they are, so a
+// quantized tensor survives Decode -> Encode byte for byte (an unknown type
+// is kUnsupported; a tensor that is not u8 [bytes], a missing or bad
+// "gguf.shape", block fields that disagree with the type, or a byte count
+// that is not the shape's whole blocks are kInvalidArgument). The metadata JSON follows docs/formats/gguf.md; keys without a
 // type in "tensorsafe.gguf_types" get an inferred type; general.alignment, if
 // present, must be a uint32 power of two and sets the alignment.
 Result<std::string> Encode(const TensorSet& set, const WriteOptions& options = {});

@@ -112,6 +112,22 @@ Status CheckCooIndices(std::span<const std::byte> idx, std::span<const std::uint
   return Status::OK();
 }
 
+// True when the nnz index rows are strictly increasing in lexicographic
+// order: the native format's coalesced flag (FORMAT.md §6.2), which BTF does
+// not store, so it is derived from the indices.
+bool RowsIncreasing(std::span<const std::byte> idx, std::uint64_t nnz, std::uint64_t rank) {
+  for (std::uint64_t k = 1; k < nnz; ++k) {
+    int order = 0;
+    for (std::uint64_t j = 0; j < rank && order == 0; ++j) {
+      const auto a = static_cast<std::int64_t>(Load64(idx.data() + 8 * ((k - 1) * rank + j)));
+      const auto b = static_cast<std::int64_t>(Load64(idx.data() + 8 * (k * rank + j)));
+      order = a < b ? 1 : a > b ? -1 : 0;
+    }
+    if (order <= 0) return false;
+  }
+  return true;
+}
+
 Result<Record> DecodeRecord(std::span<const std::byte> bytes, std::uint64_t index,
                             std::uint64_t offset, std::uint64_t table_end,
                             const std::shared_ptr<const void>& owner, const std::string& ctx,
@@ -170,6 +186,14 @@ Result<Record> DecodeRecord(std::span<const std::byte> bytes, std::uint64_t inde
     const std::uint64_t vat = r.pos();
     TS_ASSIGN_OR_RETURN(auto vals, r.Take(nv, "COO values"));
     TS_RETURN_IF_ERROR(CheckCooIndices(idx, dims, nnz, r.where(), StatusCode::kCorruption));
+    // The native COO tensor views indices, the values' NNZ field and the
+    // values as one region (values at ni + 8); TensorInfo allows that gap.
+    TensorInfo native = MakeInfo(N(index), dtype, dims, iat, vat + nv - iat);
+    native.layout = Layout::kCoo;
+    native.nnz = nnz;
+    native.coo_values_offset = ni + 8;
+    native.coalesced = RowsIncreasing(idx, nnz, rank);
+    rec.coo_native = internal::ViewOrCopy(std::move(native), bytes.subspan(iat, vat + nv - iat), owner, 8);
     rec.coo_tensor.dense_shape = dims;
     rec.coo_tensor.indices = internal::ViewOrCopy(
         MakeInfo(N(index) + ".indices", DType::kI64, std::move(idims), iat, ni), idx, owner, 8);
@@ -312,6 +336,10 @@ Result<TensorSet> Decode(std::span<const std::byte> bytes, std::shared_ptr<const
       set.tensors.push_back(std::move(r.dense));
       continue;
     }
+    if (!opt.coo_as_pairs) {
+      set.tensors.push_back(std::move(r.coo_native));
+      continue;
+    }
     const std::string md = CooMetadata(r.coo_tensor.dense_shape);
     for (Tensor* t : {&r.coo_tensor.indices, &r.coo_tensor.values}) {
       t->info.metadata_json = md;
@@ -348,13 +376,36 @@ Result<internal::Pieces> EncodeItemPieces(std::span<const Item> items) {
   return out;
 }
 
-// The records of `set`: dense tensors, and COO pairs joined into one item.
+// A native COO tensor (Layout::kCoo) as the two views a BTF record holds.
+// Its coalesced flag is not stored: BTF readers derive it (RowsIncreasing).
+Result<CooTensor> FromNative(const Tensor& t, const std::string& what) {
+  auto parts = SplitCoo(t.info, t.data);
+  if (!parts.ok()) return InvalidArgument(what + ": " + parts.status().message());
+  CooTensor c;
+  c.dense_shape = t.info.shape;
+  c.indices.info = MakeInfo(t.info.name + ".indices", DType::kI64, Shape{t.info.nnz, t.info.shape.size()}, 0,
+                            parts->indices.size());
+  c.indices.data = parts->indices;
+  c.indices.owner = t.owner;
+  c.values.info = MakeInfo(t.info.name + ".values", t.info.dtype, Shape{t.info.nnz}, 0, parts->values.size());
+  c.values.data = parts->values;
+  c.values.owner = t.owner;
+  return c;
+}
+
+// The records of `set`: dense tensors, native COO tensors, and COO pairs
+// joined into one item.
 Result<std::vector<Item>> ItemsOf(const TensorSet& set) {
   std::vector<Item> items;
   std::map<std::string, std::size_t> coo_item;  // base name -> index in items
   for (std::size_t i = 0; i < set.tensors.size(); ++i) {
     const Tensor& t = set.tensors[i];
     const std::string what = "tensor " + N(i) + " " + internal::QuoteName(t.info.name);
+    if (t.info.layout == Layout::kCoo) {
+      TS_ASSIGN_OR_RETURN(CooTensor c, FromNative(t, what));
+      items.emplace_back(std::move(c));
+      continue;
+    }
     TS_ASSIGN_OR_RETURN(auto coo_shape, CooShapeOf(t, what));
     if (!coo_shape) {
       items.emplace_back(t);

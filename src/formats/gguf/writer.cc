@@ -1,4 +1,5 @@
-// GGUF v3 encoding of plain-dtype TensorSets, byte for byte what gguf-py's
+// GGUF v3 encoding of TensorSets (plain dtypes, and ggml blocks as the
+// reader carries them), byte for byte what gguf-py's
 // GGUFWriter produces (docs/formats/gguf.md §Writer): header, key/value pairs
 // in metadata order, tensor infos with dims innermost-first and offsets that
 // are running sums of sizes padded to the alignment, zero padding to the
@@ -20,6 +21,7 @@ namespace {
 
 using tensorsafe::internal::AlignUp;
 using tensorsafe::internal::CheckedAdd;
+using tensorsafe::internal::CheckedMul;
 using tensorsafe::internal::Put32;
 using tensorsafe::internal::Put64;
 using tensorsafe::internal::QuoteName;
@@ -43,35 +45,78 @@ std::optional<std::uint32_t> GgmlCode(DType dtype) {
   return std::nullopt;
 }
 
-// A tensor whose metadata marks ggml blocks (as the reader makes them).
-std::optional<std::string> QuantizedType(const std::string& metadata_json) {
-  if (metadata_json.empty()) return std::nullopt;
-  auto j = nlohmann::json::parse(metadata_json, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return std::nullopt;
-  auto it = j.find("gguf.type");
-  if (it == j.end()) return std::nullopt;
-  return it->is_string() ? it->get<std::string>() : it->dump();
+// What a tensor info records: the ggml type code and the dims, outermost
+// first (written reversed).
+struct InfoFields {
+  std::uint32_t code = 0;
+  Shape dims;
+};
+
+// A tensor the reader made from ggml blocks: u8 [nbytes] marked
+// {"gguf.type":..., "gguf.shape":[...]} (gguf.h). Written back as that
+// type and shape, its bytes as they are (docs/formats/gguf.md §7), so
+// GGUF -> TensorSet -> GGUF keeps quantized tensors byte for byte.
+Result<InfoFields> QuantizedFields(const Tensor& t, const nlohmann::json& md, const std::string& ctx) {
+  const auto& name = md["gguf.type"];
+  auto type = name.is_string() ? FindGgmlType(name.get<std::string>()) : std::nullopt;
+  if (!type) return Unsupported(ctx + ": \"gguf.type\" " + name.dump() + " is not a ggml type");
+  InfoFields f{type->code, {}};
+  const auto& shape = md.contains("gguf.shape") ? md["gguf.shape"] : nlohmann::json();
+  if (!shape.is_array() || shape.size() > kMaxDims) {
+    return InvalidArgument(ctx + ": a " + std::string(type->name) +
+                           " tensor needs \"gguf.shape\": an array of at most 4 dims");
+  }
+  for (const auto& d : shape) {
+    if (!d.is_number_unsigned()) return InvalidArgument(ctx + ": \"gguf.shape\" holds " + d.dump());
+    f.dims.push_back(d.get<std::uint64_t>());
+  }
+  for (const char* key : {"block_elems", "block_bytes"}) {
+    const std::uint64_t want = key[6] == 'e' ? type->block_elems : type->block_bytes;
+    if (md.contains(key) && !(md[key].is_number_unsigned() && md[key].get<std::uint64_t>() == want)) {
+      return InvalidArgument(ctx + ": \"" + key + "\" " + md[key].dump() + " is not " + std::string(type->name) +
+                             "'s " + Str(want));
+    }
+  }
+  if (t.info.dtype != DType::kU8 || t.info.shape.size() != 1 || t.info.layout != Layout::kDense) {
+    return InvalidArgument(ctx + ": " + std::string(type->name) + " blocks must be carried as u8 [bytes], not " +
+                           std::string(DTypeName(t.info.dtype)) + " " + ShapeToString(t.info.shape));
+  }
+  // The reader's size rule: whole blocks per row (the innermost dim).
+  const std::uint64_t row = f.dims.empty() ? 1 : f.dims.back();
+  if (row % type->block_elems != 0) {
+    return InvalidArgument(ctx + ": row of " + Str(row) + " elements is not a multiple of the " +
+                           std::string(type->name) + " block of " + Str(type->block_elems));
+  }
+  std::optional<std::uint64_t> bytes = CheckedMul(row / type->block_elems, type->block_bytes);
+  for (std::size_t d = 0; d + 1 < f.dims.size() && bytes; ++d) bytes = CheckedMul(*bytes, f.dims[d]);
+  if (!bytes || *bytes != t.data.size()) {
+    return InvalidArgument(ctx + ": " + std::string(type->name) + " shape " + ShapeToString(f.dims) + " needs " +
+                           (bytes ? Str(*bytes) : std::string("more than 2^64")) + " bytes, the data has " +
+                           Str(t.data.size()));
+  }
+  return f;
 }
 
-Status CheckTensor(const Tensor& t, std::uint64_t i) {
+Result<InfoFields> CheckTensor(const Tensor& t, std::uint64_t i) {
   const TensorInfo& info = t.info;
   const std::string ctx = "tensor " + Str(i) + " " + QuoteName(info.name);
-  if (auto q = QuantizedType(info.metadata_json)) {
-    return Unsupported(ctx + " holds ggml " + *q +
-                       " blocks; the GGUF writer writes plain dtypes only");
+  if (info.name.size() > kMaxNameBytes) {
+    return InvalidArgument(ctx + ": name of " + Str(info.name.size()) +
+                           " bytes; ggml reads names of at most 63");
+  }
+  if (!info.metadata_json.empty() && info.metadata_json.find("gguf.type") != std::string::npos) {
+    auto md = nlohmann::json::parse(info.metadata_json, nullptr, /*allow_exceptions=*/false);
+    if (md.is_object() && md.contains("gguf.type")) return QuantizedFields(t, md, ctx);
   }
   if (!GgmlCode(info.dtype)) {
     return Unsupported(ctx + ": dtype " + std::string(DTypeName(info.dtype)) +
-                       " has no GGUF type; the writer takes f32, f16, bf16, f64, i8, i16, i32, i64");
+                       " has no GGUF type; the writer takes f32, f16, bf16, f64, i8, i16, i32, i64, and "
+                       "ggml blocks marked \"gguf.type\"");
   }
   if (info.layout != Layout::kDense) return Unsupported(ctx + ": only dense tensors can be written");
   if (info.shape.size() > kMaxDims) {
     return Unsupported(ctx + ": rank " + Str(info.shape.size()) + "; GGUF readers take at most " +
                        Str(kMaxDims) + " dimensions");
-  }
-  if (info.name.size() > kMaxNameBytes) {
-    return InvalidArgument(ctx + ": name of " + Str(info.name.size()) +
-                           " bytes; ggml reads names of at most 63");
   }
   auto size = DenseByteSize(info.dtype, info.shape);
   if (!size.ok()) return size.status().WithContext(ctx);
@@ -80,7 +125,7 @@ Status CheckTensor(const Tensor& t, std::uint64_t i) {
                            std::string(DTypeName(info.dtype)) + " needs " + Str(*size) +
                            " bytes, the data has " + Str(t.data.size()));
   }
-  return Status::OK();
+  return InfoFields{*GgmlCode(info.dtype), info.shape};
 }
 
 Result<Plan> BuildHead(const TensorSet& set, const WriteOptions& options) {
@@ -98,7 +143,7 @@ Result<Plan> BuildHead(const TensorSet& set, const WriteOptions& options) {
   std::uint64_t offset = 0;
   for (std::uint64_t i = 0; i < set.tensors.size(); ++i) {
     const Tensor& t = set.tensors[i];
-    TS_RETURN_IF_ERROR(CheckTensor(t, i));
+    TS_ASSIGN_OR_RETURN(InfoFields f, CheckTensor(t, i));
     auto [it, inserted] = seen.emplace(t.info.name, i);
     if (!inserted) {
       return InvalidArgument("tensor " + Str(i) + " " + QuoteName(t.info.name) +
@@ -106,9 +151,9 @@ Result<Plan> BuildHead(const TensorSet& set, const WriteOptions& options) {
     }
     Put64(h, t.info.name.size());
     h += t.info.name;
-    Put32(h, static_cast<std::uint32_t>(t.info.shape.size()));
-    for (auto d = t.info.shape.rbegin(); d != t.info.shape.rend(); ++d) Put64(h, *d);
-    Put32(h, *GgmlCode(t.info.dtype));
+    Put32(h, static_cast<std::uint32_t>(f.dims.size()));
+    for (auto d = f.dims.rbegin(); d != f.dims.rend(); ++d) Put64(h, *d);
+    Put32(h, f.code);
     Put64(h, offset);
     auto padded = AlignUp(t.data.size(), p.alignment);
     auto next = padded ? CheckedAdd(offset, *padded) : std::nullopt;

@@ -1,0 +1,41 @@
+// Pieces of the MDS reader shared by its files (index, shard, zstd cache).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "tensorsafe/formats/mds.h"
+#include "tensorsafe/status.h"
+
+namespace tensorsafe::mds::internal {
+
+// The numpy dtype names MDS uses (scalar encodings and ndarray dtypes).
+bool DTypeOfNumpyName(std::string_view name, DType* out);
+// ndarray's persisted dtype byte (encodings.py `_int2value_dtype`).
+bool DTypeOfNdarrayCode(std::uint8_t code, DType* out);
+
+// Parses one encoding string into `column` (codec, dtype, shape, size).
+// kUnsupported for pkl and unknown names, kCorruption for malformed ndarray
+// arguments.
+Status ParseEncoding(std::string_view encoding, const Limits& limits, Column* column);
+
+// A relative path inside the dataset directory: not empty, not absolute, no
+// empty, "." or ".." component, no NUL. The message says which rule failed.
+Status CheckRelativePath(std::string_view path);
+
+// Lower-case hex digest of `bytes` for the xxhash algorithms we verify
+// (xxh32, xxh64, xxh3_64, xxh128); false for any other algorithm.
+bool XxhDigest(std::string_view algorithm, std::span<const std::byte> bytes, std::string* hex);
+
+// Checks `bytes` against every digest of `ref` we can compute; the others are
+// skipped. kCorruption names the file, the algorithm and both digests.
+Status VerifyHashes(const FileRef& ref, std::span<const std::byte> bytes, const std::string& what);
+
+// The path of the raw shard to map for `shard`, decompressing it into the
+// cache when needed (zstd.cc).
+Result<std::string> EnsureRawShard(const Dataset& dataset, const ShardInfo& shard,
+                                   const ShardOptions& options);
+
+}  // namespace tensorsafe::mds::internal

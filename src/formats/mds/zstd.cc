@@ -1,0 +1,213 @@
+// Compressed MDS shards: hashes and decompression into a cache directory
+// (docs/formats/mds.md, "Compression and hashes").
+#include <sys/stat.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "formats/mds/mds_internal.h"
+#include "io/env.h"
+#include "util/text.h"
+
+namespace tensorsafe::mds::internal {
+namespace {
+
+using tensorsafe::internal::Env;
+using tensorsafe::internal::QuoteName;
+
+std::string Hex(std::uint64_t v, int digits) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%0*llx", digits, static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// stat() without following a final symlink: the kind of file at `path`.
+// Returns -1 when absent, else the size; kCorruption for a symlink or a
+// non-regular file (issue: readers never leave the dataset directory).
+Result<std::int64_t> RegularFileSize(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return std::int64_t{-1};
+    return IOError(path + ": " + std::strerror(errno), errno);
+  }
+  if (!S_ISREG(st.st_mode)) return Corruption(path + ": not a regular file (symlinks are not followed)");
+  return static_cast<std::int64_t>(st.st_size);
+}
+
+// Every directory component between `root` and the file must be a real
+// directory, not a symlink that leads elsewhere.
+Status CheckNoSymlinkDirs(const std::string& root, const std::string& rel) {
+  std::size_t slash = 0;
+  while ((slash = rel.find('/', slash)) != std::string::npos) {
+    std::string dir = root + "/" + rel.substr(0, slash);
+    struct stat st;
+    if (lstat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+      return Corruption(dir + ": not a directory (symlinks are not followed)");
+    }
+    ++slash;
+  }
+  return Status::OK();
+}
+
+Status MakeDirs(const std::string& path) {
+  std::string cur;
+  std::size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    cur = path.substr(0, pos);
+    if (cur.empty()) continue;
+    if (mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
+      return IOError(cur + ": mkdir: " + std::strerror(errno), errno);
+    }
+  }
+  return Status::OK();
+}
+
+Status Decompress(const std::string& zip_path, const ShardInfo& shard, const std::string& out_path) {
+  Env* env = Env::Default();
+  TS_ASSIGN_OR_RETURN(auto region, env->Map(zip_path));
+  auto zip = region->bytes();
+  if (zip.size() != shard.zip.bytes) {
+    return Corruption(zip_path + ": " + std::to_string(zip.size()) + " bytes, the index says " +
+                      std::to_string(shard.zip.bytes));
+  }
+  TS_RETURN_IF_ERROR(VerifyHashes(shard.zip, zip, zip_path));
+  unsigned long long declared = ZSTD_getFrameContentSize(zip.data(), zip.size());
+  if (declared == ZSTD_CONTENTSIZE_ERROR) return Corruption(zip_path + ": not a zstd frame");
+  if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != shard.raw.bytes) {
+    return Corruption(zip_path + ": frame declares " + std::to_string(declared) +
+                      " bytes, the index says the raw shard has " + std::to_string(shard.raw.bytes));
+  }
+  // Streams through a 1 MiB buffer into a temporary file: memory does not
+  // depend on what the index claims, and output past its raw size stops us.
+  std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+  if (!dctx) return Internal("ZSTD_createDCtx failed");
+  std::string tmp;
+  TS_ASSIGN_OR_RETURN(auto file, env->NewTempFile(out_path, &tmp));
+  auto fail = [&](Status st) {
+    (void)file->Close();
+    (void)env->Remove(tmp);
+    return st;
+  };
+  std::vector<std::byte> buf(1 << 20);
+  ZSTD_inBuffer in{zip.data(), zip.size(), 0};
+  std::uint64_t total = 0;
+  std::size_t ret = 0;
+  do {
+    ZSTD_outBuffer out{buf.data(), buf.size(), 0};
+    std::size_t before = in.pos;
+    ret = ZSTD_decompressStream(dctx.get(), &out, &in);
+    if (ZSTD_isError(ret)) return fail(Corruption(zip_path + ": zstd: " + ZSTD_getErrorName(ret)));
+    total += out.pos;
+    if (total > shard.raw.bytes) {
+      return fail(Corruption(zip_path + ": decompresses to more than the index's " +
+                             std::to_string(shard.raw.bytes) + " bytes"));
+    }
+    if (Status st = file->Append(std::span<const std::byte>(buf.data(), out.pos)); !st.ok()) return fail(st);
+    // Input used up with the frame unfinished and nothing produced: truncated.
+    if (in.pos == in.size && ret != 0 && out.pos < out.size && in.pos == before) break;
+  } while (in.pos < in.size || ret != 0);
+  if (ret != 0 || total != shard.raw.bytes) {
+    return fail(Corruption(zip_path + ": decompresses to " + std::to_string(total) + " bytes" +
+                           (ret != 0 ? " (truncated frame)" : "") + ", the index says " +
+                           std::to_string(shard.raw.bytes)));
+  }
+  if (Status st = file->Close(); !st.ok()) {
+    (void)env->Remove(tmp);
+    return st;
+  }
+  {
+    auto mapped = env->Map(tmp);
+    if (!mapped.ok()) {
+      (void)env->Remove(tmp);
+      return mapped.status();
+    }
+    if (Status st = VerifyHashes(shard.raw, (*mapped)->bytes(), zip_path + " (decompressed)"); !st.ok()) {
+      (void)env->Remove(tmp);
+      return st;
+    }
+  }
+  if (Status st = env->Rename(tmp, out_path); !st.ok()) {
+    (void)env->Remove(tmp);
+    return st;
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+bool XxhDigest(std::string_view algorithm, std::span<const std::byte> bytes, std::string* hex) {
+  if (algorithm == "xxh3_64") {
+    *hex = Hex(XXH3_64bits(bytes.data(), bytes.size()), 16);
+  } else if (algorithm == "xxh64") {
+    *hex = Hex(XXH64(bytes.data(), bytes.size(), 0), 16);
+  } else if (algorithm == "xxh32") {
+    *hex = Hex(XXH32(bytes.data(), bytes.size(), 0), 8);
+  } else if (algorithm == "xxh128" || algorithm == "xxh3_128") {
+    XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
+    *hex = Hex(h.high64, 16) + Hex(h.low64, 16);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+Status VerifyHashes(const FileRef& ref, std::span<const std::byte> bytes, const std::string& what) {
+  for (const HashDigest& h : ref.hashes) {
+    std::string got;
+    if (!XxhDigest(h.algorithm, bytes, &got)) continue;  // sha1, md5, ...: not checked
+    if (got != h.hex) {
+      return Corruption(what + ": " + h.algorithm + " is " + got + ", the index says " +
+                        QuoteName(h.hex));
+    }
+  }
+  return Status::OK();
+}
+
+Result<std::string> EnsureRawShard(const Dataset& dataset, const ShardInfo& shard,
+                                   const ShardOptions& options) {
+  const std::string& root = dataset.root;
+  TS_RETURN_IF_ERROR(CheckNoSymlinkDirs(root, shard.raw.basename));
+  const std::string in_root = root + "/" + shard.raw.basename;
+  TS_ASSIGN_OR_RETURN(std::int64_t size, RegularFileSize(in_root));
+  auto verify = [&](const std::string& path) -> Status {
+    if (!options.verify_existing) return Status::OK();
+    TS_ASSIGN_OR_RETURN(auto region, Env::Default()->Map(path));
+    return VerifyHashes(shard.raw, region->bytes(), path);
+  };
+  if (size >= 0 || !shard.compressed) {
+    if (size < 0) return NotFound(in_root + ": shard file not found");
+    TS_RETURN_IF_ERROR(verify(in_root));
+    return in_root;  // its size is checked against the index when mapped
+  }
+  if (options.cache_dir.empty()) {
+    return FailedPrecondition(in_root + ": not found, and decompressing " + shard.zip.basename +
+                              " needs a cache directory (ShardOptions::cache_dir)");
+  }
+  TS_RETURN_IF_ERROR(CheckNoSymlinkDirs(options.cache_dir, shard.raw.basename));
+  const std::string cached = options.cache_dir + "/" + shard.raw.basename;
+  TS_ASSIGN_OR_RETURN(std::int64_t csize, RegularFileSize(cached));
+  if (csize >= 0 && static_cast<std::uint64_t>(csize) == shard.raw.bytes) {
+    TS_RETURN_IF_ERROR(verify(cached));
+    return cached;
+  }
+  // Absent or of another size (a stale file): decompress over it.
+  TS_RETURN_IF_ERROR(CheckNoSymlinkDirs(root, shard.zip.basename));
+  const std::string zip_path = root + "/" + shard.zip.basename;
+  TS_ASSIGN_OR_RETURN(std::int64_t zsize, RegularFileSize(zip_path));
+  if (zsize < 0) return NotFound(zip_path + ": compressed shard not found (nor " + in_root + ")");
+  std::size_t slash = cached.rfind('/');
+  TS_RETURN_IF_ERROR(MakeDirs(cached.substr(0, slash)));
+  TS_RETURN_IF_ERROR(Decompress(zip_path, shard, cached));
+  return cached;
+}
+
+}  // namespace tensorsafe::mds::internal

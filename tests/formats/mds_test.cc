@@ -1,0 +1,397 @@
+// MDS datasets: golden datasets written by mosaicml-streaming (tests/golden/
+// mds/make.py) read sample for sample as its StreamingDataset reads them, and
+// each reader check of docs/formats/mds.md with its code and message.
+#include "tensorsafe/formats/mds.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/sample_json.h"
+#include "support/temp_dir.h"
+#include "util/endian.h"
+
+namespace tensorsafe {
+namespace {
+
+namespace fs = std::filesystem;
+using dataset::FieldKind;
+using testing::ReadFileBytes;
+using testing::TempDir;
+using testing::WriteFileBytes;
+
+const std::string kGolden = std::string(TS_SOURCE_DIR) + "/tests/golden/mds/";
+
+#define EXPECT_STATUS(expr, code_, substr)                                            \
+  do {                                                                                \
+    Status st_ = (expr);                                                              \
+    EXPECT_EQ(st_.code(), StatusCode::code_) << st_.ToString();                       \
+    EXPECT_NE(st_.message().find(substr), std::string::npos) << st_.ToString();       \
+  } while (0)
+
+// Reads every sample of `dir` and compares with expected.jsonl.
+void ExpectMatchesReference(const std::string& dir, const std::string& cache) {
+  auto ds = mds::OpenDataset(dir);
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  auto expected = testing::ReadJsonLines(dir + "/expected.jsonl");
+  ASSERT_EQ(ds->total_samples, expected.size());
+  mds::ShardOptions opt;
+  opt.cache_dir = cache;
+  std::size_t global = 0;
+  std::vector<dataset::FieldView> views;
+  for (std::size_t k = 0; k < ds->shards.size(); ++k) {
+    auto src = mds::OpenShard(*ds, k, opt);
+    ASSERT_TRUE(src.ok()) << src.status().ToString();
+    for (std::uint64_t i = 0; i < (*src)->num_samples(); ++i, ++global) {
+      ASSERT_TRUE((*src)->Read(i, views).ok());
+      nlohmann::json got = testing::SampleJson(views);
+      nlohmann::json want = expected[global]["fields"];
+      // PNG: PIL re-encodes on read; we hand out the stored file's bytes.
+      EXPECT_EQ(got["img"]["kind"], "bytes");
+      EXPECT_EQ(got["img"]["hex"].get<std::string>().substr(0, 8), "89504e47");
+      got.erase("img");
+      want.erase("img");
+      EXPECT_EQ(got, want) << "sample " << global;
+    }
+  }
+  EXPECT_EQ(global, expected.size());
+}
+
+TEST(MdsGolden, PlainDatasetMatchesStreamingDataset) {
+  TempDir cache;
+  ExpectMatchesReference(kGolden + "plain", cache.path().string());
+}
+
+TEST(MdsGolden, ZstdDatasetDecompressesIntoTheCacheAndMatches) {
+  TempDir cache;
+  ExpectMatchesReference(kGolden + "zstd", cache.path().string());
+  EXPECT_TRUE(fs::exists(cache.File("shard.00000.mds")));
+  EXPECT_TRUE(fs::exists(cache.File("shard.00001.mds")));
+  std::size_t files = 0;
+  for (auto& e : fs::directory_iterator(cache.path())) files += e.is_regular_file();
+  EXPECT_EQ(files, 2u) << "temporary files left behind";
+  // The second time the cached raw shard is used (even with the zip gone).
+  TempDir copy;
+  fs::copy(kGolden + "zstd", copy.path(), fs::copy_options::recursive);
+  fs::remove(copy.File("shard.00000.mds.zstd"));
+  auto ds = mds::OpenDataset(copy.path().string());
+  ASSERT_TRUE(ds.ok());
+  mds::ShardOptions opt;
+  opt.cache_dir = cache.path().string();
+  opt.verify_existing = true;
+  EXPECT_TRUE(mds::OpenShard(*ds, 0, opt).ok());
+}
+
+TEST(MdsGolden, ColumnsMapToFields) {
+  TempDir cache;
+  auto ds = mds::OpenDataset(kGolden + "plain");
+  ASSERT_TRUE(ds.ok());
+  auto src = mds::OpenShard(*ds, 0);
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  const dataset::Schema& s = (*src)->schema();
+  auto kind = [&](const char* n) { return s.Find(n)->kind; };
+  EXPECT_EQ(kind("blob"), FieldKind::kBytes);
+  EXPECT_EQ(kind("img"), FieldKind::kBytes);
+  EXPECT_EQ(kind("name"), FieldKind::kStr);
+  EXPECT_EQ(kind("sd"), FieldKind::kStr);
+  EXPECT_EQ(kind("js"), FieldKind::kJson);
+  EXPECT_EQ(kind("id"), FieldKind::kInt);
+  EXPECT_EQ(s.Find("s_float16")->dtype, DType::kF16);
+  EXPECT_TRUE(s.Find("s_uint64")->shape.empty());
+  EXPECT_EQ(s.Find("fixed")->shape, (std::vector<std::int64_t>{2, 3}));
+  EXPECT_EQ(s.Find("vec")->dtype, DType::kI16);
+  EXPECT_EQ(s.Find("vec")->shape, (std::vector<std::int64_t>{dataset::kAnyDim}));
+  EXPECT_EQ(s.Find("any")->dtype, DType::kF64);  // from sample 0
+  EXPECT_EQ(s.Find("any")->shape, (std::vector<std::int64_t>{dataset::kAnyDim, dataset::kAnyDim}));
+  EXPECT_TRUE(s.Find("fixed")->fixed_size());
+  std::vector<dataset::FieldView> v;
+  EXPECT_STATUS((*src)->Read((*src)->num_samples(), v), kOutOfRange, "sample");
+}
+
+TEST(MdsInvalid, PickleColumnsAreRefused) {
+  EXPECT_STATUS(mds::OpenDataset(kGolden + "pkl").status(), kUnsupported,
+                "column \"obj\": encoding \"pkl\" is pickle, which tensorsafe never decodes");
+}
+
+// Mutates plain/index.json and parses it.
+Status ParseMutated(const std::function<void(nlohmann::json&)>& mutate, mds::Limits limits = {}) {
+  nlohmann::json j = nlohmann::json::parse(ReadFileBytes(kGolden + "plain/index.json"));
+  mutate(j);
+  std::string text = j.dump();
+  return mds::ParseIndex({reinterpret_cast<const std::byte*>(text.data()), text.size()}, "index.json", limits)
+      .status();
+}
+
+TEST(MdsInvalid, IndexFields) {
+  EXPECT_TRUE(ParseMutated([](nlohmann::json&) {}).ok());
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["version"] = 3; }), kUnsupported,
+                "index.json: index version 3 (only 2 is read)");
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["version"] = 1; }), kUnsupported,
+                "shard 0: version 1");
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][1]["format"] = "jsonl"; }), kUnsupported,
+                "shard 1: format \"jsonl\" (only \"mds\" is read)");
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["column_sizes"][3] = 4; }), kCorruption,
+                "shard 0 column \"id\": column size 4 contradicts encoding \"int\" (8)");
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["column_sizes"][2] = nullptr; }), kCorruption,
+                "column \"fixed\": column size null contradicts encoding \"ndarray:float32:2,3\" (24)");
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["raw_data"]["basename"] = "../x.mds"; }),
+                kCorruption, "shard 0 raw_data: unsafe basename \"../x.mds\"");
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["raw_data"]["basename"] = "/etc/passwd"; }),
+                kCorruption, "absolute path");
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["compression"] = "gz:9"; }), kUnsupported,
+                "compression \"gz:9\" (only zstd is read)");
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["compression"] = "zstd:99"; }), kCorruption,
+                "zstd levels are 1..22");
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["compression"] = "zstd"; }), kCorruption,
+                "compressed but zip_data is null");
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["samples"] = -1; }), kCorruption,
+                "\"samples\" is not a non-negative integer");
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["samples"] = 1ull << 32; }), kCorruption,
+                "\"samples\" = 4294967296 exceeds 4294967295");
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["column_encodings"][0] = "float128"; }),
+                kUnsupported, "unknown encoding \"float128\"");
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["column_encodings"][0] = "ndarray:bool"; }),
+                kUnsupported, "ndarray dtype \"bool\"");
+  EXPECT_STATUS(ParseMutated([](auto& j) {
+                  j["shards"][0]["column_encodings"][2] = "ndarray:float32:0,3";
+                }),
+                kCorruption, "shape must be positive decimal dims");
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0].erase("raw_data"); }), kCorruption,
+                "shard 0: missing \"raw_data\"");
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["column_names"].erase(0); }), kCorruption,
+                "22 column_encodings, 21 column_names, 22 column_sizes");
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["column_names"][1] = "any"; }), kCorruption,
+                "column \"any\" appears twice");
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][1]["raw_data"]["basename"] = "shard.00000.mds"; }),
+                kCorruption, "is named by another shard too");
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"] = 5; }), kCorruption, "\"shards\" is missing");
+  mds::Limits one;
+  one.max_shards = 1;
+  EXPECT_STATUS(ParseMutated([](auto&) {}, one), kLimitExceeded, "2 shards exceed the limit 1");
+  std::string bad = "{\"version\": 2, \"shards\": [";
+  EXPECT_STATUS(mds::ParseIndex({reinterpret_cast<const std::byte*>(bad.data()), bad.size()}, "i").status(),
+                kCorruption, "i: not JSON");
+  std::string deep = std::string(100, '[') + std::string(100, ']');
+  EXPECT_STATUS(mds::ParseIndex({reinterpret_cast<const std::byte*>(deep.data()), deep.size()}, "i").status(),
+                kLimitExceeded, "nested deeper than 32");
+}
+
+// A copy of plain/ whose shard 0 is mutated; the index's raw size follows.
+class MdsShardCorruption : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::copy(kGolden + "plain", dir_.path(), fs::copy_options::recursive);
+    bytes_ = ReadFileBytes(dir_.File("shard.00000.mds"));
+    auto ds = mds::OpenDataset(dir_.path().string());
+    ASSERT_TRUE(ds.ok());
+    info_ = ds->shards[0];
+  }
+  std::uint32_t Get32(std::size_t at) const { return internal::Load32(reinterpret_cast<const std::byte*>(&bytes_[at])); }
+  void Set32(std::size_t at, std::uint32_t v) { internal::Store32(reinterpret_cast<std::byte*>(&bytes_[at]), v); }
+  Result<std::unique_ptr<dataset::ShardSource>> Open() {
+    WriteFileBytes(dir_.File("shard.00000.mds"), bytes_);
+    mds::ShardInfo info = info_;
+    info.raw.bytes = bytes_.size();
+    return mds::OpenShardFile(dir_.File("shard.00000.mds"), info);
+  }
+  TempDir dir_;
+  mds::ShardInfo info_;
+  std::string bytes_;
+};
+
+TEST_F(MdsShardCorruption, EveryTruncationIsRefused) {
+  const std::string whole = bytes_;
+  ASSERT_TRUE(Open().ok());
+  for (std::size_t len = 0; len < whole.size(); ++len) {
+    bytes_ = whole.substr(0, len);
+    EXPECT_EQ(Open().status().code(), StatusCode::kCorruption) << "prefix " << len;
+  }
+  bytes_ = whole.substr(0, whole.size() - 1);
+  EXPECT_STATUS(Open().status(), kCorruption,
+                "offsets[4] = " + std::to_string(whole.size()) + " is past the file's " +
+                    std::to_string(whole.size() - 1) + " bytes");
+  bytes_ = whole + std::string(3, '\0');
+  EXPECT_STATUS(Open().status(), kCorruption,
+                "offsets[4] = " + std::to_string(whole.size()) + " is not the file size " +
+                    std::to_string(whole.size() + 3));
+}
+
+TEST_F(MdsShardCorruption, EveryByteFlippedOpensOrFailsAndReadsOrFails) {
+  const std::string whole = bytes_;
+  std::vector<dataset::FieldView> v;
+  std::size_t opened = 0, read_errors = 0;
+  for (std::size_t at = 0; at < whole.size(); ++at) {
+    bytes_ = whole;
+    bytes_[at] = static_cast<char>(bytes_[at] ^ 0xFF);
+    auto src = Open();
+    if (!src.ok()) continue;
+    ++opened;
+    for (std::uint64_t i = 0; i < (*src)->num_samples(); ++i) read_errors += !(*src)->Read(i, v).ok();
+  }
+  // Most flips land in values (not checksummed in MDS); some break the layout.
+  EXPECT_GT(opened, whole.size() / 2);
+  EXPECT_GT(read_errors, 0u);
+}
+
+TEST_F(MdsShardCorruption, SizeDisagreeingWithTheIndex) {
+  WriteFileBytes(dir_.File("shard.00000.mds"), bytes_ + "x");
+  auto ds = mds::OpenDataset(dir_.path().string());
+  ASSERT_TRUE(ds.ok());
+  EXPECT_STATUS(mds::OpenShard(*ds, 0).status(), kCorruption,
+                std::to_string(bytes_.size() + 1) + " bytes, the index says " + std::to_string(bytes_.size()));
+}
+
+TEST_F(MdsShardCorruption, SampleCount) {
+  Set32(0, Get32(0) + 1);
+  EXPECT_STATUS(Open().status(), kCorruption, "holds 5 samples, the index says 4");
+}
+
+TEST_F(MdsShardCorruption, OffsetsOutOfOrder) {
+  std::uint32_t a = Get32(8), b = Get32(12);
+  Set32(8, b);
+  Set32(12, a);
+  EXPECT_STATUS(Open().status(), kCorruption,
+                "offsets[2] = " + std::to_string(a) + " is below offsets[1] = " + std::to_string(b));
+}
+
+TEST_F(MdsShardCorruption, FirstOffsetInsideTheTable) {
+  Set32(4, 8);
+  EXPECT_STATUS(Open().status(), kCorruption, "offsets[0] = 8 is inside the offset table (ends at 24)");
+}
+
+TEST_F(MdsShardCorruption, FirstOffsetPastTheFile) {
+  Set32(4, 1u << 20);
+  EXPECT_STATUS(Open().status(), kCorruption, "offsets[0] = 1048576 is past the file's");
+}
+
+TEST_F(MdsShardCorruption, ConfigDisagreeingWithTheIndex) {
+  std::size_t at = bytes_.find("\"blob\"", 28);
+  ASSERT_NE(at, std::string::npos);
+  bytes_[at + 1] = 'B';
+  EXPECT_STATUS(Open().status(), kCorruption, "config column 1 disagrees with the index's \"blob\"");
+}
+
+TEST_F(MdsShardCorruption, ValueSizeRunningPastTheSample) {
+  Set32(Get32(8), 0xFFFF);  // sample 1's first size prefix (column "any")
+  auto src = Open();
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  std::vector<dataset::FieldView> v;
+  EXPECT_STATUS((*src)->Read(1, v), kCorruption, "sample 1 column \"any\": value of 65535 bytes at 36");
+  EXPECT_TRUE((*src)->Read(2, v).ok());  // the others stay readable
+}
+
+TEST_F(MdsShardCorruption, NdarrayDtypeCode) {
+  bytes_[Get32(8) + 36] = static_cast<char>(99);  // sample 1, "any"'s dtype byte after 9 sizes
+  auto src = Open();
+  ASSERT_TRUE(src.ok());
+  std::vector<dataset::FieldView> v;
+  EXPECT_STATUS((*src)->Read(1, v), kCorruption, "sample 1 column \"any\": unknown ndarray dtype code 99");
+}
+
+TEST_F(MdsShardCorruption, NdarrayDtypeOtherThanTheFields) {
+  bytes_[Get32(8) + 36] = static_cast<char>(34);  // float32 where sample 0 has float64
+  auto src = Open();
+  ASSERT_TRUE(src.ok());
+  std::vector<dataset::FieldView> v;
+  EXPECT_STATUS((*src)->Read(1, v), kUnsupported, "ndarray of f32 rank 2, but the shard's field is f64 rank 2");
+}
+
+TEST_F(MdsShardCorruption, TextThatIsNotUtf8) {
+  std::size_t at = bytes_.find("sample-1-");
+  ASSERT_NE(at, std::string::npos);
+  bytes_[at] = static_cast<char>(0xFF);
+  auto src = Open();
+  ASSERT_TRUE(src.ok());
+  std::vector<dataset::FieldView> v;
+  EXPECT_STATUS((*src)->Read(1, v), kCorruption, "sample 1 column \"name\": text is not valid UTF-8");
+}
+
+TEST_F(MdsShardCorruption, SymlinkedShardIsNotFollowed) {
+  fs::rename(dir_.File("shard.00000.mds"), dir_.File("elsewhere"));
+  fs::create_symlink(dir_.File("elsewhere"), dir_.File("shard.00000.mds"));
+  auto ds = mds::OpenDataset(dir_.path().string());
+  ASSERT_TRUE(ds.ok());
+  EXPECT_STATUS(mds::OpenShard(*ds, 0).status(), kCorruption, "not a regular file (symlinks are not followed)");
+}
+
+class MdsZstdCorruption : public ::testing::Test {
+ protected:
+  void SetUp() override { fs::copy(kGolden + "zstd", dir_.path(), fs::copy_options::recursive); }
+  Status Open(const std::function<void(nlohmann::json&)>& mutate = {}) {
+    if (mutate) {
+      nlohmann::json j = nlohmann::json::parse(ReadFileBytes(dir_.File("index.json")));
+      mutate(j);
+      WriteFileBytes(dir_.File("index.json"), j.dump());
+    }
+    auto ds = mds::OpenDataset(dir_.path().string());
+    if (!ds.ok()) return ds.status();
+    mds::ShardOptions opt;
+    opt.cache_dir = cache_.path().string();
+    return mds::OpenShard(*ds, 0, opt).status();
+  }
+  std::size_t CacheFiles() const {
+    std::size_t n = 0;
+    for (auto& e : fs::recursive_directory_iterator(cache_.path())) n += e.is_regular_file();
+    return n;
+  }
+  void Flip(std::size_t at) {
+    std::string z = ReadFileBytes(dir_.File("shard.00000.mds.zstd"));
+    z[at] ^= 1;
+    WriteFileBytes(dir_.File("shard.00000.mds.zstd"), z);
+  }
+  TempDir dir_, cache_;
+};
+
+TEST_F(MdsZstdCorruption, NeedsACacheDirectory) {
+  auto ds = mds::OpenDataset(dir_.path().string());
+  ASSERT_TRUE(ds.ok());
+  EXPECT_STATUS(mds::OpenShard(*ds, 0).status(), kFailedPrecondition, "needs a cache directory");
+}
+
+TEST_F(MdsZstdCorruption, ZipHashMismatchLeavesNothingCached) {
+  Flip(40);
+  Status s = Open();
+  EXPECT_EQ(s.code(), StatusCode::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("shard.00000.mds.zstd: xxh3_64 is "), std::string::npos) << s.ToString();
+  EXPECT_EQ(CacheFiles(), 0u);
+}
+
+TEST_F(MdsZstdCorruption, RawHashMismatchAfterDecompression) {
+  EXPECT_STATUS(Open([](auto& j) { j["shards"][0]["raw_data"]["hashes"]["xxh64"] = "0123456789abcdef"; }),
+                kCorruption, "(decompressed): xxh64 is ");
+  EXPECT_EQ(CacheFiles(), 0u);
+}
+
+TEST_F(MdsZstdCorruption, DamagedFrameWithoutHashes) {
+  Flip(40);
+  Status s = Open([](auto& j) { j["shards"][0]["zip_data"]["hashes"] = nlohmann::json::object(); });
+  EXPECT_EQ(s.code(), StatusCode::kCorruption) << s.ToString();
+  EXPECT_EQ(CacheFiles(), 0u);
+}
+
+TEST_F(MdsZstdCorruption, RawSizeOtherThanTheFrames) {
+  std::uint64_t raw = 0;
+  EXPECT_STATUS(Open([&](auto& j) {
+                  raw = j["shards"][0]["raw_data"]["bytes"].template get<std::uint64_t>();
+                  j["shards"][0]["raw_data"]["bytes"] = raw + 1;
+                }),
+                kCorruption, "bytes, the index says the raw shard has ");
+  EXPECT_EQ(CacheFiles(), 0u);
+}
+
+TEST_F(MdsZstdCorruption, TruncatedZip) {
+  std::string z = ReadFileBytes(dir_.File("shard.00000.mds.zstd"));
+  WriteFileBytes(dir_.File("shard.00000.mds.zstd"), z.substr(0, z.size() / 2));
+  EXPECT_STATUS(Open([&](auto& j) {
+                  j["shards"][0]["zip_data"]["bytes"] = z.size() / 2;
+                  j["shards"][0]["zip_data"]["hashes"] = nlohmann::json::object();
+                }),
+                kCorruption, "(truncated frame)");
+  EXPECT_EQ(CacheFiles(), 0u);
+}
+
+}  // namespace
+}  // namespace tensorsafe

@@ -1,0 +1,122 @@
+"""MDS and WebDataset shards written by the real packages (mosaicml-streaming,
+webdataset), read by tensorsafe (compat_dump, tests/dataset/compat_dump.cc)
+and compared sample for sample with what the packages' own readers return.
+
+Data is random per run (the session seed, printed by conftest.py)."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+
+TS_DTYPE = {"uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64", "int8": "i8", "int16": "i16",
+            "int32": "i32", "int64": "i64", "float16": "f16", "float32": "f32", "float64": "f64", "bool": "bool"}
+
+
+@pytest.fixture(scope="session")
+def compat_dump():
+    path = Path(os.environ.get("TENSORSAFE_COMPAT_DUMP", ROOT / "build" / "bin" / "compat_dump"))
+    if not path.exists():
+        message = f"{path} is not built (make build, or set TENSORSAFE_COMPAT_DUMP)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+def dump(exe, *args):
+    p = subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    lines = [json.loads(line) for line in p.stdout.splitlines()]
+    samples = [line for line in lines if "schema" not in line]
+    for s in samples:
+        assert "error" not in s, s
+    return [s["fields"] for s in samples]
+
+
+def tensor(a):
+    a = np.asarray(a)
+    return {"kind": "tensor", "dtype": TS_DTYPE[a.dtype.name], "shape": list(a.shape), "hex": a.tobytes().hex()}
+
+
+def mds_value(encoding, v):
+    if encoding in ("str", "str_int", "str_float", "str_decimal"):
+        return {"kind": "str", "text": str(v)}
+    if encoding == "int":
+        return {"kind": "int", "value": int(v)}
+    if encoding == "json":
+        return {"kind": "json", "text": v}  # compared after parsing
+    if encoding == "bytes":
+        return {"kind": "bytes", "hex": v.hex()}
+    return tensor(v)
+
+
+def parsed_json(fields):
+    for f in fields.values():
+        if f["kind"] == "json" and isinstance(f["text"], str):
+            f["text"] = json.loads(f["text"])
+    return fields
+
+
+@pytest.mark.parametrize("compression", [None, "zstd:5"])
+def test_mds_sample_for_sample(compat_dump, rng, tmp_path, compression):
+    streaming = pytest.importorskip("streaming")
+    columns = {"blob": "bytes", "text": "str", "n": "int", "f": "float32", "u": "uint64", "h": "float16",
+               "img": "ndarray:uint8:4,5", "vec": "ndarray:int32", "any": "ndarray", "meta": "json",
+               "si": "str_int"}
+    out = tmp_path / "mds"
+    written = []
+    with streaming.MDSWriter(out=str(out), columns=columns, compression=compression,
+                             hashes=["sha1", "xxh3_64", "xxh64"], size_limit=4000) as w:
+        for k in range(60):
+            s = {"blob": rng.bytes(int(rng.integers(0, 40))), "text": f"t{k}-ü-{rng.integers(1e9)}",
+                 "n": int(rng.integers(-2**63, 2**63 - 1)), "f": np.float32(rng.standard_normal()),
+                 "u": np.uint64(rng.integers(0, 2**63)), "h": np.float16(rng.standard_normal()),
+                 "img": rng.integers(0, 255, (4, 5), dtype=np.uint8),
+                 "vec": rng.integers(-9, 9, int(rng.integers(1, 600)), dtype=np.int32),
+                 "any": rng.standard_normal((int(rng.integers(1, 4)), 2, int(rng.integers(1, 3)))),
+                 "meta": {"k": k, "v": [float(rng.standard_normal())]}, "si": int(rng.integers(1e6))}
+            w.write(s)
+            written.append(s)
+    index = json.loads((out / "index.json").read_text())
+    assert len(index["shards"]) >= 3
+    if compression:
+        assert not list(out.glob("*.mds")), "only compressed shards should be there"
+    ds = streaming.StreamingDataset(remote=str(out), local=str(tmp_path / "local"), batch_size=1, shuffle=False)
+    want = [parsed_json({c: mds_value(columns[c], ds[i][c]) for c in columns}) for i in range(len(ds))]
+    got = [parsed_json(s) for s in dump(compat_dump, "mds", out, tmp_path / "cache")]
+    assert len(got) == len(want) == 60
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g == w, f"sample {i}"
+
+
+def test_wds_sample_for_sample(compat_dump, rng, tmp_path):
+    wds = pytest.importorskip("webdataset")
+    pattern = str(tmp_path / "ds-%06d.tar")
+    with wds.ShardWriter(pattern, maxcount=7, verbose=0) as w:
+        for k in range(25):
+            n = int(rng.integers(1, 5))
+            w.write({"__key__": f"s{k:05d}",
+                     "x.ten": rng.standard_normal((n, 3)).astype(np.float32),
+                     "pair.ten": [rng.integers(0, 9, (n,), dtype=np.int64), np.float64(k) * np.ones((2, n))],
+                     "y.npy": rng.integers(-5, 5, (2, n), dtype=np.int16),
+                     "meta.json": {"k": k, "r": float(rng.standard_normal())},
+                     "cls": int(rng.integers(0, 1000)),
+                     "bin": rng.bytes(int(rng.integers(0, 50)))})
+    urls = sorted(str(p) for p in tmp_path.glob("ds-*.tar"))
+    assert len(urls) == 4
+    want = []
+    for s in wds.WebDataset(urls, shardshuffle=False).decode():
+        f = {"__key__": {"kind": "str", "text": s["__key__"]}, "cls": {"kind": "int", "value": s["cls"]},
+             "meta.json": {"kind": "json", "text": s["meta.json"]}, "bin": {"kind": "bytes", "hex": s["bin"].hex()},
+             "x.ten": tensor(s["x.ten"][0]), "y.npy": tensor(s["y.npy"])}
+        f.update({f"pair.ten[{j}]": tensor(a) for j, a in enumerate(s["pair.ten"])})
+        want.append(f)
+    got = [parsed_json(s) for s in dump(compat_dump, "wds", str(tmp_path / "ds-{000000..000003}.tar"))]
+    assert len(got) == len(want) == 25
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g == w, f"sample {i}"

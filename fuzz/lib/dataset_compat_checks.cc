@@ -1,4 +1,5 @@
 #include "dataset_compat_checks.h"
+#include "dataset_checks.h"
 
 #include <cstdlib>
 #include <vector>
@@ -22,6 +23,8 @@ void CheckMdsIndex(std::span<const std::byte> data) {
 void CheckWdsShard(std::span<const std::byte> data) {
   auto src = wds::OpenShardBytes(data, nullptr, "fuzz.tar");
   if (!src.ok()) return;
+  // Views sized by kind, dtype and shape; Read(num_samples) is out of range.
+  CheckSourceSamples(**src, "wds");
   std::vector<dataset::FieldView> views;
   for (std::uint64_t i = 0; i < (*src)->num_samples(); ++i) {
     if (!(*src)->Read(i, views).ok()) continue;

@@ -259,8 +259,10 @@ std::uint64_t H(const std::string& b, std::uint64_t off, std::uint64_t len) {
   return internal::Hash64(std::string_view(b).substr(off, len));
 }
 
-// Recomputes every checksum of a .tsafe image that its (possibly mutated)
-// structure still lets us find: identity, entry checks, section checksums,
+}  // namespace
+
+// (fuzz_util.h) Recomputes every checksum of a .tsafe image that its
+// (possibly mutated) structure still lets us find: identity, entry checks, section checksums,
 // root, slot 0 and the trailer. Mutations then reach the checks behind the
 // checksums (STYLE.md: "recompute the checksum after a mutation so the
 // deeper checks run too"). Best effort: stops where offsets leave the file.
@@ -305,6 +307,8 @@ std::string Reseal(std::span<const std::byte> data) {
   Put64(b, t + 32, H(b, t, 32));
   return b;
 }
+
+namespace {
 
 void CheckTsafeBytes(std::span<const std::byte> data);
 

@@ -1,0 +1,93 @@
+// CheckMdsShard (dataset_compat_shard_checks.h): a MosaicML MDS index entry
+// and shard together.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "dataset_checks.h"
+#include "dataset_compat_shard_checks.h"
+#include "fuzz_util.h"
+#include "tensorsafe/formats/mds.h"
+
+namespace tensorsafe::fuzz {
+namespace {
+
+mds::Limits SmallLimits() {
+  mds::Limits l;
+  l.max_index_bytes = 1 << 20;
+  l.max_shards = 4096;
+  l.max_columns = 256;
+  l.max_name_bytes = 1024;
+  l.max_shard_bytes = 16 << 20;
+  l.max_rank = 16;
+  return l;
+}
+
+const std::string& TempPath() {
+  static const std::string path = [] {
+    char name[] = "/tmp/tensorsafe-fuzz-mds-XXXXXX";
+    const int fd = ::mkstemp(name);
+    if (fd < 0) Fail(__FILE__, __LINE__, "mkstemp failed");
+    ::close(fd);
+    return std::string(name);
+  }();
+  return path;
+}
+
+void WriteFile(const std::string& path, std::span<const std::byte> data) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  if (fd < 0) Fail(__FILE__, __LINE__, "open " + path);
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n <= 0) Fail(__FILE__, __LINE__, "write " + path);
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+}
+
+void OpenAndRead(const mds::ShardInfo& info, const std::string& what) {
+  auto src = mds::OpenShardFile(TempPath(), info, SmallLimits());
+  if (!src.ok()) {
+    const StatusCode c = src.status().code();
+    TS_FUZZ_CHECK(c == StatusCode::kCorruption || c == StatusCode::kUnsupported || c == StatusCode::kLimitExceeded ||
+                      c == StatusCode::kIOError,
+                  what + ": unexpected error " + Describe(src.status()));
+    return;
+  }
+  TS_FUZZ_CHECK((*src)->num_samples() == info.samples,
+                what + ": " + std::to_string((*src)->num_samples()) + " samples, the index says " +
+                    std::to_string(info.samples));
+  TS_FUZZ_CHECK((*src)->schema().fields.size() == info.columns.size(), what + ": one field per column");
+  const auto first = CheckSourceSamples(**src, what);
+  // Reads are pure: a second pass gives the same views and errors.
+  TS_FUZZ_CHECK(CheckSourceSamples(**src, what) == first, what + ": a second read differs");
+}
+
+}  // namespace
+
+void CheckMdsShard(std::span<const std::byte> data) {
+  // [u16 LE n][n bytes of index.json][the bytes of shard 0]
+  if (data.size() < 2) return;
+  const std::size_t n = static_cast<std::size_t>(data[0]) | static_cast<std::size_t>(data[1]) << 8;
+  if (data.size() - 2 < n) return;
+  auto index = mds::ParseIndex(data.subspan(2, n), "fuzz/index.json", SmallLimits());
+  if (!index.ok() || index->shards.empty()) return;
+  const std::span<const std::byte> shard = data.subspan(2 + n);
+  WriteFile(TempPath(), shard);
+  mds::ShardInfo info = index->shards[0];
+  OpenAndRead(info, "mds shard");
+  // The size and sample count taken from the bytes, so mutated shards get
+  // past those two checks to the offsets and the columns.
+  info.raw.bytes = shard.size();
+  if (shard.size() >= 4) {
+    std::uint32_t count;
+    std::memcpy(&count, shard.data(), 4);
+    info.samples = count;
+  }
+  OpenAndRead(info, "mds shard (size and count from the bytes)");
+}
+
+}  // namespace tensorsafe::fuzz

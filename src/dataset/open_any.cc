@@ -2,6 +2,7 @@
 // "Locations"): native directories, native datasets over http(s) through the
 // ShardCache, MosaicML MDS directories and WebDataset tar shards.
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -305,7 +306,7 @@ Result<std::shared_ptr<Dataset>> OpenAny(const std::string& location, const Data
     return InvalidArgument(location + ": a file that is not a .tar shard; give a dataset directory, a .tar "
                            "file, a brace pattern or an http(s) URL");
   }
-  if (!fs::is_directory(location, ec)) return NotFound(location + ": no such dataset file, directory or pattern");
+  if (!fs::is_directory(location, ec)) return IOError(location + ": no such dataset file, directory or pattern", ENOENT);
   if (fs::exists(fs::path(location) / kIndexFileName, ec)) {
     TS_ASSIGN_OR_RETURN(std::string kind, IndexKind(location, options));
     if (kind == "mds") return OpenMds(location, options);
@@ -325,7 +326,7 @@ Result<std::shared_ptr<Dataset>> OpenAny(const std::string& location, const Data
   }
   if (ec) return IOError(location + ": " + ec.message(), ec.value());
   if (tars.empty()) {
-    return NotFound(location + ": neither " + std::string(kIndexFileName) + " nor .tar shards in the directory");
+    return IOError(location + ": neither " + std::string(kIndexFileName) + " nor .tar shards in the directory", ENOENT);
   }
   std::sort(tars.begin(), tars.end());
   return OpenWds(location, std::move(tars), options);

@@ -171,9 +171,9 @@ TEST(OpenAny, WdsDirectorySymlinkOutsideIsRefused) {
 
 TEST(OpenAny, DetectionErrors) {
   TempDir tmp;
-  EXPECT_STATUS(OpenAny(tmp.File("missing")).status(), kNotFound, "no such dataset");
+  EXPECT_STATUS(OpenAny(tmp.File("missing")).status(), kIOError, "no such dataset");
   fs::create_directories(tmp.path() / "empty");
-  EXPECT_STATUS(OpenAny(tmp.File("empty")).status(), kNotFound, "neither index.json nor .tar shards");
+  EXPECT_STATUS(OpenAny(tmp.File("empty")).status(), kIOError, "neither index.json nor .tar shards");
   fs::create_directories(tmp.path() / "other");
   std::ofstream(tmp.path() / "other" / "index.json") << R"({"format": "something-else", "version": 1})";
   EXPECT_STATUS(OpenAny(tmp.File("other")).status(), kUnsupported, "neither a tensorsafe dataset index");

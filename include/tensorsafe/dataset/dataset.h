@@ -167,7 +167,9 @@ class Dataset {
 // WebDataset shards are scanned (headers only) at open to count samples.
 // MDS and WebDataset shards whose schemas differ only in dims get one merged
 // schema (differing dims become kAnyDim); other differences fail. Errors:
-// kNotFound (nothing there, no index.json nor .tar), kUnsupported (an
+// kIOError with ENOENT (nothing there, or a directory with neither
+// index.json nor .tar files, as Open()), kNotFound (a pattern names a file
+// that does not exist), kUnsupported (an
 // index.json of another format, shards with incompatible schemas), and those
 // of the format's reader (ReadIndexFile, ShardCache, mds::OpenDataset,
 // wds::OpenShard).

@@ -652,7 +652,8 @@ void RegisterDataset(py::module_& m) {
              PyDataset p;
              {
                py::gil_scoped_release release;
-               p.d = Unwrap(ds::Dataset::Open(dir, o));
+               // Any location kind: DATASET.md "Locations".
+               p.d = Unwrap(ds::OpenAny(dir, o));
              }
              p.conv = std::make_unique<SampleConverter>(p.d->schema());
              return p;

@@ -414,9 +414,12 @@ class Dataset(_TorchDataset):
     ``torch.utils.data.Dataset`` with any sampler).
 
     Args:
-        path: the dataset directory (holding index.json).
+        path: any dataset location (docs/DATASET.md §6.1): a native or MDS
+            directory (holding index.json), an http(s) base URL of a native
+            dataset, a WebDataset .tar, brace pattern or directory of .tar.
         cache_dir: where zstd shards are decompressed (default: the dataset
-            directory).
+            directory) and remote shards downloaded (default:
+            ``$TENSORSAFE_CACHE_DIR`` or ``~/.cache/tensorsafe/shards``).
         max_open_shards: shards kept mapped at once.
         verify_on_open: hash each shard against the index when first opened.
 

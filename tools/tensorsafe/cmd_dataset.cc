@@ -30,7 +30,8 @@ using namespace tensorsafe::dataset;
 
 struct Args {
   std::string out, dir;
-  std::vector<std::string> sources, parts;
+  std::vector<std::string> sources, parts, from;
+  std::string cache_dir;
   std::uint64_t max_bytes = std::uint64_t{64} << 20, max_samples = 0;
   int zstd = 0;
   std::string prefix = "shard", metadata;
@@ -164,6 +165,23 @@ Result<Schema> InferSchema(const Groups& groups) {
   return schema;
 }
 
+// The reader options the commands share: --cache-dir is where remote shards
+// are downloaded and zstd / MDS shards decompressed.
+DatasetOptions OpenOptions(const Args& a) {
+  DatasetOptions o;
+  o.cache_dir = a.cache_dir;
+  return o;
+}
+
+// How `info` names the kind of the dataset.
+std::string FormatName(const Dataset& ds) {
+  const std::string kind = ds.shards().empty() ? "tsafe" : ds.shards()[0].kind;
+  if (kind == "mds") return "MosaicML MDS (index.json version 2)";
+  if (kind == "wds") return "WebDataset tar";
+  return std::string(kIndexFormatName) + " " + std::string(kDatasetFormatVersion) +
+         (IsRemoteUrl(ds.location()) ? " (remote)" : "");
+}
+
 Status Create(const Args& a) {
   DatasetWriterOptions opt;
   opt.max_shard_bytes = a.max_bytes;
@@ -172,12 +190,25 @@ Status Create(const Args& a) {
   opt.shard_prefix = a.prefix;
   opt.metadata_json = a.metadata;
   ProgressBar bar("writing", a.quiet);
-  // Sources that are datasets are copied; directories of files are grouped.
+  // Sources that are datasets (any location OpenAny takes: DATASET.md
+  // "Locations") are copied; directories of files are grouped. A directory
+  // counts as a dataset when it holds index.json; --from forces a dataset
+  // (a directory of WebDataset .tar files).
   std::vector<std::shared_ptr<Dataset>> datasets;
   Groups groups;
+  auto is_dataset = [](const std::string& src) {
+    std::error_code ec;
+    return IsRemoteUrl(src) || src.find('{') != std::string::npos ||
+           (EndsWith(src, ".tar") && fs::is_regular_file(src, ec)) || fs::exists(fs::path(src) / kIndexFileName, ec);
+  };
+  if (a.from.empty() && a.sources.empty()) return InvalidArgument("give SRC or --from LOCATION");
+  for (const std::string& src : a.from) {
+    TS_ASSIGN_OR_RETURN(auto ds, OpenAny(src, OpenOptions(a)));
+    datasets.push_back(std::move(ds));
+  }
   for (const std::string& src : a.sources) {
-    if (fs::exists(fs::path(src) / kIndexFileName)) {
-      TS_ASSIGN_OR_RETURN(auto ds, Dataset::Open(src));
+    if (is_dataset(src)) {
+      TS_ASSIGN_OR_RETURN(auto ds, OpenAny(src, OpenOptions(a)));
       datasets.push_back(std::move(ds));
     } else {
       TS_RETURN_IF_ERROR(GroupDirectory(src, groups));
@@ -251,14 +282,14 @@ std::string DescribeField(const FieldSpec& f) {
 }
 
 Status Info(const Args& a) {
-  TS_ASSIGN_OR_RETURN(auto ds, Dataset::Open(a.dir));
+  TS_ASSIGN_OR_RETURN(auto ds, OpenAny(a.dir, OpenOptions(a)));
   std::uint64_t bytes = 0, stored = 0;
   for (const auto& s : ds->shards()) {
     bytes += s.bytes;
     stored += s.zstd ? s.zstd->bytes : s.bytes;
   }
-  fmt::print("dataset: {}\nformat: tensorsafe-dataset {}\nsamples: {}\nshards: {}\nbytes: {} ({}), stored: {} ({})\n",
-             a.dir, kDatasetFormatVersion, ds->num_samples(), ds->shards().size(), bytes, HumanBytes(bytes), stored,
+  fmt::print("dataset: {}\nformat: {}\nsamples: {}\nshards: {}\nbytes: {} ({}), stored: {} ({})\n",
+             a.dir, FormatName(*ds), ds->num_samples(), ds->shards().size(), bytes, HumanBytes(bytes), stored,
              HumanBytes(stored));
   fmt::print("schema:\n");
   for (const FieldSpec& f : ds->schema().fields) fmt::print("  {}: {}\n", nlohmann::json(f.name).dump(), DescribeField(f));
@@ -275,7 +306,7 @@ Status Info(const Args& a) {
 }
 
 int Verify(const Args& a) {
-  auto ds = Dataset::Open(a.dir);
+  auto ds = OpenAny(a.dir, OpenOptions(a));
   if (!ds.ok()) return Fail("dataset verify", ds.status());
   ProgressBar bar("verifying", a.quiet);
   std::vector<Status> problems;
@@ -326,7 +357,7 @@ nlohmann::json FieldJson(const FieldView& v, bool all) {
 }
 
 Status Cat(const Args& a) {
-  TS_ASSIGN_OR_RETURN(auto ds, Dataset::Open(a.dir));
+  TS_ASSIGN_OR_RETURN(auto ds, OpenAny(a.dir, OpenOptions(a)));
   std::uint64_t begin = a.start, end = ds->num_samples();
   if (a.index >= 0) {
     begin = static_cast<std::uint64_t>(a.index);
@@ -374,8 +405,11 @@ std::function<int()> SetupCommand(CLI::App& sub) {
   sub.require_subcommand(1);
   a->create = sub.add_subcommand("create", "Write a dataset from directories of KEY.FIELD files or from datasets");
   a->create->add_option("OUT", a->out, "Output dataset directory")->required();
-  a->create->add_option("SRC", a->sources, "Directories of files (.npy, .tsafe, .json, .txt, other = bytes) or datasets")
-      ->required();
+  a->create->add_option("SRC", a->sources,
+                        "Directories of files (.npy, .tsafe, .json, .txt, other = bytes) or datasets (a directory "
+                        "with index.json, native or MDS; a .tar, a brace pattern or an http(s) URL)");
+  a->create->add_option("--from", a->from, "A dataset location to copy (any kind; e.g. a directory of .tar files)");
+  a->create->add_option("--cache-dir", a->cache_dir, "Where remote shards are downloaded and shards decompressed");
   a->create->add_option("--max-shard-bytes", a->max_bytes, "Close a shard at this many payload bytes (0 = no limit)");
   a->create->add_option("--max-shard-samples", a->max_samples, "Close a shard at this many samples (0 = no limit)");
   a->create->add_option("--zstd", a->zstd, "Compress shards with zstd at this level (1..22; 0 = off)");
@@ -383,13 +417,19 @@ std::function<int()> SetupCommand(CLI::App& sub) {
   a->create->add_option("--metadata", a->metadata, "User metadata (a JSON object) for index.json");
   a->create->add_flag("--quiet,-q", a->quiet, "No progress bar");
   a->info = sub.add_subcommand("info", "Samples, shards, schema and sizes of a dataset");
-  a->info->add_option("DIR", a->dir, "Dataset directory")->required();
+  a->info->add_option("LOCATION", a->dir, "Dataset: directory (native or MDS), .tar, brace pattern or http(s) URL")
+      ->required();
+  a->info->add_option("--cache-dir", a->cache_dir, "Where remote shards are downloaded and shards decompressed");
   a->info->add_flag("--shards", a->shards, "List every shard");
   a->verify = sub.add_subcommand("verify", "Check every shard's size, hash, layout and checksums; exit 1 on damage");
-  a->verify->add_option("DIR", a->dir, "Dataset directory")->required();
+  a->verify->add_option("LOCATION", a->dir, "Dataset: directory (native or MDS), .tar, brace pattern or http(s) URL")
+      ->required();
+  a->verify->add_option("--cache-dir", a->cache_dir, "Where remote shards are downloaded and shards decompressed");
   a->verify->add_flag("--quiet,-q", a->quiet, "No progress bar");
   a->cat = sub.add_subcommand("cat", "Print samples as JSON lines");
-  a->cat->add_option("DIR", a->dir, "Dataset directory")->required();
+  a->cat->add_option("LOCATION", a->dir, "Dataset: directory (native or MDS), .tar, brace pattern or http(s) URL")
+      ->required();
+  a->cat->add_option("--cache-dir", a->cache_dir, "Where remote shards are downloaded and shards decompressed");
   a->cat->add_option("INDEX", a->index, "Print only this sample");
   a->cat->add_option("--start", a->start, "First sample");
   a->cat->add_option("--limit", a->limit, "At most this many samples (0 = all)");

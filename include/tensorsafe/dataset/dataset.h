@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "tensorsafe/dataset/index.h"
+#include "tensorsafe/dataset/remote.h"
 #include "tensorsafe/dataset/sample.h"
 #include "tensorsafe/dataset/shard.h"
 #include "tensorsafe/status.h"
@@ -67,6 +68,14 @@ struct DatasetOptions {
   // read of the shard); decompressed shards are always checked.
   bool verify_on_open = false;
   ShardOptions shard;
+  // Remote datasets (OpenAny with an http:// or https:// URL): the download
+  // cache's options. Its cache_dir, when empty, is `cache_dir` above, else
+  // DefaultCacheDir(). Decompressed zstd shards go to
+  // <cache>/decompressed/, outside the size-limited files/.
+  ShardCacheOptions remote;
+  // Shards after the one being opened that are downloaded in the background
+  // (index order, which is the order of a sequential or block-shuffled read).
+  std::size_t prefetch_shards = 2;
 };
 
 class SampleIterator;
@@ -141,6 +150,30 @@ class Dataset {
   friend class SampleIterator;
   std::shared_ptr<Impl> impl_;
 };
+
+// Opens any supported dataset location (DATASET.md "Locations"), detected in
+// this order:
+//   1. "http://" or "https://" URL: the base of a native dataset, read
+//      through a ShardCache (index.json fetched into memory, every shard name
+//      checked with ValidateRelativeName at open, shards fetched hash-checked
+//      and pinned while open);
+//   2. a name containing '{': WebDataset shards, expanded by
+//      wds::ExpandBraces (every name must be an existing file);
+//   3. a regular file ending in ".tar": one WebDataset shard;
+//   4. a directory with index.json: native when "format" is
+//      "tensorsafe-dataset", MosaicML MDS when "version" is 2;
+//   5. a directory without index.json: its *.tar files (not recursive, in
+//      name order) as WebDataset shards.
+// WebDataset shards are scanned (headers only) at open to count samples.
+// MDS and WebDataset shards whose schemas differ only in dims get one merged
+// schema (differing dims become kAnyDim); other differences fail. Errors:
+// kIOError with ENOENT (nothing there, or a directory with neither
+// index.json nor .tar files, as Open()), kNotFound (a pattern names a file
+// that does not exist), kUnsupported (an
+// index.json of another format, shards with incompatible schemas), and those
+// of the format's reader (ReadIndexFile, ShardCache, mds::OpenDataset,
+// wds::OpenShard).
+Result<std::shared_ptr<Dataset>> OpenAny(const std::string& location, const DatasetOptions& options = {});
 
 // LevelDB-style: Next() returns false at the end or on an error, and status()
 // tells which.

@@ -42,7 +42,13 @@ void RegisterErrors(py::module_& m) {
     } catch (const StatusError& e) {
       const Status& s = e.status();
       py::object factory = py::module_::import("tensorsafe.errors").attr("_from_status");
-      py::object exc = factory(static_cast<int>(s.code()), py::str(s.message()), s.error_number());
+      // A message may quote bytes of a damaged file: never let decoding it
+      // raise UnicodeDecodeError in place of the real error.
+      const std::string& m = s.message();
+      py::object msg = py::reinterpret_steal<py::object>(
+          PyUnicode_DecodeUTF8(m.data(), static_cast<Py_ssize_t>(m.size()), "backslashreplace"));
+      if (!msg) throw py::error_already_set();
+      py::object exc = factory(static_cast<int>(s.code()), msg, s.error_number());
       PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
     }
   });

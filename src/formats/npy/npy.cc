@@ -33,7 +33,9 @@ struct DescrInfo {
 };
 
 Result<DescrInfo> ParseDescr(const std::string& descr, const tensorsafe::npy::ReadOptions& opt) {
-  const std::string q = "descr '" + descr + "'";
+  // Quoted with escapes: the descr is untrusted bytes, and messages must
+  // stay valid UTF-8 (Python decodes them).
+  const std::string q = "descr " + tensorsafe::internal::QuoteName(descr);
   if (descr.size() < 2) return Corruption(q + " is not a NumPy type string");
   const char order = descr[0];
   if (order != '<' && order != '>' && order != '|' && order != '=') {

@@ -1,6 +1,6 @@
 """tensorsafe.dask: a dataset written from a dask bag and a dask dataframe by
-the workers of a distributed.LocalCluster (in-process: no socket; a
-process cluster would bind 127.0.0.1), merged on the client."""
+the workers of a distributed.LocalCluster bound to 127.0.0.1, merged on the
+client."""
 
 import numpy as np
 import pytest
@@ -16,10 +16,12 @@ distributed = pytest.importorskip("distributed")
 def client():
     # In-process workers keep the test quick (worker processes would each
     # import torch through tensorsafe.dataset); the tasks still run on the
-    # cluster's workers, the merge on the client. In-process clusters talk
-    # over dask's inproc transport: no socket at all.
+    # cluster's workers, the merge on the client. Scheduler, workers and
+    # client talk TCP over 127.0.0.1, as a real cluster's would.
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                       protocol="tcp://", host="127.0.0.1",
                                        dashboard_address=None, worker_dashboard_address=None)
+    assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
     c = distributed.Client(cluster)
     yield c
     c.close()

@@ -2,7 +2,6 @@
 // DATASET.md "Locations": MDS and WebDataset goldens, a native dataset over
 // http, and conversion of each into a native dataset read back equal.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +11,7 @@
 
 #include "formats/sample_json.h"
 #include "support/nginx_server.h"
+#include "support/cli_runner.h"
 #include "support/temp_dir.h"
 #include "tensorsafe/dataset/dataset.h"
 
@@ -21,10 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 const std::string kGolden = std::string(TS_SOURCE_DIR) + "/tests/golden/";
 
-struct Output {
-  std::string out, err;
-  int rc = -1;
-};
+using Output = testing::CliOutput;
 
 class DatasetSourcesCliTest : public ::testing::Test {
  protected:
@@ -32,20 +29,7 @@ class DatasetSourcesCliTest : public ::testing::Test {
     if (std::string(TS_CLI_PATH).empty()) GTEST_SKIP() << "CLI not built";
   }
   // stderr goes to a file: not a terminal, so no progress bar may appear.
-  Output Run(const std::string& args) {
-    const std::string err_path = dir_.File("stderr.txt");
-    const std::string cmd = std::string(TS_CLI_PATH) + " " + args + " 2>" + err_path;
-    Output o;
-    FILE* p = ::popen(cmd.c_str(), "r");
-    if (p == nullptr) return o;
-    char buf[4096];
-    std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
-    const int status = ::pclose(p);
-    o.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    o.err = testing::ReadFileBytes(err_path);
-    return o;
-  }
+  Output Run(const std::string& args) { return testing::RunCli(TS_CLI_PATH, args); }
   static std::size_t Lines(const std::string& s) {
     return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n'));
   }

@@ -54,8 +54,9 @@ bool EndsWith(std::string_view s, std::string_view t) {
   return s.size() >= t.size() && s.substr(s.size() - t.size()) == t;
 }
 
-// The fields one file gives: .npy -> one tensor field (suffix without
-// ".npy"), .tsafe -> one tensor field per tensor ("<rest>/<tensor>", or the
+// The fields one file gives: .npy -> one tensor field named by the whole
+// suffix, as WebDataset (and OpenAny on a tar of the same files) names it;
+// .tsafe -> one tensor field per tensor ("<rest>/<tensor>", or the
 // tensor's name for "key.tsafe"), .json -> json, .txt -> str, else bytes.
 struct LoadedField {
   std::string name;
@@ -70,8 +71,7 @@ Status LoadFile(const SourceFile& f, std::vector<LoadedField>& out) {
   if (EndsWith(f.suffix, ".npy") || f.suffix == "npy") {
     TS_ASSIGN_OR_RETURN(TensorSet set, npy::ReadFile(f.path));
     const Tensor& t = set.tensors.at(0);
-    LoadedField lf{f.suffix == "npy" ? "npy" : f.suffix.substr(0, f.suffix.size() - 4), FieldKind::kTensor,
-                   t.info.dtype, {}, t.data, t.owner};
+    LoadedField lf{f.suffix, FieldKind::kTensor, t.info.dtype, {}, t.data, t.owner};
     for (auto d : t.info.shape) lf.shape.push_back(static_cast<std::int64_t>(d));
     out.push_back(std::move(lf));
     return Status::OK();
@@ -320,6 +320,8 @@ int Verify(const Args& a) {
   return kExitOk;
 }
 
+constexpr std::uint64_t kMaxJsonElements = 1000;  // numpy's summary threshold
+
 nlohmann::json FieldJson(const FieldView& v, bool all) {
   using nlohmann::json;
   std::string_view text(reinterpret_cast<const char*>(v.bytes.data()), v.bytes.size());
@@ -347,9 +349,16 @@ nlohmann::json FieldJson(const FieldView& v, bool all) {
     }
     case FieldKind::kTensor: {
       Shape shape(v.shape.begin(), v.shape.end());
-      json o = {{"dtype", std::string(DTypeName(v.spec->dtype))},
-                {"shape", v.shape},
-                {"values", FormatTensor(v.spec->dtype, shape, v.bytes, all)}};
+      json o = {{"dtype", std::string(DTypeName(v.spec->dtype))}, {"shape", v.shape}};
+      std::uint64_t count = 1;
+      for (auto d : shape) count *= d;
+      // Nested arrays for jq and friends; a big tensor gets numpy's summary
+      // text instead, unless --all.
+      if (all || count <= kMaxJsonElements) {
+        o["values"] = TensorJson(v.spec->dtype, shape, v.bytes);
+      } else {
+        o["preview"] = FormatTensor(v.spec->dtype, shape, v.bytes, false);
+      }
       return o;
     }
   }

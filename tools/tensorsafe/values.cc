@@ -31,6 +31,22 @@ double Decode(std::uint32_t bits, int ebits, int mbits, int bias) {
   return neg ? -v : v;
 }
 
+// Element `i` of a packed sub-byte type (FORMAT.md §5): f4/i4/u4 element 2k
+// is the low nibble of byte k; each 3-byte f6 group is a 24-bit little-endian
+// integer whose bits 6j..6j+5 hold element 4k+j.
+std::uint32_t PackedBits(DType dtype, std::span<const std::byte> data, std::uint64_t i) {
+  if (dtype == DType::kF6E2M3 || dtype == DType::kF6E3M2) {
+    const std::byte* b = data.data() + (i / 4) * 3;
+    const std::uint32_t group = static_cast<std::uint32_t>(b[0]) | static_cast<std::uint32_t>(b[1]) << 8 |
+                                static_cast<std::uint32_t>(b[2]) << 16;
+    return (group >> (6 * (i % 4))) & 0x3f;
+  }
+  const std::uint32_t byte = static_cast<std::uint8_t>(data[i / 2]);
+  return (i % 2 == 0) ? (byte & 0xf) : (byte >> 4);
+}
+
+int SignedNibble(std::uint32_t nib) { return static_cast<int>(nib) - (nib & 8 ? 16 : 0); }
+
 }  // namespace
 
 float HalfToFloat(std::uint16_t h) {
@@ -92,21 +108,10 @@ std::string FormatElement(DType dtype, std::span<const std::byte> data, std::uin
     case DType::kF8E4M3FN: case DType::kF8E5M2: case DType::kF8E4M3FNUZ: case DType::kF8E5M2FNUZ:
     case DType::kF8E8M0:
       return fmt::format("{}", MiniFloatToDouble(dtype, static_cast<std::uint8_t>(*p)));
-    case DType::kF4E2M1: case DType::kI4: case DType::kU4: {
-      const std::uint32_t byte = static_cast<std::uint8_t>(data[i / 2]);
-      const std::uint32_t nib = (i % 2 == 0) ? (byte & 0xf) : (byte >> 4);
-      if (dtype == DType::kU4) return fmt::format("{}", nib);
-      if (dtype == DType::kI4) return fmt::format("{}", static_cast<int>(nib) - (nib & 8 ? 16 : 0));
-      return fmt::format("{}", MiniFloatToDouble(dtype, nib));
-    }
-    case DType::kF6E2M3: case DType::kF6E3M2: {
-      // FORMAT.md §5: each 3-byte group is a 24-bit little-endian integer
-      // whose bits 6j..6j+5 hold element 4k+j.
-      const std::byte* b = data.data() + (i / 4) * 3;
-      const std::uint32_t group = static_cast<std::uint32_t>(b[0]) | static_cast<std::uint32_t>(b[1]) << 8 |
-                                  static_cast<std::uint32_t>(b[2]) << 16;
-      return fmt::format("{}", MiniFloatToDouble(dtype, (group >> (6 * (i % 4))) & 0x3f));
-    }
+    case DType::kU4: return fmt::format("{}", PackedBits(dtype, data, i));
+    case DType::kI4: return fmt::format("{}", SignedNibble(PackedBits(dtype, data, i)));
+    case DType::kF4E2M1: case DType::kF6E2M3: case DType::kF6E3M2:
+      return fmt::format("{}", MiniFloatToDouble(dtype, PackedBits(dtype, data, i)));
   }
   return "?";
 }
@@ -183,6 +188,58 @@ std::string FormatTensor(DType dtype, const Shape& shape, std::span<const std::b
   std::string out;
   p.Print(0, 0, out);
   return out;
+}
+
+namespace {
+nlohmann::json Real(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+nlohmann::json Nested(DType dtype, const Shape& shape, std::span<const std::byte> data, std::size_t dim,
+                      std::uint64_t base, std::uint64_t stride) {
+  if (dim == shape.size()) return ElementJson(dtype, data, base);
+  nlohmann::json a = nlohmann::json::array();
+  const std::uint64_t inner = stride / std::max<std::uint64_t>(shape[dim], 1);
+  for (std::uint64_t i = 0; i < shape[dim]; ++i) a.push_back(Nested(dtype, shape, data, dim + 1, base + i * inner, inner));
+  return a;
+}
+}  // namespace
+
+nlohmann::json ElementJson(DType dtype, std::span<const std::byte> data, std::uint64_t i) {
+  const std::byte* p = data.data() + i * ElementSize(dtype);
+  switch (dtype) {
+    case DType::kBool: return *p != std::byte{0};
+    case DType::kU8: return Load<std::uint8_t>(p);
+    case DType::kU16: return Load<std::uint16_t>(p);
+    case DType::kU32: return Load<std::uint32_t>(p);
+    case DType::kU64: return Load<std::uint64_t>(p);
+    case DType::kI8: return Load<std::int8_t>(p);
+    case DType::kI16: return Load<std::int16_t>(p);
+    case DType::kI32: return Load<std::int32_t>(p);
+    case DType::kI64: return Load<std::int64_t>(p);
+    case DType::kF16: return Real(HalfToFloat(Load<std::uint16_t>(p)));
+    case DType::kBF16: return Real(BFloat16ToFloat(Load<std::uint16_t>(p)));
+    case DType::kF32: return Real(Load<float>(p));
+    case DType::kF64: return Real(Load<double>(p));
+    case DType::kC64: return nlohmann::json::array({Real(Load<float>(p)), Real(Load<float>(p + 4))});
+    case DType::kC128: return nlohmann::json::array({Real(Load<double>(p)), Real(Load<double>(p + 8))});
+    case DType::kF8E4M3FN: case DType::kF8E5M2: case DType::kF8E4M3FNUZ: case DType::kF8E5M2FNUZ:
+    case DType::kF8E8M0:
+      return Real(MiniFloatToDouble(dtype, static_cast<std::uint8_t>(*p)));
+    case DType::kU4: return PackedBits(dtype, data, i);
+    case DType::kI4: return SignedNibble(PackedBits(dtype, data, i));
+    case DType::kF4E2M1: case DType::kF6E2M3: case DType::kF6E3M2:
+      return Real(MiniFloatToDouble(dtype, PackedBits(dtype, data, i)));
+  }
+  return nullptr;
+}
+
+nlohmann::json TensorJson(DType dtype, const Shape& shape, std::span<const std::byte> data) {
+  std::uint64_t count = 1;
+  for (auto d : shape) count *= d;
+  return Nested(dtype, shape, data, 0, 0, count);
 }
 
 }  // namespace tensorsafe::cli

@@ -5,6 +5,8 @@
 #include <span>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "tensorsafe/tensor.h"
 
 namespace tensorsafe::cli {
@@ -23,5 +25,13 @@ std::string FormatElement(DType dtype, std::span<const std::byte> data, std::uin
 // than 1000 elements shows the first and last 3 entries of each axis with
 // "..." between.
 std::string FormatTensor(DType dtype, const Shape& shape, std::span<const std::byte> data, bool all);
+
+// Element `i` as a JSON value: integers and bools as themselves, floats as
+// numbers (NaN and infinities as the strings "nan", "inf", "-inf": JSON has
+// no such numbers), complex as [re, im].
+nlohmann::json ElementJson(DType dtype, std::span<const std::byte> data, std::uint64_t i);
+// The values as nested JSON arrays, one level per dimension (a bare value
+// for rank 0).
+nlohmann::json TensorJson(DType dtype, const Shape& shape, std::span<const std::byte> data);
 
 }  // namespace tensorsafe::cli

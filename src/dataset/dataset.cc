@@ -56,8 +56,17 @@ class Dataset::Impl {
   std::vector<ShardInfo> shards;
   std::vector<std::uint64_t> starts;  // shards.size() + 1 cumulative counts
   ShardOpener opener;
+  ShardPrefetcher prefetch;
   DatasetOptions options;
   std::string metadata;
+
+  // Hands the shards after `s` in index order to the prefetcher.
+  void HintIndexOrder(std::size_t s) const {
+    if (!prefetch || options.prefetch_shards == 0) return;
+    std::vector<std::size_t> next;
+    for (std::size_t k = s + 1; k < shards.size() && next.size() < options.prefetch_shards; ++k) next.push_back(k);
+    if (!next.empty()) prefetch(next);
+  }
 
   // The LRU of open shards: `open[s]` is set while s is in `lru`
   // (front = most recent).
@@ -71,7 +80,9 @@ class Dataset::Impl {
     return static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), i) - starts.begin()) - 1;
   }
 
-  Result<std::shared_ptr<const ShardSource>> Get(std::size_t s) const {
+  // `*opened` (when given) tells whether the opener ran.
+  Result<std::shared_ptr<const ShardSource>> Get(std::size_t s, bool* opened = nullptr) const {
+    if (opened) *opened = false;
     {
       std::lock_guard<std::mutex> lock(mu);
       if (open[s]) {
@@ -79,6 +90,7 @@ class Dataset::Impl {
         return open[s];
       }
     }
+    if (opened) *opened = true;
     // Opening maps and validates the shard: done without the lock so other
     // shards stay readable; two threads may race to open the same shard, and
     // the first to finish wins.
@@ -117,13 +129,15 @@ Dataset::~Dataset() = default;
 
 Result<std::shared_ptr<Dataset>> Dataset::FromShards(std::string location, Schema schema,
                                                      std::vector<ShardInfo> shards, ShardOpener opener,
-                                                     const DatasetOptions& options, std::string metadata_json) {
+                                                     const DatasetOptions& options, std::string metadata_json,
+                                                     ShardPrefetcher prefetch) {
   if (!opener) return InvalidArgument(location + ": no shard opener");
   auto impl = std::make_shared<Impl>();
   impl->location = std::move(location);
   impl->schema = std::move(schema);
   impl->shards = std::move(shards);
   impl->opener = std::move(opener);
+  impl->prefetch = std::move(prefetch);
   impl->options = options;
   impl->metadata = std::move(metadata_json);
   impl->starts.reserve(impl->shards.size() + 1);
@@ -226,7 +240,9 @@ Result<std::shared_ptr<const ShardSource>> Dataset::OpenShard(std::size_t s) con
 
 Status Dataset::Read(std::uint64_t i, Sample& out) const {
   TS_ASSIGN_OR_RETURN(Location loc, Locate(i));
-  TS_ASSIGN_OR_RETURN(out.owner, impl_->Get(loc.shard));
+  bool opened = false;
+  TS_ASSIGN_OR_RETURN(out.owner, impl_->Get(loc.shard, &opened));
+  if (opened) impl_->HintIndexOrder(loc.shard);
   out.index = i;
   return out.owner->Read(loc.local, out.fields);
 }
@@ -268,6 +284,7 @@ bool SampleIterator::Next(Sample& out) {
       if (!src.ok()) return Fail(src.status());
       slot.shard = s;
       slot.src = std::move(*src);
+      HintShardsAfter(s);
     }
     cur_ = slot.src;
     cur_start_ = ds_->starts[s];
@@ -280,6 +297,32 @@ bool SampleIterator::Next(Sample& out) {
   out.index = id;
   ++pos_;
   return true;
+}
+
+void SampleIterator::HintShardsAfter(std::size_t s) {
+  const std::size_t want = ds_->options.prefetch_shards;
+  if (!ds_->prefetch || want == 0) return;
+  std::vector<std::size_t> next;
+  if (ranged_) {
+    const std::size_t last = end_ > begin_ ? ds_->ShardOf(end_ - 1) : 0;
+    for (std::size_t k = s + 1; k <= last && next.size() < want; ++k) next.push_back(k);
+  } else {
+    // A bounded look ahead: shards are entered O(shards) times an epoch, and
+    // a block shuffle mixes only a few shards at a time.
+    constexpr std::uint64_t kWindow = 1 << 16;
+    std::uint64_t lo = 0, hi = 0;  // the shard range of the id last looked up
+    std::size_t known = s;
+    for (std::uint64_t p = pos_ + 1; p < order_.size() && p <= pos_ + kWindow && next.size() < want; ++p) {
+      const std::uint64_t id = order_[p];
+      if (id >= lo && id < hi) continue;
+      if (id >= ds_->starts.back()) break;  // Next() reports it in turn
+      known = ds_->ShardOf(id);
+      lo = ds_->starts[known];
+      hi = ds_->starts[known + 1];
+      if (known != s && std::find(next.begin(), next.end(), known) == next.end()) next.push_back(known);
+    }
+  }
+  if (!next.empty()) ds_->prefetch(next);
 }
 
 void SampleIterator::Prefetch(std::uint64_t id) {

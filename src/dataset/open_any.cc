@@ -119,11 +119,6 @@ Result<std::shared_ptr<Dataset>> OpenRemote(const std::string& url, const Datase
     const std::vector<RemoteFile>& all = *shared_files;
     const std::string display = base + info.name;
     TS_ASSIGN_OR_RETURN(CachedFile cached, cache->Fetch(all.at(s)));
-    if (options.prefetch_shards > 0) {
-      std::vector<RemoteFile> next;
-      for (std::size_t k = s + 1; k < all.size() && k <= s + options.prefetch_shards; ++k) next.push_back(all[k]);
-      if (!next.empty()) cache->Prefetch(next);
-    }
     std::string path = cached.path();
     if (info.zstd) {
       // Outside files/ so that the cache's accounting never counts (or
@@ -150,8 +145,15 @@ Result<std::shared_ptr<Dataset>> OpenRemote(const std::string& url, const Datase
     const ShardSource* raw = holder->shard.get();
     return std::shared_ptr<const ShardSource>(holder, raw);
   };
+  // Readers name the shards they will need next (their own order, shuffled
+  // or not); the cache skips those it holds and downloads the rest.
+  ShardPrefetcher prefetch = [cache, shared_files](std::span<const std::size_t> ids) {
+    std::vector<RemoteFile> next;
+    for (std::size_t k : ids) next.push_back(shared_files->at(k));
+    cache->Prefetch(next);
+  };
   return Dataset::FromShards(url, index.schema, std::move(index.shards), std::move(opener), options,
-                             std::move(index.metadata_json));
+                             std::move(index.metadata_json), std::move(prefetch));
 }
 
 // ---- MosaicML MDS ----

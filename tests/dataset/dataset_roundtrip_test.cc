@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -465,6 +466,63 @@ TEST(DatasetReader, ConcurrentReadersAgreeWithTheModel) {
   }
   for (auto& th : threads) th.join();
   for (const auto& e : errors) EXPECT_EQ(e, "");
+}
+
+// The prefetcher hears of the shards an iterator will enter next in its own
+// order (a shuffled one here), and Read() of the shards after the one it
+// opened, in index order.
+TEST(DatasetReader, PrefetchHintsFollowTheReadOrder) {
+  TempDir tmp;
+  DatasetWriterOptions opt;
+  opt.schema = BytesSchema();
+  opt.max_shard_samples = 2;  // shard k holds samples 2k, 2k+1
+  opt.sync = false;
+  auto w = DatasetWriter::Create(tmp.File("d"), opt);
+  ASSERT_TRUE(w.ok());
+  for (int i = 0; i < 12; ++i) {
+    std::string b(1, static_cast<char>('a' + i));
+    NamedValue v{"b", FieldValue::Bytes(std::as_bytes(std::span(b.data(), b.size())))};
+    ASSERT_TRUE((*w)->Add({&v, 1}).ok());
+  }
+  ASSERT_TRUE((*w)->Finish().ok());
+  auto index = ReadIndexFile(tmp.File("d"));
+  ASSERT_TRUE(index.ok());
+  std::mutex mu;
+  std::vector<std::vector<std::size_t>> hints;
+  ShardPrefetcher record = [&](std::span<const std::size_t> ids) {
+    std::lock_guard<std::mutex> lock(mu);
+    hints.emplace_back(ids.begin(), ids.end());
+  };
+  DatasetOptions o;
+  o.prefetch_shards = 2;
+  auto ds = Dataset::FromShards(tmp.File("d"), index->schema, index->shards,
+                                Dataset::NativeOpener(tmp.File("d"), index->schema, o), o, "", record);
+  ASSERT_TRUE(ds.ok());
+  // Shards entered: 4, 1 (sample 3), 5, 4 again (a slot hit: no hint), 0, 2.
+  auto it = (*ds)->Iterate({9, 3, 2, 10, 8, 11, 0, 5});
+  Sample s;
+  std::string seen;
+  while (it.Next(s)) seen += static_cast<char>(s.fields[0].bytes[0]);
+  ASSERT_TRUE(it.status().ok()) << it.status().ToString();
+  EXPECT_EQ(seen, "jdckilaf");
+  using V = std::vector<std::size_t>;
+  EXPECT_EQ(hints, (std::vector<V>{{1, 5}, {5, 4}, {4, 0}, {2}}));
+  hints.clear();
+  // A range: the shards after, up to the range's last.
+  auto r = (*ds)->IterateRange(5, 9);
+  while (r.Next(s)) {
+  }
+  EXPECT_EQ(hints, (std::vector<V>{{3, 4}, {4}}));
+  hints.clear();
+  ASSERT_TRUE((*ds)->Read(6, s).ok());   // shard 3, already open in the LRU: no hint
+  ASSERT_TRUE((*ds)->Read(11, s).ok());  // shard 5 was opened by the iterator
+  EXPECT_TRUE(hints.empty());
+  DatasetOptions fresh_o = o;
+  auto fresh = Dataset::FromShards(tmp.File("d"), index->schema, index->shards,
+                                   Dataset::NativeOpener(tmp.File("d"), index->schema, o), fresh_o, "", record);
+  ASSERT_TRUE((*fresh)->Read(7, s).ok());   // opens shard 3
+  ASSERT_TRUE((*fresh)->Read(10, s).ok());  // opens shard 5, the last
+  EXPECT_EQ(hints, (std::vector<V>{{4, 5}}));
 }
 
 }  // namespace

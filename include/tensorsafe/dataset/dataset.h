@@ -57,6 +57,10 @@ Result<std::string_view> AsText(const FieldView& v);
 using ShardOpener = std::function<Result<std::shared_ptr<const ShardSource>>(
     const ShardInfo& shard, std::size_t shard_index)>;
 
+// Told which shards will be read soon (nearest first), so it can fetch them
+// in the background; must be thread-safe and must not block on downloads.
+using ShardPrefetcher = std::function<void(std::span<const std::size_t> shards)>;
+
 struct DatasetOptions {
   // Shards kept open (mapped) at once; at least 1.
   std::size_t max_open_shards = 64;
@@ -73,8 +77,10 @@ struct DatasetOptions {
   // DefaultCacheDir(). Decompressed zstd shards go to
   // <cache>/decompressed/, outside the size-limited files/.
   ShardCacheOptions remote;
-  // Shards after the one being opened that are downloaded in the background
-  // (index order, which is the order of a sequential or block-shuffled read).
+  // Shards handed to the prefetcher (FromShards) ahead of the reader: an
+  // iterator names the next distinct shards of its own order (shuffled or
+  // not) each time it enters a shard; Read() names the shards after the one
+  // it opened, in index order. 0 turns prefetching off.
   std::size_t prefetch_shards = 2;
 };
 
@@ -88,12 +94,15 @@ class Dataset {
   static Result<std::shared_ptr<Dataset>> Open(const std::string& dir,
                                                const DatasetOptions& options = {});
   // Any shard list with its opener. `location` names the dataset in
-  // messages. Errors: kInvalidArgument (no opener, total overflow).
+  // messages. `prefetch`, when given, is told of the shards about to be read
+  // (DatasetOptions::prefetch_shards). Errors: kInvalidArgument (no opener,
+  // total overflow).
   static Result<std::shared_ptr<Dataset>> FromShards(std::string location, Schema schema,
                                                      std::vector<ShardInfo> shards,
                                                      ShardOpener opener,
                                                      const DatasetOptions& options = {},
-                                                     std::string metadata_json = {});
+                                                     std::string metadata_json = {},
+                                                     ShardPrefetcher prefetch = {});
   // The opener Open() uses for the native dataset rooted at `root`: resolves
   // the name under root (refusing symlinks that escape it), decompresses zstd
   // shards into options.cache_dir, opens a TsafeShard checked against
@@ -191,6 +200,8 @@ class SampleIterator {
                  std::uint64_t begin, std::uint64_t end, bool ranged);
   bool Fail(Status s);
   void Prefetch(std::uint64_t id);
+  // Names the next distinct shards after shard `s` in this iterator's order.
+  void HintShardsAfter(std::size_t s);
 
   std::shared_ptr<const Dataset::Impl> ds_;
   std::vector<std::uint64_t> order_;

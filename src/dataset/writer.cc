@@ -3,6 +3,10 @@
 // index.json last.
 #include "tensorsafe/dataset/writer.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -302,11 +306,11 @@ class DatasetWriter::Impl {
     std::error_code ec;
     fs::create_directories(fs::path(path).parent_path(), ec);
     if (ec) return IOError(dir + ": cannot create the directory of " + name + ": " + ec.message(), ec.value());
-    // Writers sharing a directory must not replace each other's shards.
-    if (fs::exists(path, ec) || fs::exists(zpath, ec)) {
-      return FailedPrecondition(path + " already exists (another writer with the shard prefix " +
-                                QuoteName(opt.shard_prefix) + "?)");
-    }
+    // Writers sharing a directory must not replace each other's shards: the
+    // names are claimed with O_EXCL before anything is written (an existence
+    // check would race), and only claimed files are ever removed.
+    if (opt.zstd_level != 0) TS_RETURN_IF_ERROR(Claim(zpath));
+    TS_RETURN_IF_ERROR(Claim(path));
     WriterOptions wo;
     wo.sync = opt.sync && opt.zstd_level == 0;
     TS_ASSIGN_OR_RETURN(auto w, Writer::Create(path, wo));
@@ -338,7 +342,6 @@ class DatasetWriter::Impl {
     meta["schema"] = nlohmann::json::parse(SchemaToJson(schema));
     TS_RETURN_IF_ERROR(w->SetMetadata(meta.dump()));
     TS_RETURN_IF_ERROR(w->Finish());
-    written.push_back(path);
     TS_ASSIGN_OR_RETURN(auto digest, internal_ds::DigestFile(path));
     ShardInfo info;
     info.name = name;
@@ -348,8 +351,8 @@ class DatasetWriter::Impl {
     stored_bytes += digest.bytes;
     if (opt.zstd_level != 0) {
       TS_ASSIGN_OR_RETURN(auto zd, internal_ds::ZstdCompressFile(path, zpath, opt.zstd_level, opt.sync));
-      written.push_back(zpath);
       TS_RETURN_IF_ERROR(internal::Env::Default()->Remove(path));  // only the compressed file is stored
+      std::erase(written, path);
       info.zstd = StoredFile{zname, zd.bytes, HashHex(zd.xxh3)};
       stored_bytes += zd.bytes - digest.bytes;
     }
@@ -363,6 +366,20 @@ class DatasetWriter::Impl {
     shard_samples = 0;
     shard_payload = 0;
     if (opt.on_shard) opt.on_shard(info);
+    return Status::OK();
+  }
+
+  // Creates `path` empty, failing if it exists; the shard's own rename
+  // replaces it. An empty file is never read: index.json comes last.
+  Status Claim(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST) {
+      return FailedPrecondition(path + " already exists (another writer with the shard prefix " +
+                                QuoteName(opt.shard_prefix) + "?)");
+    }
+    if (fd < 0) return IOError(path + ": cannot create: " + std::strerror(errno), errno);
+    ::close(fd);
+    written.push_back(path);
     return Status::OK();
   }
 

@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
+#include <atomic>
 #include <mutex>
 #include <numeric>
 #include <random>
 #include <thread>
 
+#include "dataset/dataset_internal.h"
 #include "support/dataset_model.h"
 #include "support/temp_dir.h"
 #include "tensorsafe/dataset/dataset.h"
@@ -392,6 +395,59 @@ TEST(DatasetWriterAtomicity, FailedShardWriteRemovesEverything) {
   EXPECT_EQ((*w)->Add({&v, 1}).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ((*w)->Finish().status().code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(ListFiles(dir), std::vector<std::string>{"shard-00001.tsafe"});
+}
+
+// Writers racing in one directory with one prefix: each shard name is won
+// by exactly one of them, and every file on disk is the one its winner
+// recorded (an existence check before the rename let a loser replace it).
+TEST(DatasetWriterAtomicity, RacingWritersNeverReplaceEachOthersShards) {
+  TempDir tmp;
+  for (int round = 0; round < 4; ++round) {  // a race: several chances to show
+    const std::string dir = tmp.File("d" + std::to_string(round));
+    fs::create_directories(dir);
+    constexpr int kWriters = 6;
+    std::mutex mu;
+    std::map<std::string, std::vector<std::string>> winners;  // shard name -> xxh3 recorded
+    std::vector<std::unique_ptr<DatasetWriter>> writers;
+    for (int t = 0; t < kWriters; ++t) {
+      DatasetWriterOptions opt;
+      opt.schema = BytesSchema();
+      opt.max_shard_samples = 1;
+      opt.sync = false;
+      opt.on_shard = [&](const ShardInfo& info) {
+        std::lock_guard<std::mutex> lock(mu);
+        winners[info.name].push_back(info.xxh3);
+      };
+      auto w = DatasetWriter::Create(dir, opt);
+      ASSERT_TRUE(w.ok()) << w.status().ToString();
+      writers.push_back(std::move(*w));
+    }
+    std::atomic<int> ready{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kWriters; ++t) {
+      threads.emplace_back([&, t] {
+        ready.fetch_add(1);
+        while (ready.load() < kWriters) std::this_thread::yield();
+        // 1 MiB samples keep each shard's write (the old check-then-rename
+        // window) long enough for the race to show.
+        std::string b(1 << 20, static_cast<char>('a' + t));
+        for (int i = 0; i < 12; ++i) {
+          NamedValue v{"b", FieldValue::Bytes(std::as_bytes(std::span(b.data(), b.size())))};
+          if (!writers[t]->Add({&v, 1}).ok()) break;  // lost a name: this writer is done
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_FALSE(winners.empty());
+    for (const auto& [name, sums] : winners) {
+      ASSERT_EQ(sums.size(), 1u) << name << " was written by two writers";
+      auto d = internal_ds::DigestFile(dir + "/" + name);
+      ASSERT_TRUE(d.ok()) << name << ": " << d.status().ToString();
+      EXPECT_EQ(HashHex(d->xxh3), sums[0]) << name << " is not the file its writer recorded";
+    }
+    writers.clear();  // unfinished: each removes only the files it claimed
+    EXPECT_EQ(ListFiles(dir), std::vector<std::string>{});
+  }
 }
 
 TEST(DatasetReader, SampleOutlivesDatasetAndEviction) {

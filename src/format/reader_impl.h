@@ -95,6 +95,12 @@ class Reader::Impl {
   Status CheckSection(std::span<const std::byte> idx, const char* what, std::uint64_t rel, std::uint64_t len,
                       std::uint64_t want) const;
   Status CheckWholeIndex(std::span<const std::byte> idx) const;
+  struct NamedEntry {
+    std::uint64_t hash, rel;  // NameHash(name); offset in the entries section
+    std::string_view name;
+  };
+  Status CheckHashTable(std::span<const std::byte> table, const std::vector<NamedEntry>& named,
+                        std::uint64_t* used) const;
 
   Result<std::string> Metadata() const { return Metadata(index_); }
   Result<std::string> Metadata(std::span<const std::byte> idx) const;

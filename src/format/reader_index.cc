@@ -408,6 +408,83 @@ Status Reader::Impl::CheckSection(std::span<const std::byte> idx, const char* wh
   return Status::OK();
 }
 
+// The hash table must lead every entry's probe (the one Lookup() makes) to
+// that very entry, before any other entry of the same name: this proves the
+// table complete and the names unique. Done in O(capacity + n log n), not by
+// probing per entry, which a table whose entries all share one cluster made
+// quadratic (docs/SECURITY.md, "Worst-case time"). `*used` receives the
+// number of occupied slots.
+Status Reader::Impl::CheckHashTable(std::span<const std::byte> table, const std::vector<NamedEntry>& named,
+                                    std::uint64_t* used) const {
+  const std::uint64_t cap = table.size() / 8;
+  const std::uint64_t mask = cap - 1;  // cap is a power of two, > 0 whenever there is an entry
+  constexpr std::uint64_t kPosMask = (std::uint64_t{1} << internal::kSlotPosBits) - 1;
+  // (entry position, slot) of every occupied slot, and the run of occupied
+  // slots ending at each slot (a probe from home reaches slot k only if all
+  // of home..k are occupied).
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> by_pos;
+  std::vector<std::uint32_t> run(cap, 0);
+  std::uint64_t first_empty = cap;
+  for (std::uint64_t k = 0; k < cap; ++k) {
+    const std::uint64_t slot = internal::Load64(table.data() + 8 * k);
+    if (slot != 0) by_pos.push_back({(slot & kPosMask) - 1, k});
+    else if (first_empty == cap) first_empty = k;
+  }
+  *used = by_pos.size();
+  for (std::uint64_t j = 1, len = 0; j <= cap; ++j) {
+    const std::uint64_t k = (first_empty + j) & mask;  // from just past an empty slot, around once
+    len = internal::Load64(table.data() + 8 * k) != 0 ? len + 1 : 0;
+    run[k] = static_cast<std::uint32_t>(std::min<std::uint64_t>(first_empty == cap ? cap : len, UINT32_MAX));
+  }
+  std::sort(by_pos.begin(), by_pos.end());
+  // Every slot names the start of an entry (`named` is in file order, so
+  // its offsets ascend): a merge of the two sorted lists.
+  for (std::size_t j = 0, i = 0; j < by_pos.size(); ++j) {
+    const std::uint64_t rel = by_pos[j].first * 8;
+    while (i < named.size() && named[i].rel < rel) ++i;
+    if (i < named.size() && named[i].rel == rel) continue;
+    const std::string label = "hash slot " + N(by_pos[j].second) + ": index entry at offset " +
+                              N(root_.entries_offset + rel);
+    if (rel >= root_.entries_length) {
+      return Err(Corruption(label + " is outside the entries section of " + N(root_.entries_length) + " bytes"));
+    }
+    return Err(Corruption(label + " is not the start of an entry"));
+  }
+  // The first entry of each name (by ordinal): sorting by (hash, name,
+  // ordinal) puts equal names side by side.
+  std::vector<std::uint64_t> order(named.size());
+  for (std::uint64_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::uint64_t a, std::uint64_t b) {
+    if (named[a].hash != named[b].hash) return named[a].hash < named[b].hash;
+    if (named[a].name != named[b].name) return named[a].name < named[b].name;
+    return a < b;
+  });
+  std::vector<std::uint64_t> first_of(named.size());
+  for (std::size_t j = 0; j < order.size(); ++j) {
+    const bool same = j > 0 && named[order[j]].hash == named[order[j - 1]].hash &&
+                      named[order[j]].name == named[order[j - 1]].name;
+    first_of[order[j]] = same ? first_of[order[j - 1]] : order[j];
+  }
+  for (std::uint64_t i = 0; i < named.size(); ++i) {
+    const NamedEntry& e = named[i];
+    if (first_of[i] != i) {
+      return Err(Corruption("entry " + N(i) + " " + QuoteName(e.name) +
+                            " duplicates the name of the entry at index offset " +
+                            N(root_.entries_offset + named[first_of[i]].rel)));
+    }
+    const std::uint64_t home = e.hash & mask;
+    const std::uint64_t tag = e.hash >> internal::kSlotPosBits;
+    bool found = false;
+    for (auto it = std::lower_bound(by_pos.begin(), by_pos.end(), std::make_pair(e.rel / 8, std::uint64_t{0}));
+         !found && it != by_pos.end() && it->first * 8 == e.rel; ++it) {
+      const std::uint64_t k = it->second;
+      found = internal::Load64(table.data() + 8 * k) >> internal::kSlotPosBits == tag && run[k] > ((k - home) & mask);
+    }
+    if (!found) return Err(Corruption("entry " + N(i) + " " + QuoteName(e.name) + " is missing from the hash table"));
+  }
+  return Status::OK();
+}
+
 // `idx` is the whole index in memory; in pread mode without it, the index
 // is read once into a buffer for the duration of the check.
 Status Reader::Impl::CheckWholeIndex(std::span<const std::byte> idx) const {
@@ -430,41 +507,22 @@ Status Reader::Impl::CheckWholeIndex(std::span<const std::byte> idx) const {
   std::vector<std::byte> scratch;
   std::span<const std::byte> table;
   TS_RETURN_IF_ERROR(IndexView(idx, root_.hash_offset, root_.hash_capacity * 8, scratch, &table));
-  const std::uint64_t cap = root_.hash_capacity;
-  const std::uint64_t mask = cap - 1;  // cap > 0 whenever there is an entry
+  std::vector<NamedEntry> named;
+  named.reserve(root_.tensor_count);
   TS_RETURN_IF_ERROR(Walk(idx, [&](std::uint64_t i, std::uint64_t rel, const internal::EntryView& e,
                      bool*) -> Status {
     // Each length is within the file, but a hostile index can repeat them.
     data_bytes = internal::CheckedAdd(data_bytes, e.data_length).value_or(~std::uint64_t{0});
     if (e.data_length > 0) extents.push_back({e.data_offset, e.data_length, i});
-    // The hash table must lead to this very entry: this proves the table is
-    // complete and that no two entries share a name. The probe is the one
-    // Lookup() makes; only another entry with the same tag is decoded.
-    const std::uint64_t h = internal::NameHash(e.name);
-    const std::uint64_t tag = h >> internal::kSlotPosBits;
-    for (std::uint64_t probe = 0, k = h & mask; probe < cap; ++probe, k = (k + 1) & mask) {
-      const std::uint64_t slot = internal::Load64(table.data() + 8 * k);
-      if (slot == 0) break;
-      if ((slot >> internal::kSlotPosBits) != tag) continue;
-      const std::uint64_t pos = (slot & ((std::uint64_t{1} << internal::kSlotPosBits) - 1)) - 1;
-      if (pos * 8 == rel) return Status::OK();
-      internal::EntryView other;
-      TS_RETURN_IF_ERROR(DecodeEntryAt(idx, pos * 8, scratch, &other,
-                                       {EntryLabel::Kind::kIndexOffset, root_.entries_offset + pos * 8}));
-      if (other.name == e.name) {
-        return Err(Corruption("entry " + N(i) + " " + QuoteName(e.name) +
-                              " duplicates the name of the entry at index offset " +
-                              N(root_.entries_offset + pos * 8)));
-      }
-    }
-    return Err(Corruption("entry " + N(i) + " " + QuoteName(e.name) + " is missing from the hash table"));
+    named.push_back({internal::NameHash(e.name), rel, e.name});  // views into idx
+    return Status::OK();
   }));
+  std::uint64_t used = 0;
+  TS_RETURN_IF_ERROR(CheckHashTable(table, named, &used));
   if (data_bytes != root_.data_bytes) {
     return Err(Corruption("index root says " + N(root_.data_bytes) + " data bytes, entries sum to " +
                           N(data_bytes)));
   }
-  std::uint64_t used = 0;
-  for (std::uint64_t i = 0; i < cap; ++i) used += internal::Load64(table.data() + 8 * i) != 0;
   if (used != root_.tensor_count) {
     return Err(Corruption("hash table has " + N(used) + " used slots for " + N(root_.tensor_count) +
                           " tensors"));

@@ -7,8 +7,11 @@
 #include <cstring>
 #include <vector>
 
+#include "format/layout.h"
+#include "support/temp_dir.h"
 #include "support/tsafe_files.h"
 #include "support/tsafe_image.h"
+#include "util/hash.h"
 
 namespace tensorsafe::testing {
 namespace {
@@ -203,6 +206,49 @@ TEST(Robustness, EmptyTensorReadsIntoAnEmptyBuffer) {
     EXPECT_TRUE((*r)->ReadInto("d", none, true).ok());
     const SliceDim all{0, 0, 1};
     EXPECT_TRUE((*r)->ReadSlice("d", std::span(&all, 1), none).ok());
+  }
+}
+
+// Names chosen so that all their hash-table homes fall in the first quarter
+// of the table: one probe cluster holds every entry, the worst case of
+// linear probing. The whole-index check at open once probed per entry,
+// quadratic here (docs/SECURITY.md, "Worst-case time"); it must still accept
+// the file, and every lookup must still find its tensor.
+TEST(Robustness, OneProbeClusterHoldingEveryEntry) {
+  TempDir dir;
+  const std::string path = dir.File("cluster.tsafe");
+  constexpr std::uint64_t kCount = 3000;
+  const std::uint64_t mask = internal::HashCapacity(kCount) - 1;
+  std::vector<std::string> names;
+  for (std::uint64_t i = 0, j = 0; names.size() < kCount; ++j) {
+    std::string n = "t" + std::to_string(i) + "." + std::to_string(j);
+    if ((internal::NameHash(n) & mask) <= mask / 4) {
+      names.push_back(std::move(n));
+      ++i;
+      j = 0;
+    }
+  }
+  auto w = Writer::Create(path);
+  ASSERT_TRUE(w.ok());
+  for (std::uint64_t i = 0; i < kCount; ++i) {
+    const std::uint32_t v = static_cast<std::uint32_t>(i);
+    ASSERT_TRUE((*w)->Add(names[i], TensorView::Contiguous(DType::kU32, {1}, std::as_bytes(std::span(&v, 1)))).ok());
+  }
+  ASSERT_TRUE((*w)->Finish().ok());
+  for (auto access : {ReaderOptions::Access::kMmap, ReaderOptions::Access::kPread}) {
+    ReaderOptions opt;
+    opt.access = access;
+    auto r = Reader::Open(path, opt);  // the eager whole-index check
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    for (std::uint64_t i = 0; i < kCount; i += 7) {
+      auto t = (*r)->Get(names[i]);
+      ASSERT_TRUE(t.ok()) << names[i] << ": " << t.status().ToString();
+      std::uint32_t v;
+      std::memcpy(&v, t->data.data(), 4);
+      EXPECT_EQ(v, i);
+    }
+    EXPECT_EQ((*r)->Find("t0.absent").status().code(), StatusCode::kNotFound);
+    EXPECT_TRUE((*r)->Verify().ok());
   }
 }
 

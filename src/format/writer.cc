@@ -237,7 +237,7 @@ Status Writer::AddTensor(const Tensor& t) {
     idx = {reinterpret_cast<const std::int64_t*>(parts.indices.data()), parts.indices.size() / 8};
   } else {
     aligned.resize(parts.indices.size() / 8);
-    std::memcpy(aligned.data(), parts.indices.data(), parts.indices.size());
+    if (!aligned.empty()) std::memcpy(aligned.data(), parts.indices.data(), parts.indices.size());
     idx = aligned;
   }
   return impl_->AddCoo(t.info.name, t.info.dtype, t.info.shape, idx, parts.values, t.info.coalesced,

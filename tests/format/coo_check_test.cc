@@ -25,7 +25,7 @@ TensorInfo Info(std::uint64_t nnz, bool coalesced) {
 // The indices as bytes at offset 1 of a buffer, so they are never 8-aligned.
 std::vector<std::byte> Unaligned(const std::vector<std::int64_t>& idx) {
   std::vector<std::byte> b(1 + idx.size() * 8);
-  std::memcpy(b.data() + 1, idx.data(), idx.size() * 8);
+  if (!idx.empty()) std::memcpy(b.data() + 1, idx.data(), idx.size() * 8);  // data() may be null
   return b;
 }
 

@@ -152,7 +152,9 @@ TEST(WdsTar, UnsafePaths) {
 
 TEST(WdsTar, LongNamesAndPaxRecords) {
   std::string longname(300, 'n');
-  auto src = OpenBytes(Member("././@LongLink", longname + ".txt", 'L') + Member("short.txt", "hi") + End());
+  // The shard views these bytes (no owner given): they must outlive it.
+  const std::string tar = Member("././@LongLink", longname + ".txt", 'L') + Member("short.txt", "hi") + End();
+  auto src = OpenBytes(tar);
   ASSERT_TRUE(src.ok()) << src.status().ToString();
   std::vector<dataset::FieldView> v;
   ASSERT_TRUE((*src)->Read(0, v).ok());

@@ -81,6 +81,10 @@ class Reader {
   // buffer (kPread). Does not verify the data checksum; Verify() and
   // ReadInto(..., verify=true) do.
   Result<Tensor> Get(std::string_view name) const;
+  // Visits every tensor in file (index) order with its bytes, as Get() gives
+  // them, without a lookup by name: loading a whole file. `fn` returns false
+  // to stop. Errors: those of ForEach, and of the reads in kPread mode.
+  Status ForEachTensor(const std::function<bool(Tensor&&)>& fn) const;
   // Copies the whole tensor into `out` (exactly data_length bytes), checking
   // its data checksum when `verify`.
   Status ReadInto(std::string_view name, std::span<std::byte> out, bool verify = false) const;

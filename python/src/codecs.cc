@@ -196,9 +196,13 @@ void RegisterCodecs(py::module_& m) {
   }, py::arg("data"), py::arg("format"), py::arg("name") = "<bytes>");
 
   m.def("write_file", [](const std::string& path, const std::string& format, const py::iterable& items,
-                         const std::string& metadata_json, bool sync, bool compress, std::uint32_t alignment) {
+                         const std::string& metadata_json, bool sync, bool compress, std::uint32_t alignment,
+                         py::object on_overlap) {
     std::vector<Entry> entries = ParseEntries(items);
     Check(RefuseSparse(entries, format));
+    // Before anything is written: `on_overlap()` (which may raise) when the
+    // bytes of two dense entries overlap in memory (shared tensors).
+    if (!on_overlap.is_none() && AnyOverlap(entries)) on_overlap();
     WriteParams p{sync, compress, alignment};
     Status s;
     if (format == "tsafe") {
@@ -211,7 +215,8 @@ void RegisterCodecs(py::module_& m) {
     }
     Check(s);
   }, py::arg("path"), py::arg("format"), py::arg("entries"), py::arg("metadata_json") = "",
-     py::arg("sync") = true, py::arg("compress") = false, py::arg("alignment") = 64);
+     py::arg("sync") = true, py::arg("compress") = false, py::arg("alignment") = 64,
+     py::arg("on_overlap") = py::none());
 
   m.def("encode", [](const std::string& format, const py::iterable& items, const std::string& metadata_json,
                      bool compress) {

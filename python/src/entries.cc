@@ -3,7 +3,9 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace tensorsafe::python {
 
@@ -102,6 +104,22 @@ TensorSet ToTensorSet(const std::vector<Entry>& entries, std::string metadata_js
     set.tensors.push_back(std::move(t));
   }
   return set;
+}
+
+bool AnyOverlap(const std::vector<Entry>& entries) {
+  std::vector<std::pair<std::uintptr_t, std::uintptr_t>> spans;  // [begin, end)
+  spans.reserve(entries.size());
+  for (const Entry& e : entries) {
+    if (e.coo || e.size == 0) continue;
+    const auto p = reinterpret_cast<std::uintptr_t>(e.data);
+    spans.push_back({p, p + e.size});
+  }
+  std::sort(spans.begin(), spans.end());
+  for (std::size_t i = 1; i < spans.size(); ++i) {
+    if (spans[i].first < spans[i - 1].second) return true;
+    spans[i].second = std::max(spans[i].second, spans[i - 1].second);
+  }
+  return false;
 }
 
 Status RefuseSparse(const std::vector<Entry>& entries, const std::string& format) {

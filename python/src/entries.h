@@ -51,6 +51,9 @@ TensorSet ToTensorSet(const std::vector<Entry>& entries, std::string metadata_js
 // kUnsupported naming the first sparse entry when `format` (not "tsafe")
 // cannot hold sparse tensors; OK otherwise.
 Status RefuseSparse(const std::vector<Entry>& entries, const std::string& format);
+
+// Whether the bytes of two dense entries overlap in memory.
+bool AnyOverlap(const std::vector<Entry>& entries);
 // Adds `e` (dense or COO) to any writer with Add and AddCoo.
 template <typename W>
 Status AddEntry(W& w, const Entry& e) {

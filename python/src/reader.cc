@@ -1,4 +1,5 @@
 // tensorsafe._native.Reader: the .tsafe Reader (include/tensorsafe/reader.h).
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -40,26 +41,35 @@ py::object Get(const Reader& r, const std::string& name) {
   return MakeBuffer(Unwrap(std::move(t)));
 }
 
+// Pauses Python's cyclic GC while many objects are made: each array and
+// buffer is a new object, and the collections that triggers traverse every
+// live object again (see tensorsafe._arrays.no_gc).
+struct GcPause {
+  int was = PyGC_Disable();
+  ~GcPause() {
+    if (was) PyGC_Enable();
+  }
+};
+
 // Every tensor (or those of `names`) as name -> ndarray (or TensorBuffer),
 // in file order or, with `by_offset`, in data order (ties keep file order);
-// one GIL release for all the lookups.
+// one GIL release for all the lookups. With `cow` (a writable buffer holding
+// the whole file, e.g. a private copy-on-write mapping), each dense tensor
+// NumPy can hold becomes a writable ndarray viewing `cow` at its file offset
+// (base `cow`); the others stay TensorBuffers.
 py::dict GetMany(const Reader& r, std::optional<std::vector<std::string>> names, bool as_numpy,
-                 bool packed, bool by_offset) {
+                 bool packed, bool by_offset, py::object cow) {
   std::vector<Tensor> tensors;
   Status status;
   {
     py::gil_scoped_release nogil;
     if (!names) {
       tensors.reserve(r.size());
-      std::vector<std::string> all;
-      all.reserve(r.size());
-      status = r.ForEach([&](const TensorInfo& info) {
-        all.push_back(info.name);
+      status = r.ForEachTensor([&](Tensor&& t) {
+        tensors.push_back(std::move(t));
         return true;
       });
-      if (status.ok()) names = std::move(all);
-    }
-    if (status.ok()) {
+    } else {
       for (const std::string& n : *names) {
         Result<Tensor> t = r.Get(n);
         if (!t.ok()) {
@@ -68,19 +78,34 @@ py::dict GetMany(const Reader& r, std::optional<std::vector<std::string>> names,
         }
         tensors.push_back(std::move(t).value());
       }
-      if (by_offset) {
-        std::stable_sort(tensors.begin(), tensors.end(), [](const Tensor& a, const Tensor& b) {
-          return a.info.data_offset < b.info.data_offset;
-        });
-      }
+    }
+    if (status.ok() && by_offset) {
+      std::stable_sort(tensors.begin(), tensors.end(), [](const Tensor& a, const Tensor& b) {
+        return a.info.data_offset < b.info.data_offset;
+      });
     }
   }
   Check(status);
+  std::optional<py::buffer_info> cow_info;
+  if (!cow.is_none()) {
+    cow_info.emplace(py::reinterpret_borrow<py::buffer>(cow).request(/*writable=*/true));
+  }
+  GcPause pause;
   py::dict out;
   for (Tensor& t : tensors) {
     py::str key(t.info.name);
+    if (cow_info && t.info.layout == Layout::kDense && t.info.data_length != 0) {
+      py::object dt = NumpyDtypeFor(t.info.dtype);
+      const auto size = static_cast<std::uint64_t>(cow_info->size * cow_info->itemsize);
+      if (!dt.is_none() && t.info.data_offset <= size && t.info.data_length <= size - t.info.data_offset) {
+        std::vector<py::ssize_t> shape(t.info.shape.begin(), t.info.shape.end());
+        out[key] = py::array(py::reinterpret_borrow<py::dtype>(dt), std::move(shape),
+                             static_cast<std::byte*>(cow_info->ptr) + t.info.data_offset, cow);
+        continue;
+      }
+    }
     py::object buf = MakeBuffer(std::move(t));
-    out[key] = as_numpy ? ToNdarray(buf, packed) : buf;
+    out[key] = as_numpy && !cow_info ? ToNdarray(buf, packed) : buf;
   }
   return out;
 }
@@ -146,7 +171,7 @@ void RegisterReader(py::module_& m) {
       .def("contains", &Reader::Contains)
       .def("get", &Get, py::arg("name"))
       .def("get_many", &GetMany, py::arg("names") = py::none(), py::arg("numpy") = true,
-           py::arg("packed") = false, py::arg("by_offset") = false)
+           py::arg("packed") = false, py::arg("by_offset") = false, py::arg("cow") = py::none())
       .def("read_slice", &ReadSlice, py::arg("name"), py::arg("start"), py::arg("stop"), py::arg("step"),
            py::arg("out"))
       .def("read_into", [](const Reader& r, const std::string& name, py::buffer out, bool verify) {

@@ -163,7 +163,13 @@ class safe_open:  # noqa: N801 - the name safetensors uses
         self._check()
         if self._reader is not None:
             if self._fw == "np":  # arrays made natively, already in data order
-                return self._reader.get_many(None, True, False, True)
+                with _arrays.no_gc():
+                    return self._reader.get_many(None, True, False, True)
+            if self._device == "cpu" and self._backend == "mmap":
+                # Writable views of the copy-on-write mapping, made natively.
+                cow = self._cow_file()
+                if cow.mm is not None:
+                    return cow.from_views(self._reader.get_many(None, False, False, True, cow.mm), self._torch)
             bufs = list(self._reader.get_many(None, False, False, True).values())
         else:
             bufs = sorted(self._bufs.values(), key=lambda b: b.offset)  # stable, as offset_keys()

@@ -11,6 +11,12 @@ using namespace internal::reader_detail;
 
 Result<Tensor> Reader::Impl::Get(std::string_view name) const {
   TS_ASSIGN_OR_RETURN(TensorInfo info, Find(name));
+  return TensorOf(std::move(info));
+}
+
+// `info` is a checked entry of this file (Find, Walk): its data range lies
+// within the file.
+Result<Tensor> Reader::Impl::TensorOf(TensorInfo info) const {
   Tensor t;
   if (file_ == nullptr) {
     t.data = bytes_.subspan(info.data_offset, info.data_length);
@@ -273,6 +279,13 @@ Status Reader::ReadSlice(std::string_view name, std::span<const SliceDim> slice,
 Status Reader::ForEach(const std::function<bool(const TensorInfo&)>& fn) const {
   return impl_->Walk([&](std::uint64_t, std::uint64_t, const internal::EntryView& e, bool* stop) -> Status {
     *stop = !fn(Impl::ToInfo(e));
+    return Status::OK();
+  });
+}
+Status Reader::ForEachTensor(const std::function<bool(Tensor&&)>& fn) const {
+  return impl_->Walk([&](std::uint64_t, std::uint64_t, const internal::EntryView& e, bool* stop) -> Status {
+    TS_ASSIGN_OR_RETURN(Tensor t, impl_->TensorOf(Impl::ToInfo(e)));
+    *stop = !fn(std::move(t));
     return Status::OK();
   });
 }

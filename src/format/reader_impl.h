@@ -80,6 +80,7 @@ class Reader::Impl {
   Status CheckCooIndices(const internal::EntryView& e, const EntryLabel& label) const;
   Status CheckEntry(const internal::EntryView& e, const EntryLabel& label) const;
   static TensorInfo ToInfo(const internal::EntryView& e);
+  Result<Tensor> TensorOf(TensorInfo info) const;
   Status Lookup(std::span<const std::byte> idx, std::string_view name, std::vector<std::byte>& scratch,
                 internal::EntryView* e, std::uint64_t* rel) const;
   Result<TensorInfo> Find(std::string_view name) const;

@@ -41,6 +41,38 @@ def test_save_file_refuses_shared(tmp_path):
     base = torch.arange(10.0)
     tst.save_file({"lo": base[:5], "hi": base[5:]}, tmp_path / "halves.safetensors")
     assert tst.load_file(tmp_path / "halves.safetensors")["hi"].tolist() == [5, 6, 7, 8, 9]
+    # A partial overlap (different starts) is shared too, and nothing is written.
+    with pytest.raises(RuntimeError, match=r"share memory.*\['a', 'b'\]"):
+        tst.save_file({"a": base[:6], "b": base[4:], "c": torch.ones(2)}, tmp_path / "partial.tsafe")
+    assert not (tmp_path / "partial.tsafe").exists()
+
+
+def test_overlap_check_is_on_the_entries_addresses(tmp_path):
+    """write_file's on_overlap runs when dense entries' bytes overlap, and
+    only then (spans that touch are apart); the file is not written when it
+    raises."""
+    from tensorsafe import _arrays, _native
+
+    base = torch.arange(12, dtype=torch.float32)
+    calls = []
+
+    def write(d, name):
+        entries, all_cpu = _arrays.torch_entries(d)
+        assert all_cpu
+        _native.write_file(str(tmp_path / name), "tsafe", entries, "", False, False, 64, lambda: calls.append(name))
+
+    write({"x": base[:4], "y": base[4:8], "e": base[8:8]}, "touch.tsafe")
+    write({"x": base[:5], "y": base[4:8]}, "overlap.tsafe")
+    write({"x": base[2:3], "y": base}, "inside.tsafe")
+    assert calls == ["overlap.tsafe", "inside.tsafe"]
+
+    def refuse():
+        raise RuntimeError("refused")
+
+    entries, _ = _arrays.torch_entries({"x": base[:5], "y": base[4:8]})
+    with pytest.raises(RuntimeError, match="refused"):
+        _native.write_file(str(tmp_path / "no.tsafe"), "tsafe", entries, "", False, False, 64, refuse)
+    assert not (tmp_path / "no.tsafe").exists()
 
 
 def test_save_file_refuses_non_contiguous_and_sparse(tmp_path):
@@ -102,3 +134,22 @@ def test_misaligned_safetensors_offsets(tmp_path):
     with ts.safe_open(p, "pt") as f:
         assert f.get_tensor("b").tolist() == [0, 1, 2, 3]
         assert f.get_tensor("a").tolist() == [1, 1, 1]
+
+
+def test_load_file_tensors_are_private_copy_on_write(tmp_path):
+    """load_file's tensors view a private mapping of the file (NumPy views
+    made natively, then torch.from_numpy; ml_dtypes' bf16 through an int
+    view): writable, and writes never reach the file."""
+    p = tmp_path / "x.tsafe"
+    tst.save_file({"f": torch.arange(6.0), "b": torch.arange(4.0).to(torch.bfloat16),
+                   "e": torch.zeros(0, 3)}, p)
+    d = tst.load_file(p)
+    assert d["b"].dtype == torch.bfloat16 and d["e"].shape == (0, 3)
+    with ts.open(p) as r:
+        # Zero-copy: the tensor's data sits at its file offset in one mapping.
+        assert d["b"].data_ptr() - d["f"].data_ptr() == r.tensor("b").offset - r.tensor("f").offset
+    d["f"][0] = 100
+    d["b"][1] = 7
+    again = tst.load_file(p)
+    assert again["f"].tolist() == [0, 1, 2, 3, 4, 5] and again["b"].tolist() == [0, 1, 2, 3]
+    ts.verify(p)  # raises CorruptionError if a write had reached the file

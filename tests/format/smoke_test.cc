@@ -39,5 +39,46 @@ TEST(Smoke, WriteThenRead) {
   }
 }
 
+// ForEachTensor gives every tensor in file order with the bytes Get() gives,
+// in both modes, and stops when asked.
+TEST(Smoke, ForEachTensorMatchesGet) {
+  testing::TempDir dir;
+  const std::string path = dir.File("many.tsafe");
+  {
+    auto w = Writer::Create(path);
+    ASSERT_TRUE(w.ok());
+    for (int i = 0; i < 50; ++i) {
+      std::vector<std::int32_t> v(static_cast<std::size_t>(i), i);
+      ASSERT_TRUE((*w)->Add("t" + std::to_string(49 - i),
+                            TensorView::Contiguous(DType::kI32, {v.size()}, std::as_bytes(std::span(v))))
+                      .ok());
+    }
+    ASSERT_TRUE((*w)->Finish().ok());
+  }
+  for (auto access : {ReaderOptions::Access::kMmap, ReaderOptions::Access::kPread}) {
+    ReaderOptions opt;
+    opt.access = access;
+    auto r = Reader::Open(path, opt);
+    ASSERT_TRUE(r.ok());
+    int k = 0;
+    Status s = (*r)->ForEachTensor([&](Tensor&& t) {
+      EXPECT_EQ(t.info.name, "t" + std::to_string(49 - k));
+      auto g = (*r)->Get(t.info.name);
+      EXPECT_TRUE(g.ok());
+      EXPECT_EQ(t.info.data_offset, g->info.data_offset);
+      EXPECT_EQ(t.data.size(), static_cast<std::size_t>(k) * 4);
+      EXPECT_TRUE(t.data.empty() || std::memcmp(t.data.data(), g->data.data(), t.data.size()) == 0);
+      for (std::size_t j = 0; j + 4 <= t.data.size(); j += 4) {
+        std::int32_t v;
+        std::memcpy(&v, t.data.data() + j, 4);
+        EXPECT_EQ(v, k);
+      }
+      return ++k < 30;
+    });
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(k, 30);
+  }
+}
+
 }  // namespace
 }  // namespace tensorsafe

@@ -107,7 +107,7 @@ Result<SamplerState> DecodeSamplerState(std::string_view text) {
   json j;
   try {
     j = json::parse(text.begin(), text.end(), cb);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers past a double
     return InvalidArgument(std::string("sampler state: not valid JSON: ") + e.what());
   }
   if (!j.is_object()) return InvalidArgument(std::string("sampler state: expected a JSON object, got ") + j.type_name());

@@ -1,6 +1,7 @@
 // Conversion of Python-side tensors to views (entries.h).
 #include "entries.h"
 
+#include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
@@ -26,25 +27,65 @@ Shape ToShape(const py::sequence& seq) {
   return shape;
 }
 
+namespace {
+
+// The UTF-8 of a str, without a copy; TypeError for anything else.
+std::string_view Utf8(PyObject* o, const char* what) {
+  Py_ssize_t n = 0;
+  const char* p = PyUnicode_Check(o) ? PyUnicode_AsUTF8AndSize(o, &n) : nullptr;
+  if (p == nullptr) {
+    if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%s must be str", what);
+    throw py::error_already_set();
+  }
+  return {p, static_cast<std::size_t>(n)};
+}
+
+// A tuple of ints (torch.Size is one) without pybind11's per-item casts:
+// this runs once per tensor of a state dict.
+Shape TupleShape(PyObject* tuple) {
+  const Py_ssize_t n = PyTuple_GET_SIZE(tuple);
+  Shape shape(static_cast<std::size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    const long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, i));
+    if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+    if (v < 0) Throw(InvalidArgument("negative dimension " + std::to_string(v)));
+    shape[static_cast<std::size_t>(i)] = static_cast<std::uint64_t>(v);
+  }
+  return shape;
+}
+
+}  // namespace
+
 Entry ParseEntry(const py::handle& item) {
+  if (!PyTuple_Check(item.ptr())) Throw(InvalidArgument("entry must be a tuple"));
   py::tuple t = py::reinterpret_borrow<py::tuple>(item);
   if (t.size() != 5 && t.size() != 7) {
     Throw(InvalidArgument("entry must be (name, dtype, shape, data, metadata_json) or, sparse COO, "
                           "(name, dtype, shape, values, metadata_json, indices, coalesced)"));
   }
+  PyObject* const* f = &PyTuple_GET_ITEM(t.ptr(), 0);
   Entry e;
-  e.name = t[0].cast<std::string>();
-  e.dtype = ParseDTypeOrThrow(t[1].cast<std::string>());
-  e.shape = ToShape(t[2].cast<py::sequence>());
-  if (py::isinstance<py::int_>(t[3])) {
+  e.name = Utf8(f[0], "tensor name");
+  e.dtype = ParseDTypeOrThrow(std::string(Utf8(f[1], "dtype")));
+  e.shape = PyTuple_Check(f[2]) ? TupleShape(f[2]) : ToShape(py::reinterpret_borrow<py::sequence>(f[2]));
+  py::handle data(f[3]);
+  if (PyLong_Check(f[3])) {
     // An address: the size is computed here, never taken from the caller.
     Result<std::uint64_t> n = DenseByteSize(e.dtype, e.shape);
     Check(n.status());
-    e.data = reinterpret_cast<const std::byte*>(t[3].cast<std::uintptr_t>());
+    e.data = reinterpret_cast<const std::byte*>(data.cast<std::uintptr_t>());
     e.size = static_cast<std::size_t>(*n);
     if (e.data == nullptr && e.size != 0) Throw(InvalidArgument("tensor \"" + e.name + "\": null data address"));
+  } else if (py::isinstance<py::array>(data) &&
+             (py::reinterpret_borrow<py::array>(data).flags() & py::array::c_style) != 0) {
+    // A C-contiguous ndarray: its pointer and size straight from the array
+    // struct (a buffer request cost as much as writing a small tensor).
+    auto a = py::reinterpret_borrow<py::array>(data);
+    e.keep = a;
+    e.data = static_cast<const std::byte*>(a.data());
+    e.size = static_cast<std::size_t>(a.nbytes());
   } else {
-    e.buffer.emplace(py::reinterpret_borrow<py::buffer>(t[3]).request());
+    e.buffer.emplace(py::reinterpret_borrow<py::buffer>(data).request());
     const py::buffer_info& b = *e.buffer;
     // Strided exporters are refused rather than written in the wrong order.
     py::ssize_t expect = b.itemsize;
@@ -57,7 +98,7 @@ Entry ParseEntry(const py::handle& item) {
     e.data = static_cast<const std::byte*>(b.ptr);
     e.size = static_cast<std::size_t>(b.size * b.itemsize);
   }
-  if (!t[4].is_none()) e.metadata_json = t[4].cast<std::string>();
+  if (f[4] != Py_None) e.metadata_json = Utf8(f[4], "metadata_json");
   if (t.size() == 7) {
     if (py::isinstance<py::int_>(t[3])) Throw(InvalidArgument("tensor \"" + e.name + "\": COO values by address"));
     e.coo = true;

@@ -26,6 +26,7 @@ struct Entry {
   DType dtype = DType::kU8;
   Shape shape;
   std::optional<py::buffer_info> buffer;  // holds the exporter until destroyed (with the GIL)
+  py::object keep;                        // or the ndarray whose memory `data` points at
   const std::byte* data = nullptr;
   std::size_t size = 0;
   std::string metadata_json;

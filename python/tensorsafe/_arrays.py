@@ -176,6 +176,9 @@ def numpy_entry(name: str, array: Any, metadata: Optional[Dict[str, Any]] = None
 
 
 _FROM_NUMPY_GET = _dtypes.FROM_NUMPY.get
+# Native-order standard dtypes -> names: arrays of these go to the writer as
+# they are (the native side reads their pointer from the array struct).
+_PLAIN_NUMPY = {dt: n for dt, n in _dtypes.FROM_NUMPY.items() if dt in _BUFFER_OK and dt.isnative}
 
 
 def torch_entry(name: str, tensor: Any, metadata: Optional[Dict[str, Any]] = None) -> Entry:
@@ -363,7 +366,23 @@ def entries_from_dict(tensors: Dict[str, Any], *, framework: str,
             return [make(k, v, tensor_metadata.get(k)) for k, v in tensors.items()]
         if framework == "pt":
             return torch_entries(tensors)[0]
-        return [make(k, v) for k, v in tensors.items()]
+        return _numpy_entries(tensors)
+
+
+def _numpy_entries(tensors: Dict[str, Any]) -> List[Entry]:
+    """numpy_entry for each item, with the common case (a C-contiguous
+    ndarray of a little-endian standard dtype, a str name) inlined."""
+    out: List[Entry] = []
+    append = out.append
+    ndarray, plain = np.ndarray, _PLAIN_NUMPY
+    for name, a in tensors.items():
+        if type(a) is ndarray and type(name) is str:
+            dname = plain.get(a.dtype)
+            if dname is not None and a.flags.c_contiguous:
+                append((name, dname, a.shape, a, ""))
+                continue
+        append(numpy_entry(name, a))
+    return out
 
 
 def torch_entries(tensors: Dict[str, Any]) -> Tuple[List[Entry], bool]:

@@ -6,12 +6,17 @@ namespace tensorsafe {
 
 Result<std::uint64_t> ElementCount(std::span<const std::uint64_t> shape) {
   std::uint64_t n = 1;
+  bool zero = false;
   for (std::uint64_t d : shape) {
+    if (d == 0) {
+      zero = true;
+      continue;
+    }
     auto r = internal::CheckedMul(n, d);
     if (!r) return OutOfRange("element count of shape " + ShapeToString(shape) + " overflows 64 bits");
     n = *r;
   }
-  return n;
+  return zero ? 0 : n;
 }
 
 Result<std::uint64_t> DenseByteSize(DType dtype, std::span<const std::uint64_t> shape) {

@@ -30,7 +30,9 @@ enum class Layout : std::uint8_t {
 };
 
 // Number of elements of a shape (1 for rank 0), or an out-of-range error when
-// the product overflows 64 bits.
+// the product of its nonzero dimensions overflows 64 bits (as NumPy does: so
+// the answer does not depend on the order of the dimensions; a zero
+// dimension gives 0 elements).
 Result<std::uint64_t> ElementCount(std::span<const std::uint64_t> shape);
 // Bytes that a dense tensor of `dtype` and `shape` occupies; errors when the
 // product overflows or when the element count is not a multiple of the

@@ -80,5 +80,25 @@ TEST(Smoke, ForEachTensorMatchesGet) {
   }
 }
 
+// A zero dimension gives 0 elements whatever the order, and the nonzero
+// dimensions must still multiply within 64 bits (as NumPy checks); gguf_fuzz
+// found a GGUF tensor [0, 2^32+3, 2^19, 2^34] in ggml order that its reader
+// accepted but ElementCount refused once reversed.
+TEST(Smoke, ElementCountDoesNotDependOnOrder) {
+  const std::uint64_t big = std::uint64_t{1} << 40;
+  EXPECT_EQ(*ElementCount(Shape{0, 3, 5}), 0u);
+  EXPECT_EQ(*ElementCount(Shape{3, 5, 0}), 0u);
+  EXPECT_EQ(*ElementCount(Shape{}), 1u);
+  EXPECT_EQ(*ElementCount(Shape{big, 1000, 0}), 0u);
+  EXPECT_EQ(*ElementCount(Shape{0, big, 1000}), 0u);
+  EXPECT_EQ(ElementCount(Shape{big, big, 0}).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(ElementCount(Shape{0, big, big}).status().code(), StatusCode::kOutOfRange);
+  // The fuzz input's shape: refused in every order, by both readers.
+  EXPECT_EQ(DenseByteSize(DType::kF32, Shape{17179869184, 524288, 4294967299, 0}).status().code(),
+            StatusCode::kOutOfRange);
+  EXPECT_EQ(DenseByteSize(DType::kF32, Shape{0, 4294967299, 524288, 17179869184}).status().code(),
+            StatusCode::kOutOfRange);
+}
+
 }  // namespace
 }  // namespace tensorsafe

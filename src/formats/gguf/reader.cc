@@ -150,13 +150,22 @@ class Decoder {
       }
       // Bytes = blocks per row x block bytes x rows, all checked; ggml also
       // refuses element counts above INT64_MAX.
-      std::optional<std::uint64_t> elems = t.ne[0];
+      // Zero dimensions are skipped in the overflow check and zero the
+      // result, as ElementCount does: the verdict does not depend on the
+      // order of the dimensions.
+      bool zero = t.ne[0] == 0;
+      std::optional<std::uint64_t> elems = std::max<std::uint64_t>(t.ne[0], 1);
       std::optional<std::uint64_t> bytes =
-          CheckedMul(t.ne[0] / t.type.block_elems, t.type.block_bytes);
+          CheckedMul(std::max<std::uint64_t>(t.ne[0], t.type.block_elems) / t.type.block_elems, t.type.block_bytes);
       for (std::uint32_t d = 1; d < kMaxDims && elems && bytes; ++d) {
+        if (t.ne[d] == 0) {
+          zero = true;
+          continue;
+        }
         elems = CheckedMul(*elems, t.ne[d]);
         bytes = CheckedMul(*bytes, t.ne[d]);
       }
+      if (zero && elems && bytes) elems = bytes = 0;
       if (!elems || !bytes || *elems > static_cast<std::uint64_t>(INT64_MAX)) {
         return Err(Corruption, ctx + ": shape " + GgmlShape(t) + " of " +
                                    std::string(t.type.name) +

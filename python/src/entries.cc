@@ -98,6 +98,17 @@ Entry ParseEntry(const py::handle& item) {
     e.data = static_cast<const std::byte*>(b.ptr);
     e.size = static_cast<std::size_t>(b.size * b.itemsize);
   }
+  if (t.size() == 5 && !PyLong_Check(f[3])) {
+    // A buffer's size must be what dtype and shape say: the writer reads
+    // that many bytes from it.
+    Result<std::uint64_t> want = DenseByteSize(e.dtype, e.shape);
+    Check(want.status());
+    if (*want != e.size) {
+      Throw(InvalidArgument("tensor \"" + e.name + "\": " + std::to_string(e.size) + " bytes of data for " +
+                            std::string(DTypeName(e.dtype)) + " " + ShapeToString(e.shape) + " (" +
+                            std::to_string(*want) + " bytes)"));
+    }
+  }
   if (f[4] != Py_None) e.metadata_json = Utf8(f[4], "metadata_json");
   if (t.size() == 7) {
     if (py::isinstance<py::int_>(t[3])) Throw(InvalidArgument("tensor \"" + e.name + "\": COO values by address"));

@@ -199,7 +199,8 @@ def torch_entry(name: str, tensor: Any, metadata: Optional[Dict[str, Any]] = Non
     if not tensor.is_contiguous():
         raise InvalidArgumentError(
             f"tensor {name!r} is not contiguous; call .contiguous() on it (or use save_model)")
-    if not tensor.is_cpu:
+    copied = not tensor.is_cpu
+    if copied:
         tensor = tensor.to("cpu")
     dname = _TORCH_TO_NAME().get(tensor.dtype)
     if dname is None:
@@ -207,9 +208,14 @@ def torch_entry(name: str, tensor: Any, metadata: Optional[Dict[str, Any]] = Non
     shape = tensor.shape  # a tuple subclass
     if dname == "f4_e2m1":  # float4_e2m1fn_x2 holds two values per element
         shape = tuple(shape[:-1]) + (shape[-1] * 2,) if shape else (2,)
+    meta = "" if metadata is None else meta_json(metadata)
+    if copied:
+        # Nothing else holds the CPU copy: the entry holds its bytes (an
+        # ndarray whose base keeps the tensor alive), not an address.
+        return (name, dname, shape, tensor.reshape(-1).view(torch.uint8).numpy(), meta)
     # The address of the contiguous CPU data: the native side computes the
     # size from dtype and shape; `tensor` stays alive in the caller's dict.
-    return (name, dname, shape, tensor.data_ptr(), "" if metadata is None else meta_json(metadata))
+    return (name, dname, shape, tensor.data_ptr(), meta)
 
 
 def _TORCH_TO_NAME() -> Dict[Any, str]:

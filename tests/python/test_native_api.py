@@ -185,3 +185,17 @@ def test_metadata_json_types(tmp_path):
         with ts.Writer(tmp_path / "y.tsafe") as w:
             w.set_metadata({"x": object()})
     assert not (tmp_path / "y.tsafe").exists()
+
+
+def test_entry_buffer_must_match_dtype_and_shape(tmp_path):
+    """The writer reads dtype x shape bytes from an entry's buffer: a buffer
+    of another size is refused before anything is read from it."""
+    from tensorsafe import _native
+
+    small = np.zeros(4, np.float32)
+    for entry in [("x", "f32", (1000,), small, ""), ("x", "f32", (2,), small, ""), ("x", "u8", (15,), small, "")]:
+        with pytest.raises(ts.InvalidArgumentError, match=r"tensor \"x\": 16 bytes of data for"):
+            _native.write_file(str(tmp_path / "x.tsafe"), "tsafe", [entry], "", False, False, 64)
+    assert not (tmp_path / "x.tsafe").exists()
+    _native.write_file(str(tmp_path / "x.tsafe"), "tsafe", [("x", "u8", (16,), small, "")], "", False, False, 64)
+    assert ts.open(tmp_path / "x.tsafe")["x"].nbytes == 16

@@ -1,7 +1,5 @@
 // CheckMdsShard (dataset_compat_shard_checks.h): a MosaicML MDS index entry
 // and shard together.
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <string>
@@ -25,31 +23,8 @@ mds::Limits SmallLimits() {
   return l;
 }
 
-const std::string& TempPath() {
-  static const std::string path = [] {
-    char name[] = "/tmp/tensorsafe-fuzz-mds-XXXXXX";
-    const int fd = ::mkstemp(name);
-    if (fd < 0) Fail(__FILE__, __LINE__, "mkstemp failed");
-    ::close(fd);
-    return std::string(name);
-  }();
-  return path;
-}
-
-void WriteFile(const std::string& path, std::span<const std::byte> data) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
-  if (fd < 0) Fail(__FILE__, __LINE__, "open " + path);
-  std::size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n <= 0) Fail(__FILE__, __LINE__, "write " + path);
-    done += static_cast<std::size_t>(n);
-  }
-  ::close(fd);
-}
-
-void OpenAndRead(const mds::ShardInfo& info, const std::string& what) {
-  auto src = mds::OpenShardFile(TempPath(), info, SmallLimits());
+void OpenAndRead(const std::string& path, const mds::ShardInfo& info, const std::string& what) {
+  auto src = mds::OpenShardFile(path, info, SmallLimits());
   if (!src.ok()) {
     const StatusCode c = src.status().code();
     TS_FUZZ_CHECK(c == StatusCode::kCorruption || c == StatusCode::kUnsupported || c == StatusCode::kLimitExceeded ||
@@ -76,9 +51,9 @@ void CheckMdsShard(std::span<const std::byte> data) {
   auto index = mds::ParseIndex(data.subspan(2, n), "fuzz/index.json", SmallLimits());
   if (!index.ok() || index->shards.empty()) return;
   const std::span<const std::byte> shard = data.subspan(2 + n);
-  WriteFile(TempPath(), shard);
+  const std::string& path = WriteScratch(shard);
   mds::ShardInfo info = index->shards[0];
-  OpenAndRead(info, "mds shard");
+  OpenAndRead(path, info, "mds shard");
   // The size and sample count taken from the bytes, so mutated shards get
   // past those two checks to the offsets and the columns.
   info.raw.bytes = shard.size();
@@ -87,7 +62,7 @@ void CheckMdsShard(std::span<const std::byte> data) {
     std::memcpy(&count, shard.data(), 4);
     info.samples = count;
   }
-  OpenAndRead(info, "mds shard (size and count from the bytes)");
+  OpenAndRead(path, info, "mds shard (size and count from the bytes)");
 }
 
 }  // namespace tensorsafe::fuzz

@@ -1,7 +1,5 @@
 // CheckDatasetIndex and CheckDatasetShard (dataset_checks.h): index.json and
 // the columnar .tsafe shards of docs/DATASET.md.
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <memory>
@@ -107,30 +105,6 @@ bool SameIndex(const DatasetIndex& a, const DatasetIndex& b, std::string* why) {
   return true;
 }
 
-// A per-process file for the pread path.
-const std::string& TempPath() {
-  static const std::string path = [] {
-    char name[] = "/tmp/tensorsafe-fuzz-shard-XXXXXX";
-    const int fd = ::mkstemp(name);
-    if (fd < 0) Fail(__FILE__, __LINE__, "mkstemp failed");
-    ::close(fd);
-    return std::string(name);
-  }();
-  return path;
-}
-
-void WriteFile(const std::string& path, std::span<const std::byte> data) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
-  if (fd < 0) Fail(__FILE__, __LINE__, "open " + path);
-  std::size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n <= 0) Fail(__FILE__, __LINE__, "write " + path);
-    done += static_cast<std::size_t>(n);
-  }
-  ::close(fd);
-}
-
 }  // namespace
 
 void CheckDatasetIndex(std::span<const std::byte> data) {
@@ -169,8 +143,7 @@ void CheckShardBytes(std::span<const std::byte> data) {
   // The buffer is a copy the shard owns, as a file mapping would be.
   auto owner = std::make_shared<std::string>(AsText(data));
   auto a = dataset::TsafeShard::OpenBuffer(AsBytes(*owner), owner, "fuzz.tsafe", mapped);
-  WriteFile(TempPath(), data);
-  auto b = dataset::TsafeShard::Open(TempPath(), pread, nullptr, "fuzz.tsafe");
+  auto b = dataset::TsafeShard::Open(WriteScratch(data), pread, nullptr, "fuzz.tsafe");
   TS_FUZZ_CHECK(a.ok() == b.ok(), "shard: mapped and pread opens disagree: " + Describe(a.status()) + " vs " +
                                       Describe(b.status()));
   if (!a.ok()) {

@@ -1,5 +1,8 @@
 #include "fuzz_util.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -18,6 +21,34 @@ void Fail(const char* file, int line, const std::string& what) {
 }
 
 std::string Describe(const Status& s) { return s.ok() ? "ok" : s.ToString(); }
+
+namespace {
+struct Scratch {
+  std::string path;
+  Scratch() {
+    char name[] = "/tmp/tensorsafe-fuzz-XXXXXX";
+    const int fd = ::mkstemp(name);
+    if (fd < 0) Fail(__FILE__, __LINE__, "mkstemp failed");
+    ::close(fd);
+    path = name;
+  }
+  ~Scratch() { ::unlink(path.c_str()); }  // libFuzzer leaves through exit(): statics are destroyed
+};
+}  // namespace
+
+const std::string& WriteScratch(std::span<const std::byte> data) {
+  static Scratch scratch;
+  const int fd = ::open(scratch.path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  if (fd < 0) Fail(__FILE__, __LINE__, "open " + scratch.path);
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n <= 0) Fail(__FILE__, __LINE__, "write " + scratch.path);
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  return scratch.path;
+}
 
 namespace {
 

@@ -32,6 +32,11 @@ inline std::string_view AsText(std::span<const std::byte> b) {
 // "ok" or "<code>: <message>".
 std::string Describe(const Status& s);
 
+// A per-process scratch file under /tmp for checks that need a real file
+// (pread paths): created on first use, removed at exit. WriteScratch
+// replaces its contents and returns its path.
+const std::string& WriteScratch(std::span<const std::byte> data);
+
 // Reads the fuzz input as a sequence of choices; past the end every read
 // returns zeros, so any input is a valid program.
 class Input {

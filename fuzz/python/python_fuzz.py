@@ -88,6 +88,9 @@ def check(data: bytes) -> None:
 def main() -> None:
     import atheris  # only the fuzzing run needs it
 
+    # Coverage of the Python code loaded so far (tensorsafe, NumPy): without
+    # it libFuzzer has no feedback and keeps a single input.
+    atheris.instrument_all()
     atheris.Setup(sys.argv, check)
     atheris.Fuzz()
 

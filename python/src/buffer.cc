@@ -252,9 +252,42 @@ py::object ToNdarray(py::object buffer, bool packed) {
 
 // A COO tensor's buffer holds its whole region (indices, padding, values);
 // numpy() and coo() interpret it, __dlpack__ refuses it.
-py::object MakeBuffer(Tensor tensor) { return py::cast(TensorBuffer{std::move(tensor)}); }
+Status CheckPythonShape(std::string_view name, DType dtype, std::span<const std::uint64_t> shape, Layout layout) {
+  constexpr std::uint64_t kMax = static_cast<std::uint64_t>(INT64_MAX);
+  const std::uint32_t size = layout == Layout::kDense ? ElementSize(dtype) : 1;
+  std::uint64_t bytes = size ? size : 1;
+  bool fits = true;
+  for (std::uint64_t d : shape) {
+    if (d > kMax || (d != 0 && bytes > kMax / d)) {
+      fits = false;
+      break;
+    }
+    if (d != 0) bytes *= d;
+  }
+  if (fits) return Status::OK();
+  return Unsupported("tensor \"" + std::string(name) + "\": shape " + ShapeToString(shape) + " of " +
+                     std::string(DTypeName(dtype)) +
+                     (layout == Layout::kDense ? " does not fit NumPy or torch (a dim, or the nonzero dims times the "
+                                                "element size, exceeds 2^63-1)"
+                                              : " does not fit torch (a dim, or the nonzero dims' product, exceeds "
+                                                "2^63-1)"));
+}
+
+py::object MakeBuffer(Tensor tensor) {
+  Check(CheckPythonShape(tensor.info.name, tensor.info.dtype, tensor.info.shape, tensor.info.layout));
+  return py::cast(TensorBuffer{std::move(tensor)});
+}
 
 void RegisterBuffer(py::module_& m) {
+  m.def(
+      "check_shape",
+      [](const std::string& name, const std::string& dtype, const std::vector<std::uint64_t>& shape) {
+        std::optional<DType> dt = ParseDType(dtype);
+        if (!dt) Throw(InvalidArgument("unknown dtype \"" + dtype + "\""));
+        Check(CheckPythonShape(name, *dt, shape));
+      },
+      py::arg("name"), py::arg("dtype"), py::arg("shape"),
+      "Raises UnsupportedError when NumPy and torch cannot size a tensor of this shape.");
   py::class_<TensorBuffer>(m, "TensorBuffer", py::buffer_protocol(), R"doc(
 A tensor's bytes, exported without a copy.
 

@@ -10,6 +10,10 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
+#include <span>
+#include <string_view>
+
 #include "common.h"
 #include "tensorsafe/tensor.h"
 
@@ -28,7 +32,17 @@ py::object NumpyDtypeFor(DType dtype);
 // raw bytes as uint8 of shape (nbytes,).
 py::object ToNdarray(py::object buffer, bool packed);
 
-// Wraps `tensor` as a Python TensorBuffer object.
+// NumPy and torch size arrays in signed 64-bit integers, but the format lets
+// a shape's nonzero dims multiply to anything below 2^64 (a zero dim makes
+// the tensor empty). OK when every dim and the product of the nonzero dims
+// fit in int64, times the element size for a dense tensor (NumPy sizes its
+// bytes; a sparse one's dense shape only needs torch's element count);
+// otherwise UnsupportedError naming the tensor and its shape.
+Status CheckPythonShape(std::string_view name, DType dtype, std::span<const std::uint64_t> shape,
+                        Layout layout = Layout::kDense);
+
+// Wraps `tensor` as a Python TensorBuffer object; raises CheckPythonShape's
+// error first, so no TensorBuffer has a shape Python cannot index.
 py::object MakeBuffer(Tensor tensor);
 
 }  // namespace tensorsafe::python

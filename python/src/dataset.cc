@@ -200,7 +200,16 @@ class SampleConverter {
       dims[0] = static_cast<Py_ssize_t>(v.bytes.size());
     } else {
       nd = static_cast<int>(std::min<std::size_t>(v.shape.size(), 64));
-      for (int i = 0; i < nd; ++i) dims[i] = static_cast<Py_ssize_t>(v.shape[i]);
+      std::uint64_t udims[64];
+      for (int i = 0; i < nd; ++i) {
+        dims[i] = static_cast<Py_ssize_t>(v.shape[i]);
+        udims[i] = static_cast<std::uint64_t>(v.shape[i]);
+      }
+      // A zero dim lets the others multiply past what NumPy can size.
+      if (Status s = CheckPythonShape(v.spec->name, v.spec->dtype, {udims, static_cast<std::size_t>(nd)}); !s.ok()) {
+        SetStatusError(s);
+        return nullptr;
+      }
     }
     // Empty tensors still need a non-null address (NumPy would allocate).
     static const std::byte kEmpty[16] = {};

@@ -107,6 +107,7 @@ py::dict GetMany(const Reader& r, std::optional<std::vector<std::string>> names,
   py::dict out;
   for (Tensor& t : tensors) {
     py::str key(t.info.name);
+    Check(CheckPythonShape(t.info.name, t.info.dtype, t.info.shape, t.info.layout));
     if (cow_info && t.info.layout == Layout::kDense && t.info.data_length != 0) {
       py::object dt = NumpyDtypeFor(t.info.dtype);
       const auto size = static_cast<std::uint64_t>(cow_info->size * cow_info->itemsize);

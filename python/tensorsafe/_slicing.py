@@ -12,7 +12,7 @@ from typing import Any, List, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import _dtypes
+from . import _dtypes, _native
 from .errors import InvalidArgumentError, OutOfRangeError, UnsupportedError
 
 # One op per dimension: an int (the dimension is dropped) or a
@@ -109,6 +109,7 @@ def read_slice_from_view(native_reader, info: dict, ops: List[Op]) -> np.ndarray
     npdt = _dtypes.NUMPY[dname]
     if npdt is None:
         raise UnsupportedError(f"tensor {info['name']!r}: slicing a packed {dname} tensor is not supported")
+    _native.check_shape(info["name"], dname, info["shape"])
     starts, stops, steps, flip, full = [], [], [], [], []
     for axis, op in enumerate(ops):
         if isinstance(op, int):

@@ -150,6 +150,7 @@ class Reader:
             s = self._r.get(name).numpy(packed)
             return s._replace(indices=np.array(s.indices), values=np.array(s.values))
         npdt = _dtypes.NUMPY[info["dtype"]]
+        _native.check_shape(name, info["dtype"], info["shape"])
         if npdt is None:
             if not packed:
                 return self._r.get(name).numpy(False)  # raises UnsupportedError

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tensorsafe as ts
+import tensorsafe.numpy as tsnp
 from tensorsafe import _native, errors
 
 
@@ -78,3 +79,69 @@ def test_write_into_missing_directory(tmp_path):
     with pytest.raises(OSError) as e:
         ts.Writer(tmp_path / "no" / "x.tsafe")
     assert isinstance(e.value, ts.IOError) and e.value.errno == errno.ENOENT
+
+
+# A zero dim lets the other dims multiply past 2^63 (FORMAT.md R30 allows up
+# to 2^64), which NumPy and torch cannot size: every way of reading such a
+# tensor raises UnsupportedError, and the largest shape they can size loads.
+_BEYOND = "does not fit NumPy or torch"
+
+
+def _readers(path):
+    return {
+        "open mmap": lambda n: ts.open(path)[n],
+        "open pread": lambda n: ts.open(path, mode="pread")[n],
+        "copy": lambda n: ts.open(path, mode="pread").get(n, copy=True),
+        "read_slice": lambda n: ts.open(path).read_slice(n, (slice(None),)),
+        "get_many np": lambda n: ts.open(path).get_many([n]),
+        "get_many pt": lambda n: ts.open(path).get_many([n], "pt"),
+        "safe_open np": lambda n: ts.safe_open(path, "np").get_tensor(n),
+        "safe_open pt": lambda n: ts.safe_open(path, "pt").get_tensor(n),
+        "get_slice np": lambda n: ts.safe_open(path, "np").get_slice(n)[:],
+        "get_slice pt": lambda n: ts.safe_open(path, "pt").get_slice(n)[:],
+    }
+
+
+def test_dense_shape_past_int64_is_unsupported(tmp_path):
+    path = str(tmp_path / "zero.tsafe")
+    # f32: 4 x (2^61 - 1) < 2^63 bytes fits; 4 x 2^61 does not.
+    _native.write_file(path, "tsafe", [("fits", "f32", (0, 2**61 - 1), b"", ""),
+                                       ("beyond", "f32", (0, 2**61), b"", "")], "{}", False, False, 64)
+    for how, read in _readers(path).items():
+        got = read("fits")
+        got = got["fits"] if isinstance(got, dict) else got
+        assert tuple(got.shape) == (0, 2**61 - 1), how
+        with pytest.raises(ts.UnsupportedError, match=r'tensor "beyond": shape \[0, 2305843009213693952\] of f32 '
+                           + _BEYOND):
+            read("beyond")
+    with pytest.raises(ts.UnsupportedError):
+        tsnp.load_file(path)  # loads everything, so meets "beyond"
+    ts.verify(path)  # the file itself is valid
+
+
+def test_sparse_shape_past_int64_elements_is_unsupported(tmp_path):
+    # The fuzz finding (fuzz/python/regressions/coo_shape_numel_overflows_torch):
+    # torch.sparse_coo_tensor raised RuntimeError for a dense shape of more
+    # than 2^63-1 elements. A sparse tensor's limit is elements, not bytes.
+    path = str(tmp_path / "coo.tsafe")
+    one = np.zeros((1, 1), np.int64)
+    tsnp.save_file({"fits": ts.SparseCoo(indices=one, values=np.ones(1, np.float32), shape=(2**63 - 1,)),
+                        "beyond": ts.SparseCoo(indices=np.zeros((2, 1), np.int64), values=np.ones(1, np.float32),
+                                               shape=(2**62, 2))}, path)
+    r = ts.open(path)
+    assert r.get("fits", "pt").shape == (2**63 - 1,)
+    assert r["fits"].shape == (2**63 - 1,)
+    for framework in ("np", "pt"):
+        with pytest.raises(ts.UnsupportedError, match=r'"beyond": shape \[4611686018427387904, 2\] of f32 does '
+                                                      r"not fit torch"):
+            r.get("beyond", framework)
+
+
+def test_check_shape_rule():
+    _native.check_shape("t", "u8", (2**63 - 1,))
+    _native.check_shape("t", "u8", (0, 2**63 - 1, 1))  # a zero dim: the others are checked alone
+    _native.check_shape("t", "f64", (2**60 - 1,))
+    _native.check_shape("t", "i4", (2**63 - 1,))  # packed: NumPy sees the bytes, fewer than the elements
+    for dtype, shape in (("u8", (2**63,)), ("f64", (2**60,)), ("u8", (0, 2**63)), ("c128", (2**59, 0, 1))):
+        with pytest.raises(ts.UnsupportedError, match=_BEYOND):
+            _native.check_shape("t", dtype, shape)

@@ -27,7 +27,8 @@ Status ValidateTensorName(std::string_view name, const Limits& limits) {
 }
 
 DataWriter::DataWriter(WritableFile* file, std::uint64_t start, std::uint32_t alignment)
-    : file_(file), pos_(start), alignment_(alignment), buf_(new std::byte[kChunk]) {}
+    : file_(file), pos_(start), alignment_(alignment), buf_(new std::byte[kChunk]),
+      background_(std::make_unique<BackgroundAppender>(file, kChunk)) {}
 
 Status DataWriter::Put(std::span<const std::byte> bytes) {
   pos_ += bytes.size();
@@ -36,11 +37,26 @@ Status DataWriter::Put(std::span<const std::byte> bytes) {
     used_ += bytes.size();
     return Status::OK();
   }
-  TS_RETURN_IF_ERROR(Flush());
-  if (bytes.size() >= kChunk / 2) return file_->Append(bytes);  // large: no staging copy
+  if (bytes.size() >= kChunk / 2) {
+    // Large: no staging copy; written here, after the bytes before it.
+    TS_RETURN_IF_ERROR(WriteBuffered());
+    return file_->Append(bytes);
+  }
+  // Small pieces: the full buffer goes to the background thread.
+  const std::size_t n = used_;
+  used_ = 0;
+  TS_RETURN_IF_ERROR(background_->Submit(buf_, n));
   std::memcpy(buf_.get(), bytes.data(), bytes.size());
   used_ = bytes.size();
   return Status::OK();
+}
+
+Status DataWriter::WriteBuffered() {
+  TS_RETURN_IF_ERROR(background_->Wait());
+  if (used_ == 0) return Status::OK();
+  const std::size_t n = used_;
+  used_ = 0;
+  return file_->Append({buf_.get(), n});
 }
 
 Status DataWriter::PutZeros(std::uint64_t n) {
@@ -52,11 +68,10 @@ Status DataWriter::PutZeros(std::uint64_t n) {
   return Status::OK();
 }
 
-Status DataWriter::Flush() {
-  if (used_ == 0) return Status::OK();
-  Status s = file_->Append({buf_.get(), used_});
-  used_ = 0;
-  return s;
+Status DataWriter::Flush() { return WriteBuffered(); }
+
+void DataWriter::Quiesce() {
+  (void)background_->Wait();
 }
 
 Status DataWriter::Begin(std::string_view name, DType dtype, const Shape& shape,
@@ -148,8 +163,15 @@ bool IsContiguous(const TensorView& v) {
 }
 }  // namespace
 
+std::optional<std::uint64_t> DataWriter::SmallChecksum(const TensorView& v) {
+  if ((!v.strides.empty() && v.strides.size() != v.shape.size()) || !IsContiguous(v)) return std::nullopt;
+  Result<std::uint64_t> size = DenseByteSize(v.dtype, v.shape);
+  if (!size.ok() || *size > kChunk || (*size != 0 && v.data == nullptr)) return std::nullopt;
+  return Hash64(std::span<const std::byte>(v.data, static_cast<std::size_t>(*size)));
+}
+
 Status DataWriter::WriteView(std::string_view name, const TensorView& v, std::string_view metadata,
-                             const Limits& limits) {
+                             const Limits& limits, std::optional<std::uint64_t> checksum) {
   if (!v.strides.empty() && v.strides.size() != v.shape.size()) {
     return InvalidArgument("tensor " + QuoteName(name) + ": " + std::to_string(v.strides.size()) +
                            " strides for rank " + std::to_string(v.shape.size()));
@@ -166,7 +188,7 @@ Status DataWriter::WriteView(std::string_view name, const TensorView& v, std::st
   if (IsContiguous(v) && cur_.data_length <= kChunk) {
     // Small: one XXH3 call (same digest as streaming) and into the buffer.
     const std::span<const std::byte> bytes(v.data, static_cast<std::size_t>(cur_.data_length));
-    one_shot_ = Hash64(bytes);
+    one_shot_ = checksum ? *checksum : Hash64(bytes);
     s = Put(bytes);
     remaining_ = 0;
   } else {

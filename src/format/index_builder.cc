@@ -22,6 +22,7 @@ Status IndexBuilder::Add(const TensorInfo& t, std::optional<std::uint64_t> name_
   if (2 * slots_.size() > dedup_.size()) {
     std::vector<std::uint64_t> old(std::max<std::size_t>(64, 2 * dedup_.size()), 0);
     dedup_.swap(old);
+    dedup_mask_ = dedup_.size() - 1;
     for (std::uint64_t v : old) {
       if (v != 0) Place((v & kPosMask) - 1);
     }
@@ -57,8 +58,30 @@ bool IndexBuilder::Contains(std::string_view name, std::uint64_t h) const {
   }
 }
 
-std::string IndexBuilder::Finish(std::uint64_t index_offset, std::string_view metadata,
-                                 IndexPointer* ptr) const {
+std::vector<std::uint64_t> IndexBuilder::FileTable(std::uint64_t capacity) const {
+  std::vector<std::uint64_t> table(capacity, 0);
+  if (capacity == dedup_.size()) {
+    // The same capacity, hashes, insertion order and probing as dedup_: the
+    // same positions, so only each slot's value changes (a sequential pass
+    // instead of a random write per entry).
+    for (std::uint64_t i = 0; i < capacity; ++i) {
+      const std::uint64_t v = dedup_[i];
+      if (v == 0) continue;
+      table[i] = ((v >> kSlotPosBits) << kSlotPosBits) | (slots_[(v & kPosMask) - 1].second / 8 + 1);
+    }
+    return table;
+  }
+  const std::uint64_t mask = capacity - 1;
+  for (const auto& [h, off] : slots_) {
+    std::uint64_t i = h & mask;
+    while (table[i] != 0) i = (i + 1) & mask;
+    table[i] = ((h >> kSlotPosBits) << kSlotPosBits) | (off / 8 + 1);
+  }
+  return table;
+}
+
+Status IndexBuilder::WriteTo(DataWriter& out, std::string_view metadata, IndexPointer* ptr) const {
+  const std::uint64_t index_offset = out.position();
   IndexRoot root;
   root.tensor_count = slots_.size();
   root.entries_length = entries_.size();
@@ -69,34 +92,28 @@ std::string IndexBuilder::Finish(std::uint64_t index_offset, std::string_view me
   root.data_bytes = data_bytes_;
   const std::uint64_t length = IndexLength(entries_.size(), root.hash_capacity, metadata.size());
 
-  std::string out;
-  out.reserve(length + kTrailerSize);
-  out.resize(kRootSize);  // root, filled in last
-  out += entries_;
   // FORMAT.md §6.3: open addressing, linear probing, entries in file order.
-  const std::size_t hash_at = out.size();
-  out.resize(hash_at + root.hash_capacity * 8, '\0');
-  auto* table = reinterpret_cast<std::byte*>(out.data() + hash_at);
-  const std::uint64_t mask = root.hash_capacity - 1;
-  for (const auto& [h, off] : slots_) {
-    std::uint64_t i = h & mask;
-    while (Load64(table + 8 * i) != 0) i = (i + 1) & mask;
-    Store64(table + 8 * i, ((h >> kSlotPosBits) << kSlotPosBits) | (off / 8 + 1));
-  }
-  out += metadata;
-  out.resize(length, '\0');
+  // Written as host words: endian.h allows only little-endian hosts.
+  const std::vector<std::uint64_t> table = FileTable(root.hash_capacity);
+  const std::span<const std::byte> table_bytes = std::as_bytes(std::span<const std::uint64_t>(table));
   root.entries_checksum = Hash64(std::string_view(entries_));
-  root.hash_checksum = Hash64(std::string_view(out).substr(hash_at, root.hash_capacity * 8));
+  root.hash_checksum = Hash64(table_bytes);
   root.metadata_checksum = Hash64(metadata);
-  auto* r = reinterpret_cast<std::byte*>(out.data());
+  std::byte r[kRootSize];
   EncodeRoot(root, r);
   ptr->features = features_;
   ptr->index_offset = index_offset;
   ptr->index_length = length;
   ptr->index_checksum = Hash64(std::span<const std::byte>(r, kRootSize));
-  out.resize(length + kTrailerSize);
-  EncodeTrailer(*ptr, reinterpret_cast<std::byte*>(out.data() + length));
-  return out;
+  std::byte trailer[kTrailerSize];
+  EncodeTrailer(*ptr, trailer);
+
+  TS_RETURN_IF_ERROR(out.Put(r));
+  TS_RETURN_IF_ERROR(out.Put(std::as_bytes(std::span<const char>(entries_.data(), entries_.size()))));
+  TS_RETURN_IF_ERROR(out.Put(table_bytes));
+  TS_RETURN_IF_ERROR(out.Put(std::as_bytes(std::span<const char>(metadata.data(), metadata.size()))));
+  TS_RETURN_IF_ERROR(out.PutZeros(length - (kRootSize + entries_.size() + table_bytes.size() + metadata.size())));
+  return out.Put(trailer);
 }
 
 }  // namespace tensorsafe::internal

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "format/data_writer.h"
 #include "format/layout.h"
 #include "tensorsafe/tensor.h"
 
@@ -21,20 +22,29 @@ class IndexBuilder {
   Status Add(const TensorInfo& t, std::optional<std::uint64_t> name_hash = std::nullopt);
   // Whether an entry of that name was added.
   bool Contains(std::string_view name, std::uint64_t name_hash) const;
+  // Starts loading the table slot Contains(_, name_hash) reads first.
+  void Prefetch(std::uint64_t name_hash) const {
+    // Through a stored mask: GCC 12 drops a prefetch whose index is masked
+    // by size() - 1.
+    if (!dedup_.empty()) __builtin_prefetch(dedup_.data() + (name_hash & dedup_mask_));
+  }
   std::uint64_t count() const { return slots_.size(); }
   std::uint64_t data_bytes() const { return data_bytes_; }
   // Feature bits the entries need (FORMAT.md §3.2): kFeatureCoo once a COO
   // entry was added.
   std::uint64_t features() const { return features_; }
 
-  // Serialises the index that will start at `index_offset` (a multiple of 8):
-  // root, entries, hash table, metadata and zero padding, followed by the
-  // trailer. *ptr receives the pointer that a header slot or trailer holds.
-  std::string Finish(std::uint64_t index_offset, std::string_view metadata_json, IndexPointer* ptr) const;
+  // Writes the index to `out`, whose position (a multiple of 8) is where it
+  // starts: root, entries, hash table, metadata and zero padding, followed
+  // by the trailer. *ptr receives the pointer that a header slot or trailer
+  // holds.
+  Status WriteTo(DataWriter& out, std::string_view metadata_json, IndexPointer* ptr) const;
 
  private:
   std::string_view EntryName(std::uint64_t entry_off) const;
   void Place(std::uint64_t slot);
+  // The file's hash table (FORMAT.md §6.3) of `capacity` slots.
+  std::vector<std::uint64_t> FileTable(std::uint64_t capacity) const;
 
   std::string entries_;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> slots_;  // (name hash, entry offset)
@@ -43,6 +53,7 @@ class IndexBuilder {
   // slots_ (+1; 0 = empty). 8 bytes a name, and a probe reads an entry only
   // on a tag match: a string set cost 2x the time of a whole Add.
   std::vector<std::uint64_t> dedup_;
+  std::uint64_t dedup_mask_ = 0;  // dedup_.size() - 1
   std::uint64_t data_bytes_ = 0;
   std::uint64_t features_ = 0;
 };

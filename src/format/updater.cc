@@ -318,8 +318,7 @@ class Updater::Impl {
 
     TS_RETURN_IF_ERROR(data_->PutZeros(((data_->position() + 7) & ~std::uint64_t{7}) - data_->position()));
     internal::IndexPointer ptr;
-    const std::string bytes = index.Finish(data_->position(), metadata_, &ptr);
-    TS_RETURN_IF_ERROR(data_->Put({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()}));
+    TS_RETURN_IF_ERROR(index.WriteTo(*data_, metadata_, &ptr));
     TS_RETURN_IF_ERROR(data_->Flush());
     // The index must be durable before a slot points at it: disks reorder writes.
     if (opt_.sync) TS_RETURN_IF_ERROR(file_->Sync());
@@ -359,6 +358,7 @@ class Updater::Impl {
 
   void Abort() {
     if (!file_ || broken_) return;
+    data_->Quiesce();  // no background write may land after the truncation
     if (has_changes() || data_->position() > live_end_ || data_->in_tensor()) {
       (void)file_->Truncate(live_end_);  // staged bytes belong to no state
     }

@@ -14,6 +14,8 @@
 namespace tensorsafe::internal {
 
 // A file written front to back; seekable files also accept positional writes.
+// The writers' DataWriter calls Append from a background thread (one call
+// at a time, never beside another method; see io/background_appender.h).
 class WritableFile {
  public:
   virtual ~WritableFile() = default;

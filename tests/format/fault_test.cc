@@ -23,6 +23,28 @@ Status WriteSome(const std::string& path, internal::Env* env) {
   return (*w)->Finish();
 }
 
+// 3000 tensors of 1 KiB: the data leaves in buffers appended by the
+// writer's background thread. *failed_at: which call failed (0..2999 for
+// Add, 3000 for Finish).
+Status WriteMany(const std::string& path, internal::Env* env, int* failed_at) {
+  auto w = internal::CreateWriterWithEnv(path, WriterOptions{}, env);
+  if (!w.ok()) return w.status();
+  std::vector<float> v(256);
+  for (int i = 0; i < 3000; ++i) {
+    v[0] = static_cast<float>(i);
+    Status s = (*w)->Add("t" + std::to_string(i), TensorView::Contiguous(DType::kF32, {256}, std::as_bytes(std::span(v))));
+    if (!s.ok()) {
+      *failed_at = i;
+      // The writer is done for: later calls say so instead of writing.
+      Status next = (*w)->Add("after", TensorView::Contiguous(DType::kF32, {256}, std::as_bytes(std::span(v))));
+      if (next.code() != StatusCode::kFailedPrecondition) return Internal("Add after a failed write: " + next.ToString());
+      return s;
+    }
+  }
+  *failed_at = 3000;
+  return (*w)->Finish();
+}
+
 int CountFiles(const TempDir& dir) {
   int n = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
@@ -55,6 +77,33 @@ TEST(Fault, EachFailedWriteLeavesNothing) {
       EXPECT_EQ(CountFiles(dir), 1) << "temp file left after failed write " << n;
     }
   }
+}
+
+TEST(Fault, FailedBackgroundWriteIsReportedByALaterCall) {
+  TempDir dir;
+  const std::string path = dir.File("out.tsafe");
+  WriteFileBytes(path, "previous");
+  FaultEnv counting;
+  int at = -1;
+  ASSERT_TRUE(WriteMany(dir.File("count.tsafe"), &counting, &at).ok());
+  const std::int64_t total = counting.writes;
+  ASSERT_GE(total, 4);  // header and data chunks, index
+  std::filesystem::remove(dir.File("count.tsafe"));
+  bool some_add_failed = false;
+  for (std::int64_t n = 1; n <= total; ++n) {
+    FaultEnv env;
+    env.fail_write = n;
+    env.error_number = ENOSPC;
+    Status s = WriteMany(path, &env, &at);
+    ASSERT_EQ(s.code(), StatusCode::kIOError) << "write " << n << ": " << s.ToString();
+    EXPECT_EQ(s.error_number(), ENOSPC);
+    EXPECT_NE(s.message().find("injected failure"), std::string::npos);
+    some_add_failed |= at < 3000;
+    EXPECT_EQ(ReadFileBytes(path), "previous");
+    EXPECT_EQ(CountFiles(dir), 1) << "temp file left after failed write " << n;
+  }
+  // A failed data chunk is reported by an Add, not only by Finish.
+  EXPECT_TRUE(some_add_failed);
 }
 
 TEST(Fault, FailedSyncAndRename) {

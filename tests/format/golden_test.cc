@@ -3,8 +3,12 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <vector>
 
+#include "format/layout.h"
 #include "support/temp_dir.h"
+#include "util/hash.h"
 #include "tensorsafe/reader.h"
 #include "tensorsafe/writer.h"
 
@@ -54,6 +58,52 @@ TEST(Golden, ReaderDecodesSmallFile) {
     EXPECT_EQ(v[1], 2);
     EXPECT_EQ(v[2], 3);
     EXPECT_TRUE((*r)->Verify().ok());
+  }
+}
+
+// The hash table's bytes are FORMAT.md §6.3's linear probing of the entries
+// in file order, recomputed here from the entries the file holds. The writer
+// derives the table from its duplicate-name table once both have the same
+// capacity (32 names and more), and probes afresh below that: both must give
+// these bytes.
+TEST(Golden, HashTableIsLinearProbingOfTheEntriesInOrder) {
+  TempDir dir;
+  for (std::uint64_t n : {1, 2, 31, 32, 33, 100, 4097}) {
+    const std::string path = dir.File("t" + std::to_string(n) + ".tsafe");
+    auto w = Writer::Create(path);
+    ASSERT_TRUE(w.ok());
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const std::uint8_t b = static_cast<std::uint8_t>(i);
+      ASSERT_TRUE((*w)->Add("layer" + std::to_string(i % 7) + "/w" + std::to_string(i),
+                            TensorView::Contiguous(DType::kU8, {1}, {reinterpret_cast<const std::byte*>(&b), 1}))
+                      .ok());
+    }
+    ASSERT_TRUE((*w)->Finish().ok());
+    auto r = Reader::Open(path);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const FileSummary s = (*r)->summary();
+    const std::string file = ReadFileBytes(path);
+    const auto* index = reinterpret_cast<const std::byte*>(file.data()) + s.index_offset;
+    internal::IndexRoot root;
+    ASSERT_TRUE(internal::DecodeRoot({index, internal::kRootSize}, s.index_length, &root).ok());
+    ASSERT_EQ(root.hash_capacity, internal::HashCapacity(n));
+    std::vector<std::uint64_t> want(root.hash_capacity, 0);
+    const std::uint64_t mask = root.hash_capacity - 1;
+    std::uint64_t off = 0;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const std::byte* e = index + internal::kRootSize + off;
+      internal::EntryView v;
+      ASSERT_TRUE(internal::DecodeEntry({e, internal::PeekEntryLength(e)}, 255, 65535, &v).ok());
+      const std::uint64_t h = internal::NameHash(v.name);
+      std::uint64_t k = h & mask;
+      while (want[k] != 0) k = (k + 1) & mask;
+      want[k] = ((h >> internal::kSlotPosBits) << internal::kSlotPosBits) | (off / 8 + 1);
+      off += v.length;
+    }
+    ASSERT_EQ(off, root.entries_length);
+    std::vector<std::uint64_t> got(root.hash_capacity);
+    std::memcpy(got.data(), index + root.hash_offset, got.size() * 8);
+    EXPECT_EQ(got, want) << n << " tensors";
   }
 }
 

@@ -1,0 +1,54 @@
+// Appends whole buffers to a WritableFile on a background thread, so that the
+// kernel's copy of one chunk into the page cache overlaps the caller's work
+// on the next. With 1 KiB tensors the two cost about the same (a tensor's
+// checksum, index entry and copy against its share of the write()), so the
+// writer spends half its time waiting on either alone (docs/format-bench.md).
+//
+// One buffer is in flight at a time and appends happen in submission order.
+// The first failed append is sticky: Submit and Wait return it from then on.
+// Until Wait returns, only the thread may touch the file.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "io/env.h"
+
+namespace tensorsafe::internal {
+
+class BackgroundAppender {
+ public:
+  // `file` (not owned) must outlive this object; `buffer_size` is the size
+  // of the buffers Submit swaps.
+  BackgroundAppender(WritableFile* file, std::size_t buffer_size);
+  ~BackgroundAppender();  // waits for the write in flight
+  BackgroundAppender(const BackgroundAppender&) = delete;
+  BackgroundAppender& operator=(const BackgroundAppender&) = delete;
+
+  // Queues the first `n` bytes of `buf` and replaces `buf` by a free buffer
+  // of buffer_size bytes, waiting for the previous write when both are
+  // busy. The thread starts on the first call.
+  Status Submit(std::unique_ptr<std::byte[]>& buf, std::size_t n);
+  // Waits until nothing is in flight; the first append error, if any.
+  Status Wait();
+
+ private:
+  void Run();
+
+  WritableFile* file_;
+  std::size_t buffer_size_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::unique_ptr<std::byte[]> inflight_;  // guarded by mu_, written by the thread while busy_
+  std::size_t inflight_n_ = 0;
+  bool busy_ = false;
+  bool stop_ = false;
+  std::unique_ptr<std::byte[]> spare_;
+  Status error_;
+  std::thread thread_;
+};
+
+}  // namespace tensorsafe::internal

@@ -1,0 +1,116 @@
+// BackgroundAppender: buffers reach the file whole and in submission order,
+// the first failed append is returned by every later Submit and by Wait, and
+// destruction waits for the write in flight.
+#include "io/background_appender.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+
+namespace tensorsafe::internal {
+namespace {
+
+constexpr std::size_t kSize = 64;
+
+// Collects appends; fails the `fail_at`-th (1-based) and can be slowed down.
+class RecordingFile final : public WritableFile {
+ public:
+  std::string bytes;
+  int appends = 0;
+  int fail_at = 0;
+  std::chrono::milliseconds delay{0};
+  std::atomic<std::thread::id> last_thread{};
+
+  Status Append(std::span<const std::byte> b) override {
+    last_thread = std::this_thread::get_id();
+    if (delay.count()) std::this_thread::sleep_for(delay);
+    if (++appends == fail_at) return IOError("append " + std::to_string(appends) + " failed", ENOSPC);
+    bytes.append(reinterpret_cast<const char*>(b.data()), b.size());
+    return Status::OK();
+  }
+  bool seekable() const override { return false; }
+  Status WriteAt(std::uint64_t, std::span<const std::byte>) override { return Internal("no"); }
+  Status Sync() override { return Status::OK(); }
+  Status Close() override { return Status::OK(); }
+  std::uint64_t position() const override { return bytes.size(); }
+  const std::string& name() const override { return name_; }
+
+ private:
+  std::string name_ = "recording";
+};
+
+std::unique_ptr<std::byte[]> Filled(char c, std::size_t n) {
+  std::unique_ptr<std::byte[]> b(new std::byte[kSize]);
+  std::memset(b.get(), c, n);
+  return b;
+}
+
+TEST(BackgroundAppender, AppendsInOrderOnAnotherThread) {
+  RecordingFile file;
+  std::string want;
+  {
+    BackgroundAppender bg(&file, kSize);
+    auto buf = Filled('a', kSize);
+    for (int i = 0; i < 200; ++i) {
+      const char c = static_cast<char>('a' + i % 26);
+      const std::size_t n = 1 + static_cast<std::size_t>(i) % kSize;  // partial buffers too
+      std::memset(buf.get(), c, n);
+      want.append(n, c);
+      const std::byte* handed = buf.get();
+      ASSERT_TRUE(bg.Submit(buf, n).ok());
+      ASSERT_NE(buf.get(), handed) << "Submit must hand back another buffer";
+    }
+    ASSERT_TRUE(bg.Wait().ok());
+    EXPECT_EQ(file.bytes, want);
+    EXPECT_NE(file.last_thread.load(), std::this_thread::get_id());
+  }
+  EXPECT_EQ(file.appends, 200);
+}
+
+TEST(BackgroundAppender, FirstErrorIsSticky) {
+  RecordingFile file;
+  file.fail_at = 3;
+  BackgroundAppender bg(&file, kSize);
+  auto buf = Filled('x', kSize);
+  Status first;
+  int submitted = 0;
+  for (; submitted < 10; ++submitted) {
+    first = bg.Submit(buf, kSize);
+    if (!first.ok()) break;
+  }
+  // The third append fails; the fourth Submit waits for it (one buffer in
+  // flight) and returns its error.
+  ASSERT_FALSE(first.ok());
+  EXPECT_EQ(submitted, 3);
+  EXPECT_EQ(first.code(), StatusCode::kIOError);
+  EXPECT_EQ(first.message(), "append 3 failed");
+  EXPECT_EQ(first.error_number(), ENOSPC);
+  Status again = bg.Wait();
+  EXPECT_EQ(again.message(), "append 3 failed");
+  EXPECT_EQ(bg.Submit(buf, kSize).message(), "append 3 failed");
+  EXPECT_EQ(file.bytes.size(), 2 * kSize);  // nothing after the failure
+}
+
+TEST(BackgroundAppender, DestructionWaitsForTheWriteInFlight) {
+  RecordingFile file;
+  file.delay = std::chrono::milliseconds(50);
+  {
+    BackgroundAppender bg(&file, kSize);
+    auto buf = Filled('z', 10);
+    ASSERT_TRUE(bg.Submit(buf, 10).ok());
+  }  // no Wait: the destructor must not leave the thread writing
+  EXPECT_EQ(file.bytes, std::string(10, 'z'));
+}
+
+TEST(BackgroundAppender, NoThreadUntilTheFirstSubmit) {
+  RecordingFile file;
+  { BackgroundAppender bg(&file, kSize); EXPECT_TRUE(bg.Wait().ok()); }
+  EXPECT_EQ(file.appends, 0);
+}
+
+}  // namespace
+}  // namespace tensorsafe::internal

@@ -11,6 +11,8 @@
 
 #include "format/data_writer.h"
 #include "format/layout.h"
+#include "util/endian.h"
+#include "util/page_buffer.h"
 #include "tensorsafe/tensor.h"
 
 namespace tensorsafe::internal {
@@ -26,9 +28,9 @@ class IndexBuilder {
   void Prefetch(std::uint64_t name_hash) const {
     // Through a stored mask: GCC 12 drops a prefetch whose index is masked
     // by size() - 1.
-    if (!dedup_.empty()) __builtin_prefetch(dedup_.data() + (name_hash & dedup_mask_));
+    if (!dedup_.empty()) __builtin_prefetch(dedup_.data() + 8 * (name_hash & dedup_mask_));
   }
-  std::uint64_t count() const { return slots_.size(); }
+  std::uint64_t count() const { return count_; }
   std::uint64_t data_bytes() const { return data_bytes_; }
   // Feature bits the entries need (FORMAT.md §3.2): kFeatureCoo once a COO
   // entry was added.
@@ -42,18 +44,25 @@ class IndexBuilder {
 
  private:
   std::string_view EntryName(std::uint64_t entry_off) const;
-  void Place(std::uint64_t slot);
-  // The file's hash table (FORMAT.md §6.3) of `capacity` slots.
-  std::vector<std::uint64_t> FileTable(std::uint64_t capacity) const;
+  void Place(std::uint64_t name_hash, std::uint64_t entry_off);
+  // The file's hash table (FORMAT.md §6.3) when its capacity is below
+  // dedup_'s minimum of 64 slots.
+  std::vector<std::uint64_t> SmallFileTable(std::uint64_t capacity) const;
 
-  std::string entries_;
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> slots_;  // (name hash, entry offset)
-  // The names added so far, as an open-addressing table laid out like the
-  // file's own (FORMAT.md §6.3): a 24-bit tag over 40 bits of position in
-  // slots_ (+1; 0 = empty). 8 bytes a name, and a probe reads an entry only
-  // on a tag match: a string set cost 2x the time of a whole Add.
-  std::vector<std::uint64_t> dedup_;
-  std::uint64_t dedup_mask_ = 0;  // dedup_.size() - 1
+  std::uint64_t Dedup(std::uint64_t i) const { return Load64(dedup_.data() + 8 * i); }
+
+  PageBuffer entries_;
+  // (name hash, entry offset) as two u64 a tensor, in file order: what a
+  // growing dedup_ re-places.
+  PageBuffer slots_;
+  std::uint64_t count_ = 0;
+  // The names added so far, as the file's own hash table (FORMAT.md §6.3):
+  // a 24-bit tag over 40 bits of entry offset / 8 (+1; 0 = empty), placed
+  // in file order. 8 bytes a name; a probe reads an entry only on a tag
+  // match (a string set cost 2x the time of a whole Add), and Finish writes
+  // the table as it is.
+  PageBuffer dedup_;              // u64 slots
+  std::uint64_t dedup_mask_ = 0;  // slots - 1
   std::uint64_t data_bytes_ = 0;
   std::uint64_t features_ = 0;
 };

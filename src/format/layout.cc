@@ -205,16 +205,18 @@ std::uint64_t EntryView::dim(std::size_t i) const { return Load64(dims.data() + 
 // name_length 4 | data_offset 8 | data_length 8 | data_checksum 8 |
 // dims 8*rank | [COO: nnz 8 | values_offset 8 | coo_flags 8] | name |
 // metadata_length 4 | metadata | zero padding to 8.
-void EncodeEntry(const TensorInfo& t, std::string& out) {
-  // Sized once and filled in place: appending field by field cost more than
-  // the rest of a small tensor's Add.
+std::size_t EntryLength(const TensorInfo& t) {
   const bool coo = t.layout == Layout::kCoo;
   const std::size_t content = kEntryFixedSize + 8 * t.shape.size() + (coo ? kCooParamsSize : 0) + t.name.size() + 4 +
                               t.metadata_json.size();
-  const std::size_t len = (content + 7) & ~std::size_t{7};
-  const std::size_t start = out.size();
-  out.resize(start + len);  // zero-filled, so the padding is zero
-  auto* p = reinterpret_cast<std::byte*>(out.data() + start);
+  return (content + 7) & ~std::size_t{7};
+}
+
+void EncodeEntry(const TensorInfo& t, std::byte* p) {
+  // Filled in place: appending field by field cost more than the rest of a
+  // small tensor's Add.
+  const bool coo = t.layout == Layout::kCoo;
+  const std::size_t len = EntryLength(t);
   Store32(p, static_cast<std::uint32_t>(len));
   Store8(p + 8, static_cast<std::uint8_t>(t.dtype));
   Store8(p + 9, static_cast<std::uint8_t>(t.layout));

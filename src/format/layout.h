@@ -124,8 +124,11 @@ struct EntryView {
   std::string_view metadata;
   std::uint64_t dim(std::size_t i) const;
 };
-// Appends the encoded entry to `out` (8-aligned, padding zeroed).
-void EncodeEntry(const TensorInfo& t, std::string& out);
+// The encoded length of `t`'s entry (a multiple of 8).
+std::size_t EntryLength(const TensorInfo& t);
+// Encodes `t`'s entry into `out`, EntryLength(t) bytes that are zero (the
+// padding is not written).
+void EncodeEntry(const TensorInfo& t, std::byte* out);
 // The length an entry claims, from its first 4 bytes.
 std::uint32_t PeekEntryLength(const std::byte* p);
 // Decodes one entry of exactly `in.size()` bytes (its claimed length): checks

@@ -1,0 +1,50 @@
+#include "util/page_buffer.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <new>
+#include <utility>
+
+namespace tensorsafe::internal {
+namespace {
+constexpr std::size_t kMinMapping = std::size_t{64} << 10;
+constexpr std::size_t kHugeFrom = std::size_t{4} << 20;  // below this, huge pages would mostly sit empty
+}  // namespace
+
+PageBuffer::~PageBuffer() {
+  if (data_) ::munmap(data_, capacity_);
+}
+
+PageBuffer::PageBuffer(PageBuffer&& o) noexcept
+    : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)),
+      capacity_(std::exchange(o.capacity_, 0)) {}
+
+PageBuffer& PageBuffer::operator=(PageBuffer&& o) noexcept {
+  if (this != &o) {
+    if (data_) ::munmap(data_, capacity_);
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    capacity_ = std::exchange(o.capacity_, 0);
+  }
+  return *this;
+}
+
+std::byte* PageBuffer::Grow(std::size_t n) {
+  if (n > capacity_ - size_) {
+    if (n > SIZE_MAX / 2 - size_) throw std::bad_alloc();
+    const std::size_t want = std::max({kMinMapping, 2 * capacity_, size_ + n});
+    const std::size_t cap = (want + kMinMapping - 1) / kMinMapping * kMinMapping;
+    void* p = data_ ? ::mremap(data_, capacity_, cap, MREMAP_MAYMOVE)
+                    : ::mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    if (cap >= kHugeFrom) (void)::madvise(p, cap, MADV_HUGEPAGE);  // advice: ignored where unsupported
+    data_ = static_cast<std::byte*>(p);
+    capacity_ = cap;
+  }
+  std::byte* out = data_ + size_;
+  size_ += n;
+  return out;
+}
+
+}  // namespace tensorsafe::internal

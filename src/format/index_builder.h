@@ -26,9 +26,9 @@ class IndexBuilder {
   bool Contains(std::string_view name, std::uint64_t name_hash) const;
   // Starts loading the table slot Contains(_, name_hash) reads first.
   void Prefetch(std::uint64_t name_hash) const {
-    // Through a stored mask: GCC 12 drops a prefetch whose index is masked
-    // by size() - 1.
-    if (!dedup_.empty()) __builtin_prefetch(dedup_.data() + 8 * (name_hash & dedup_mask_));
+    // Unconditional (an empty table prefetches null, which is harmless): GCC
+    // 12 dropped the prefetch when it sat under an emptiness test.
+    __builtin_prefetch(dedup_.data() + 8 * (name_hash & dedup_mask_));
   }
   std::uint64_t count() const { return count_; }
   std::uint64_t data_bytes() const { return data_bytes_; }

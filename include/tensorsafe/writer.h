@@ -9,6 +9,13 @@
 //
 // The same input gives the same bytes.
 //
+// Small tensors are gathered into 1 MiB buffers that a background thread
+// writes while the caller adds more (large tensors are written by the
+// calling thread). A failed write is therefore reported by a later call, at
+// the latest by Finish(); the data was copied, so a view may be reused as
+// soon as Add returns. After a kIOError every call fails and the temp file
+// is gone.
+//
 // Thread safety: a Writer is used by one thread at a time.
 #pragma once
 

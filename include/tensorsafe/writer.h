@@ -13,8 +13,8 @@
 // writes while the caller adds more (large tensors are written by the
 // calling thread). A failed write is therefore reported by a later call, at
 // the latest by Finish(); the data was copied, so a view may be reused as
-// soon as Add returns. After a kIOError every call fails and the temp file
-// is gone.
+// soon as Add returns. After a kIOError every later call fails, and a
+// writer to a path has removed its temp file.
 //
 // Thread safety: a Writer is used by one thread at a time.
 #pragma once

@@ -3,6 +3,7 @@
 #include "tensorsafe/dataset/dataset.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <list>
 #include <mutex>
@@ -60,11 +61,14 @@ class Dataset::Impl {
   DatasetOptions options;
   std::string metadata;
 
-  // Hands the shards after `s` in index order to the prefetcher.
-  void HintIndexOrder(std::size_t s) const {
+  // Hands the shards after `s` in index order, up to shard `last`, to the
+  // prefetcher.
+  void HintIndexOrder(std::size_t s, std::size_t last = SIZE_MAX) const {
     if (!prefetch || options.prefetch_shards == 0) return;
     std::vector<std::size_t> next;
-    for (std::size_t k = s + 1; k < shards.size() && next.size() < options.prefetch_shards; ++k) next.push_back(k);
+    for (std::size_t k = s + 1; k < shards.size() && k <= last && next.size() < options.prefetch_shards; ++k) {
+      next.push_back(k);
+    }
     if (!next.empty()) prefetch(next);
   }
 
@@ -300,27 +304,22 @@ bool SampleIterator::Next(Sample& out) {
 }
 
 void SampleIterator::HintShardsAfter(std::size_t s) {
+  if (ranged_) return ds_->HintIndexOrder(s, end_ > begin_ ? ds_->ShardOf(end_ - 1) : 0);
   const std::size_t want = ds_->options.prefetch_shards;
   if (!ds_->prefetch || want == 0) return;
+  // A bounded look ahead: shards are entered O(shards) times an epoch, and
+  // a block shuffle mixes only a few shards at a time.
+  constexpr std::uint64_t kWindow = 1 << 16;
   std::vector<std::size_t> next;
-  if (ranged_) {
-    const std::size_t last = end_ > begin_ ? ds_->ShardOf(end_ - 1) : 0;
-    for (std::size_t k = s + 1; k <= last && next.size() < want; ++k) next.push_back(k);
-  } else {
-    // A bounded look ahead: shards are entered O(shards) times an epoch, and
-    // a block shuffle mixes only a few shards at a time.
-    constexpr std::uint64_t kWindow = 1 << 16;
-    std::uint64_t lo = 0, hi = 0;  // the shard range of the id last looked up
-    std::size_t known = s;
-    for (std::uint64_t p = pos_ + 1; p < order_.size() && p <= pos_ + kWindow && next.size() < want; ++p) {
-      const std::uint64_t id = order_[p];
-      if (id >= lo && id < hi) continue;
-      if (id >= ds_->starts.back()) break;  // Next() reports it in turn
-      known = ds_->ShardOf(id);
-      lo = ds_->starts[known];
-      hi = ds_->starts[known + 1];
-      if (known != s && std::find(next.begin(), next.end(), known) == next.end()) next.push_back(known);
-    }
+  std::uint64_t lo = 0, hi = 0;  // the shard range of the id last looked up
+  for (std::uint64_t p = pos_ + 1; p < order_.size() && p <= pos_ + kWindow && next.size() < want; ++p) {
+    const std::uint64_t id = order_[p];
+    if (id >= lo && id < hi) continue;
+    if (id >= ds_->starts.back()) break;  // Next() reports it in turn
+    const std::size_t known = ds_->ShardOf(id);
+    lo = ds_->starts[known];
+    hi = ds_->starts[known + 1];
+    if (known != s && std::find(next.begin(), next.end(), known) == next.end()) next.push_back(known);
   }
   if (!next.empty()) ds_->prefetch(next);
 }

@@ -178,6 +178,16 @@ TEST(Writer, RejectsBadInputAndKeepsGoing) {
   Status utf = (*w)->Add("\xff", view);
   EXPECT_EQ(utf.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(utf.message(), "tensor name \"\\xff\" is not valid UTF-8");
+  // The ASCII test reads 8 bytes at a time: a bad byte in any lane of a word
+  // or in the tail is caught, and valid multi-byte names pass.
+  for (std::size_t at : {0, 5, 7, 8, 15, 16, 18}) {
+    std::string bad(19, 'a');
+    bad[at] = '\xc3';  // a lead byte without its continuation
+    Status s = (*w)->Add(bad, view);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << at;
+    EXPECT_NE(s.message().find("is not valid UTF-8"), std::string::npos) << at;
+  }
+  EXPECT_TRUE((*w)->Add("encoder.layer.\xc3\xa9t\xc3\xa9.weight", view).ok());
   Status f4 = (*w)->Add("f4", TensorView::Contiguous(DType::kF4E2M1, {3}, std::as_bytes(std::span(b))));
   EXPECT_EQ(f4.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(f4.message(), "tensor \"f4\": 3 elements of f4_e2m1 do not fill whole blocks of 2");
@@ -202,7 +212,7 @@ TEST(Writer, RejectsBadInputAndKeepsGoing) {
   ASSERT_TRUE((*w)->Finish().ok());
   auto r = Reader::Open(path);
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(*(*r)->Names(), (std::vector<std::string>{"x", "s"}));
+  EXPECT_EQ(*(*r)->Names(), (std::vector<std::string>{"x", "encoder.layer.\xc3\xa9t\xc3\xa9.weight", "s"}));
   EXPECT_FALSE(Writer::Create(dir.File("bad.tsafe"), WriterOptions{48}).ok());
 }
 

@@ -1,12 +1,13 @@
 #include "io/background_appender.h"
 
 #include <span>
+#include <system_error>
 #include <utility>
 
 namespace tensorsafe::internal {
 
-BackgroundAppender::BackgroundAppender(WritableFile* file, std::size_t buffer_size)
-    : file_(file), buffer_size_(buffer_size) {}
+BackgroundAppender::BackgroundAppender(WritableFile* file, std::size_t buffer_size, bool use_thread)
+    : file_(file), buffer_size_(buffer_size), no_thread_(!use_thread) {}
 
 BackgroundAppender::~BackgroundAppender() {
   {
@@ -17,15 +18,32 @@ BackgroundAppender::~BackgroundAppender() {
   if (thread_.joinable()) thread_.join();
 }
 
+bool BackgroundAppender::StartThread() {
+  if (thread_.joinable()) return true;
+  if (no_thread_) return false;
+  try {
+    thread_ = std::thread([this] { Run(); });
+  } catch (const std::system_error&) {
+    no_thread_ = true;
+    return false;
+  }
+  return true;
+}
+
 Status BackgroundAppender::Submit(std::unique_ptr<std::byte[]>& buf, std::size_t n) {
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return !busy_; });
   if (!error_.ok()) return error_;
+  if (!StartThread()) {
+    // No thread to be had (a process or container limit): write here.
+    Status s = file_->Append({buf.get(), n});
+    if (!s.ok()) error_ = s;
+    return s;
+  }
   inflight_ = std::move(buf);
   inflight_n_ = n;
   busy_ = true;
   buf = spare_ ? std::move(spare_) : std::unique_ptr<std::byte[]>(new std::byte[buffer_size_]);
-  if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
   lock.unlock();
   cv_.notify_all();
   return Status::OK();

@@ -22,21 +22,26 @@ namespace tensorsafe::internal {
 class BackgroundAppender {
  public:
   // `file` (not owned) must outlive this object; `buffer_size` is the size
-  // of the buffers Submit swaps.
-  BackgroundAppender(WritableFile* file, std::size_t buffer_size);
+  // of the buffers Submit swaps. `use_thread` false writes on the caller's
+  // thread, as when no thread can be started (tests use it).
+  BackgroundAppender(WritableFile* file, std::size_t buffer_size, bool use_thread = true);
   ~BackgroundAppender();  // waits for the write in flight
   BackgroundAppender(const BackgroundAppender&) = delete;
   BackgroundAppender& operator=(const BackgroundAppender&) = delete;
 
   // Queues the first `n` bytes of `buf` and replaces `buf` by a free buffer
   // of buffer_size bytes, waiting for the previous write when both are
-  // busy. The thread starts on the first call.
+  // busy. The thread starts on the first call; when none can be started,
+  // the bytes are written here and `buf` is kept.
   Status Submit(std::unique_ptr<std::byte[]>& buf, std::size_t n);
   // Waits until nothing is in flight; the first append error, if any.
   Status Wait();
 
  private:
   void Run();
+  // Starts the thread unless it runs or could not be started; false when
+  // there is none.
+  bool StartThread();
 
   WritableFile* file_;
   std::size_t buffer_size_;
@@ -49,6 +54,7 @@ class BackgroundAppender {
   std::unique_ptr<std::byte[]> spare_;
   Status error_;
   std::thread thread_;
+  bool no_thread_ = false;  // no thread (failed to start, or use_thread false): Submit writes
 };
 
 }  // namespace tensorsafe::internal

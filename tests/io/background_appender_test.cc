@@ -106,6 +106,26 @@ TEST(BackgroundAppender, DestructionWaitsForTheWriteInFlight) {
   EXPECT_EQ(file.bytes, std::string(10, 'z'));
 }
 
+// Without a thread (none could be started) the bytes are written by Submit
+// itself, the caller keeps its buffer, and an error is still sticky.
+TEST(BackgroundAppender, WithoutAThreadSubmitWritesHere) {
+  RecordingFile file;
+  file.fail_at = 4;
+  BackgroundAppender bg(&file, kSize, /*use_thread=*/false);
+  auto buf = Filled('q', kSize);
+  const std::byte* mine = buf.get();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(bg.Submit(buf, 5).ok());
+    EXPECT_EQ(buf.get(), mine);
+    EXPECT_EQ(file.last_thread.load(), std::this_thread::get_id());
+    EXPECT_EQ(file.bytes.size(), 5u * (i + 1));  // written before Submit returned
+  }
+  EXPECT_EQ(bg.Submit(buf, 5).message(), "append 4 failed");
+  EXPECT_EQ(bg.Wait().message(), "append 4 failed");
+  EXPECT_EQ(bg.Submit(buf, 5).message(), "append 4 failed");
+  EXPECT_EQ(file.appends, 4);
+}
+
 TEST(BackgroundAppender, NoThreadUntilTheFirstSubmit) {
   RecordingFile file;
   { BackgroundAppender bg(&file, kSize); EXPECT_TRUE(bg.Wait().ok()); }

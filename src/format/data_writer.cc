@@ -20,17 +20,7 @@ Status ValidateTensorName(std::string_view name, const Limits& limits) {
     return LimitExceeded("tensor name of " + std::to_string(name.size()) +
                          " bytes exceeds the limit of " + std::to_string(limits.max_name_bytes));
   }
-  // Most names are ASCII: test 8 bytes at a time and skip the validator.
-  std::uint64_t high = 0;
-  std::size_t i = 0;
-  for (; i + 8 <= name.size(); i += 8) {
-    std::uint64_t w;
-    std::memcpy(&w, name.data() + i, 8);
-    high |= w;
-  }
-  for (; i < name.size(); ++i) high |= static_cast<unsigned char>(name[i]);
-  const bool ascii = (high & 0x8080808080808080u) == 0;
-  if (!ascii && !IsValidUtf8(name)) return InvalidArgument("tensor name " + QuoteName(name) + " is not valid UTF-8");
+  if (!IsAscii(name) && !IsValidUtf8(name)) return InvalidArgument("tensor name " + QuoteName(name) + " is not valid UTF-8");
   return Status::OK();
 }
 

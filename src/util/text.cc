@@ -2,11 +2,25 @@
 
 #include <simdjson.h>
 
+#include <cstring>
+
 #include <nlohmann/json.hpp>
 
 namespace tensorsafe::internal {
 
 bool IsValidUtf8(std::string_view s) { return simdjson::validate_utf8(s.data(), s.size()); }
+
+bool IsAscii(std::string_view s) {
+  std::uint64_t high = 0;
+  std::size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    high |= w;
+  }
+  for (; i < s.size(); ++i) high |= static_cast<unsigned char>(s[i]);
+  return (high & 0x8080808080808080u) == 0;
+}
 
 namespace {
 

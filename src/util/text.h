@@ -10,6 +10,9 @@
 namespace tensorsafe::internal {
 
 bool IsValidUtf8(std::string_view s);
+// Whether every byte is below 0x80 (tested 8 bytes at a time: most names
+// are ASCII, and this lets them skip the UTF-8 validator).
+bool IsAscii(std::string_view s);
 // Checks that `json` is a JSON object nested at most `max_depth` deep. The
 // message says what is wrong; the caller adds the context.
 Status ValidateJsonObject(std::string_view json, std::uint32_t max_depth);

@@ -31,10 +31,6 @@ constexpr std::uint16_t kFlagEncrypted = 0x0001, kFlagStrongEncryption = 0x0040,
 constexpr std::uint64_t kZip64Limit = (std::uint64_t{1} << 31) - 1;
 constexpr std::uint64_t kCountLimit = 0xffff;
 
-bool IsAscii(std::string_view s) {
-  return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
-}
-
 struct Cursor {
   const std::byte* p;
   std::uint16_t U16() { auto v = Load16(p); p += 2; return v; }

@@ -9,7 +9,15 @@ namespace tensorsafe::internal {
 
 namespace {
 constexpr std::uint64_t kPosMask = (std::uint64_t{1} << kSlotPosBits) - 1;
+
+// FORMAT.md §6.3: linear probing from the hash's home slot of a table of
+// mask + 1 u64 slots; a slot holds the hash's tag over entry offset / 8 + 1.
+void PlaceIn(std::byte* table, std::uint64_t mask, std::uint64_t h, std::uint64_t entry_off) {
+  std::uint64_t i = h & mask;
+  while (Load64(table + 8 * i) != 0) i = (i + 1) & mask;
+  Store64(table + 8 * i, ((h >> kSlotPosBits) << kSlotPosBits) | (entry_off / 8 + 1));
 }
+}  // namespace
 
 Status IndexBuilder::Add(const TensorInfo& t, std::optional<std::uint64_t> name_hash) {
   const std::uint64_t off = entries_.size();
@@ -30,12 +38,17 @@ Status IndexBuilder::Add(const TensorInfo& t, std::optional<std::uint64_t> name_
     dedup_ = PageBuffer();
     dedup_.Grow(grown * 8);  // zero: every slot empty
     dedup_mask_ = grown - 1;
-    for (std::uint64_t i = 0; i + 1 < count_; ++i) {
-      Place(Load64(slots_.data() + 16 * i), Load64(slots_.data() + 16 * i + 8));
-    }
+    PlaceAll(dedup_.data(), dedup_mask_);
+  } else {
+    PlaceIn(dedup_.data(), dedup_mask_, h, off);
   }
-  Place(h, off);
   return Status::OK();
+}
+
+void IndexBuilder::PlaceAll(std::byte* table, std::uint64_t mask) const {
+  for (std::uint64_t k = 0; k < count_; ++k) {
+    PlaceIn(table, mask, Load64(slots_.data() + 16 * k), Load64(slots_.data() + 16 * k + 8));
+  }
 }
 
 std::string_view IndexBuilder::EntryName(std::uint64_t entry_off) const {
@@ -44,32 +57,14 @@ std::string_view IndexBuilder::EntryName(std::uint64_t entry_off) const {
   return {reinterpret_cast<const char*>(p + kEntryFixedSize + 8 * rank), Load32(p + 12)};
 }
 
-void IndexBuilder::Place(std::uint64_t h, std::uint64_t entry_off) {
-  std::uint64_t i = h & dedup_mask_;
-  while (Dedup(i) != 0) i = (i + 1) & dedup_mask_;
-  Store64(dedup_.data() + 8 * i, ((h >> kSlotPosBits) << kSlotPosBits) | (entry_off / 8 + 1));
-}
-
 bool IndexBuilder::Contains(std::string_view name, std::uint64_t h) const {
   if (dedup_.empty()) return false;
   const std::uint64_t tag = h >> kSlotPosBits;
   for (std::uint64_t i = h & dedup_mask_;; i = (i + 1) & dedup_mask_) {
-    const std::uint64_t v = Dedup(i);
+    const std::uint64_t v = Load64(dedup_.data() + 8 * i);
     if (v == 0) return false;
     if ((v >> kSlotPosBits) == tag && EntryName(((v & kPosMask) - 1) * 8) == name) return true;
   }
-}
-
-std::vector<std::uint64_t> IndexBuilder::SmallFileTable(std::uint64_t capacity) const {
-  std::vector<std::uint64_t> table(capacity, 0);
-  const std::uint64_t mask = capacity - 1;
-  for (std::uint64_t k = 0; k < count_; ++k) {
-    const std::uint64_t h = Load64(slots_.data() + 16 * k);
-    std::uint64_t i = h & mask;
-    while (table[i] != 0) i = (i + 1) & mask;
-    table[i] = ((h >> kSlotPosBits) << kSlotPosBits) | (Load64(slots_.data() + 16 * k + 8) / 8 + 1);
-  }
-  return table;
 }
 
 Status IndexBuilder::WriteTo(DataWriter& out, std::string_view metadata, IndexPointer* ptr) const {
@@ -89,9 +84,10 @@ Status IndexBuilder::WriteTo(DataWriter& out, std::string_view metadata, IndexPo
   // host words: endian.h allows only little-endian hosts.
   std::vector<std::uint64_t> small;
   std::span<const std::byte> table(dedup_.data(), dedup_.size());
-  if (dedup_.size() != root.hash_capacity * 8) {
-    small = SmallFileTable(root.hash_capacity);
+  if (dedup_.size() != root.hash_capacity * 8) {  // below dedup_'s minimum of 64 slots
+    small.assign(root.hash_capacity, 0);
     table = std::as_bytes(std::span<const std::uint64_t>(small));
+    PlaceAll(reinterpret_cast<std::byte*>(small.data()), root.hash_capacity - 1);
   }
   const std::span<const std::byte> entries(entries_.data(), entries_.size());
   root.entries_checksum = Hash64(entries);

@@ -11,7 +11,6 @@
 
 #include "format/data_writer.h"
 #include "format/layout.h"
-#include "util/endian.h"
 #include "util/page_buffer.h"
 #include "tensorsafe/tensor.h"
 
@@ -44,12 +43,9 @@ class IndexBuilder {
 
  private:
   std::string_view EntryName(std::uint64_t entry_off) const;
-  void Place(std::uint64_t name_hash, std::uint64_t entry_off);
-  // The file's hash table (FORMAT.md §6.3) when its capacity is below
-  // dedup_'s minimum of 64 slots.
-  std::vector<std::uint64_t> SmallFileTable(std::uint64_t capacity) const;
-
-  std::uint64_t Dedup(std::uint64_t i) const { return Load64(dedup_.data() + 8 * i); }
+  // Places every entry, in file order, into a zeroed table of mask + 1
+  // slots: the file's hash table (FORMAT.md §6.3).
+  void PlaceAll(std::byte* table, std::uint64_t mask) const;
 
   PageBuffer entries_;
   // (name hash, entry offset) as two u64 a tensor, in file order: what a

@@ -161,15 +161,34 @@ bool IsContiguous(const TensorView& v) {
 }
 }  // namespace
 
-std::optional<std::uint64_t> DataWriter::SmallChecksum(const TensorView& v) {
-  if ((!v.strides.empty() && v.strides.size() != v.shape.size()) || !IsContiguous(v)) return std::nullopt;
-  Result<std::uint64_t> size = DenseByteSize(v.dtype, v.shape);
-  if (!size.ok() || *size > kChunk || (*size != 0 && v.data == nullptr)) return std::nullopt;
-  return Hash64(std::span<const std::byte>(v.data, static_cast<std::size_t>(*size)));
+std::optional<std::uint64_t> DataWriter::StageableSize(const TensorView& v, const Limits& limits) const {
+  if (v.shape.size() > limits.max_rank || v.shape.size() > kSpecMaxRank) return std::nullopt;
+  if (!v.strides.empty() && (v.strides.size() != v.shape.size() || !IsContiguous(v))) return std::nullopt;
+  const Result<std::uint64_t> size = DenseByteSize(v.dtype, v.shape);
+  if (!size.ok() || *size >= kChunk / 2 || (*size != 0 && v.data == nullptr)) return std::nullopt;
+  const std::optional<std::uint64_t> aligned = AlignUp(pos_, alignment_);
+  if (!aligned || *aligned - pos_ + *size > kChunk) return std::nullopt;
+  return *size;
+}
+
+Status DataWriter::Stage(std::span<const std::byte> bytes, std::uint64_t* offset) {
+  const std::uint64_t pad = *AlignUp(pos_, alignment_) - pos_;  // StageableSize checked both
+  const std::size_t need = static_cast<std::size_t>(pad) + bytes.size();
+  if (used_ + need > kChunk) {  // then used_ > 0: need <= kChunk
+    const std::size_t n = used_;
+    used_ = 0;
+    TS_RETURN_IF_ERROR(background_->Submit(buf_, n));
+  }
+  std::byte* p = buf_.get() + used_;
+  if (pad != 0) std::memset(p, 0, static_cast<std::size_t>(pad));
+  if (!bytes.empty()) std::memcpy(p + pad, bytes.data(), bytes.size());
+  staged_ = need;
+  *offset = pos_ + pad;
+  return Status::OK();
 }
 
 Status DataWriter::WriteView(std::string_view name, const TensorView& v, std::string_view metadata,
-                             const Limits& limits, std::optional<std::uint64_t> checksum) {
+                             const Limits& limits) {
   if (!v.strides.empty() && v.strides.size() != v.shape.size()) {
     return InvalidArgument("tensor " + QuoteName(name) + ": " + std::to_string(v.strides.size()) +
                            " strides for rank " + std::to_string(v.shape.size()));
@@ -186,7 +205,7 @@ Status DataWriter::WriteView(std::string_view name, const TensorView& v, std::st
   if (IsContiguous(v) && cur_.data_length <= kChunk) {
     // Small: one XXH3 call (same digest as streaming) and into the buffer.
     const std::span<const std::byte> bytes(v.data, static_cast<std::size_t>(cur_.data_length));
-    one_shot_ = checksum ? *checksum : Hash64(bytes);
+    one_shot_ = Hash64(bytes);
     s = Put(bytes);
     remaining_ = 0;
   } else {

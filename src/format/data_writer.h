@@ -46,14 +46,25 @@ class DataWriter {
   Status Append(std::span<const std::byte> bytes);
   Status End();
   const TensorInfo& current() const { return cur_; }
-  // Begin + the view's bytes (contiguous or strided) + End. `checksum`:
-  // the view's SmallChecksum when the caller computed it already.
+  // Begin + the view's bytes (contiguous or strided) + End.
   Status WriteView(std::string_view name, const TensorView& view, std::string_view metadata,
-                   const Limits& limits, std::optional<std::uint64_t> checksum = std::nullopt);
-  // The checksum of a view WriteView writes in one piece (contiguous, at most
-  // one buffer), nullopt for others or a malformed view. Lets the Writer hash
-  // the bytes while its duplicate-name probe is still loading.
-  static std::optional<std::uint64_t> SmallChecksum(const TensorView& view);
+                   const Limits& limits);
+
+  // The small-tensor path, for the Writer's Add. StageableSize: the byte
+  // size of a view Stage takes (dense, contiguous, within `limits`' rank,
+  // under half a buffer with its padding), nullopt for any other. Stage
+  // copies the bytes, after zero padding to the alignment, into the pending
+  // buffer without accepting them, so the caller can copy while a
+  // duplicate-name probe loads; *offset receives where they start. Commit
+  // accepts them; anything else drops them. current() is not updated.
+  std::optional<std::uint64_t> StageableSize(const TensorView& view, const Limits& limits) const;
+  Status Stage(std::span<const std::byte> bytes, std::uint64_t* offset);
+  void Commit() {
+    used_ += staged_;
+    pos_ += staged_;
+    staged_ = 0;
+  }
+
   // A sparse COO tensor (FORMAT.md §6.2): `indices` i64 [nnz, rank]
   // row-major, each within its dimension (and strictly increasing rows when
   // `coalesced`), `values` nnz elements of `dtype`.
@@ -76,6 +87,7 @@ class DataWriter {
   // insert cost as much as the copy itself for 1 KiB tensors).
   std::unique_ptr<std::byte[]> buf_;
   std::size_t used_ = 0;
+  std::size_t staged_ = 0;  // bytes past used_ that Stage copied
   std::unique_ptr<BackgroundAppender> background_;
   bool in_tensor_ = false;
   TensorInfo cur_;

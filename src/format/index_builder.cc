@@ -19,7 +19,7 @@ void PlaceIn(std::byte* table, std::uint64_t mask, std::uint64_t h, std::uint64_
 }
 }  // namespace
 
-Status IndexBuilder::Add(const TensorInfo& t, std::optional<std::uint64_t> name_hash) {
+Status IndexBuilder::Add(const EntryFields& t, std::optional<std::uint64_t> name_hash) {
   const std::uint64_t off = entries_.size();
   if (off / 8 + 1 >= (std::uint64_t{1} << kSlotPosBits)) return LimitExceeded("index entries exceed 8 TiB");
   EncodeEntry(t, entries_.Grow(EntryLength(t)));

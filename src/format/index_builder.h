@@ -20,7 +20,10 @@ class IndexBuilder {
  public:
   // Appends an entry; Status errors when the entries section would pass 8 TiB.
   // `name_hash` is NameHash(t.name) when the caller has it already.
-  Status Add(const TensorInfo& t, std::optional<std::uint64_t> name_hash = std::nullopt);
+  Status Add(const EntryFields& e, std::optional<std::uint64_t> name_hash = std::nullopt);
+  Status Add(const TensorInfo& t, std::optional<std::uint64_t> name_hash = std::nullopt) {
+    return Add(FieldsOf(t), name_hash);
+  }
   // Whether an entry of that name was added.
   bool Contains(std::string_view name, std::uint64_t name_hash) const;
   // Starts loading the table slot Contains(_, name_hash) reads first.

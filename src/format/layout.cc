@@ -205,42 +205,47 @@ std::uint64_t EntryView::dim(std::size_t i) const { return Load64(dims.data() + 
 // name_length 4 | data_offset 8 | data_length 8 | data_checksum 8 |
 // dims 8*rank | [COO: nnz 8 | values_offset 8 | coo_flags 8] | name |
 // metadata_length 4 | metadata | zero padding to 8.
-std::size_t EntryLength(const TensorInfo& t) {
-  const bool coo = t.layout == Layout::kCoo;
-  const std::size_t content = kEntryFixedSize + 8 * t.shape.size() + (coo ? kCooParamsSize : 0) + t.name.size() + 4 +
-                              t.metadata_json.size();
+EntryFields FieldsOf(const TensorInfo& t) {
+  return {t.name, t.dtype, t.layout, t.shape, t.data_offset, t.data_length, t.data_checksum, t.metadata_json,
+          t.nnz, t.coo_values_offset, t.coalesced};
+}
+
+std::size_t EntryLength(const EntryFields& e) {
+  const bool coo = e.layout == Layout::kCoo;
+  const std::size_t content = kEntryFixedSize + 8 * e.shape.size() + (coo ? kCooParamsSize : 0) + e.name.size() +
+                              4 + e.metadata_json.size();
   return (content + 7) & ~std::size_t{7};
 }
 
-void EncodeEntry(const TensorInfo& t, std::byte* p) {
+void EncodeEntry(const EntryFields& e, std::byte* p) {
   // Filled in place: appending field by field cost more than the rest of a
   // small tensor's Add.
-  const bool coo = t.layout == Layout::kCoo;
-  const std::size_t len = EntryLength(t);
+  const bool coo = e.layout == Layout::kCoo;
+  const std::size_t len = EntryLength(e);
   Store32(p, static_cast<std::uint32_t>(len));
-  Store8(p + 8, static_cast<std::uint8_t>(t.dtype));
-  Store8(p + 9, static_cast<std::uint8_t>(t.layout));
-  Store8(p + 10, static_cast<std::uint8_t>(t.shape.size()));
+  Store8(p + 8, static_cast<std::uint8_t>(e.dtype));
+  Store8(p + 9, static_cast<std::uint8_t>(e.layout));
+  Store8(p + 10, static_cast<std::uint8_t>(e.shape.size()));
   Store8(p + 11, 0);
-  Store32(p + 12, static_cast<std::uint32_t>(t.name.size()));
-  Store64(p + 16, t.data_offset);
-  Store64(p + 24, t.data_length);
-  Store64(p + 32, t.data_checksum);
+  Store32(p + 12, static_cast<std::uint32_t>(e.name.size()));
+  Store64(p + 16, e.data_offset);
+  Store64(p + 24, e.data_length);
+  Store64(p + 32, e.data_checksum);
   std::byte* q = p + kEntryFixedSize;
-  for (std::uint64_t d : t.shape) {
+  for (std::uint64_t d : e.shape) {
     Store64(q, d);
     q += 8;
   }
   if (coo) {
-    Store64(q, t.nnz);
-    Store64(q + 8, t.coo_values_offset);
-    Store64(q + 16, t.coalesced ? kCooCoalesced : 0);
+    Store64(q, e.nnz);
+    Store64(q + 8, e.coo_values_offset);
+    Store64(q + 16, e.coalesced ? kCooCoalesced : 0);
     q += kCooParamsSize;
   }
-  if (!t.name.empty()) std::memcpy(q, t.name.data(), t.name.size());
-  q += t.name.size();
-  Store32(q, static_cast<std::uint32_t>(t.metadata_json.size()));
-  if (!t.metadata_json.empty()) std::memcpy(q + 4, t.metadata_json.data(), t.metadata_json.size());
+  if (!e.name.empty()) std::memcpy(q, e.name.data(), e.name.size());
+  q += e.name.size();
+  Store32(q, static_cast<std::uint32_t>(e.metadata_json.size()));
+  if (!e.metadata_json.empty()) std::memcpy(q + 4, e.metadata_json.data(), e.metadata_json.size());
   Store32(p + 4, static_cast<std::uint32_t>(Hash64(std::span<const std::byte>(p + 8, len - 8))));
 }
 

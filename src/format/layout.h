@@ -124,11 +124,27 @@ struct EntryView {
   std::string_view metadata;
   std::uint64_t dim(std::size_t i) const;
 };
-// The encoded length of `t`'s entry (a multiple of 8).
-std::size_t EntryLength(const TensorInfo& t);
-// Encodes `t`'s entry into `out`, EntryLength(t) bytes that are zero (the
+// The fields an entry is encoded from, by reference: a writer adding a small
+// tensor encodes from its arguments without copying them into a TensorInfo.
+struct EntryFields {
+  std::string_view name;
+  DType dtype = DType::kU8;
+  Layout layout = Layout::kDense;
+  std::span<const std::uint64_t> shape;
+  std::uint64_t data_offset = 0;
+  std::uint64_t data_length = 0;
+  std::uint64_t data_checksum = 0;
+  std::string_view metadata_json;
+  std::uint64_t nnz = 0;                // COO only
+  std::uint64_t coo_values_offset = 0;  // COO only
+  bool coalesced = false;               // COO only
+};
+EntryFields FieldsOf(const TensorInfo& t);
+// The encoded length of an entry (a multiple of 8).
+std::size_t EntryLength(const EntryFields& e);
+// Encodes an entry into `out`, EntryLength(e) bytes that are zero (the
 // padding is not written).
-void EncodeEntry(const TensorInfo& t, std::byte* out);
+void EncodeEntry(const EntryFields& e, std::byte* out);
 // The length an entry claims, from its first 4 bytes.
 std::uint32_t PeekEntryLength(const std::byte* p);
 // Decodes one entry of exactly `in.size()` bytes (its claimed length): checks

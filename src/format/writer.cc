@@ -55,13 +55,36 @@ class Writer::Impl {
   Status Add(std::string_view name, const TensorView& view, std::string_view metadata) {
     TS_RETURN_IF_ERROR(CheckOpen());
     // The duplicate probe is a cache miss once the table outgrows the caches
-    // (16 MiB at 1M names): start its load, and hash the data meanwhile.
+    // (16 MiB at 1M names): start its load now.
     name_hash_ = internal::NameHash(name);
     index_.Prefetch(name_hash_);
-    const std::optional<std::uint64_t> checksum = internal::DataWriter::SmallChecksum(view);
+    if (metadata.empty()) {
+      if (const std::optional<std::uint64_t> n = data_.StageableSize(view, opt_.limits)) return AddSmall(name, view, *n);
+    }
     TS_RETURN_IF_ERROR(CheckNewName(name, /*hashed=*/true));
-    TS_RETURN_IF_ERROR(Check(data_.WriteView(name, view, metadata, opt_.limits, checksum)));
+    TS_RETURN_IF_ERROR(Check(data_.WriteView(name, view, metadata, opt_.limits)));
     return Record(data_.current());
+  }
+
+  // Add of a small contiguous tensor without metadata, the common case of
+  // a many-tensor file: hashed and copied while the probe loads, then
+  // checked in WriteView's order, its entry encoded from the arguments.
+  Status AddSmall(std::string_view name, const TensorView& view, std::uint64_t n) {
+    const std::span<const std::byte> bytes(view.data, static_cast<std::size_t>(n));
+    const std::uint64_t checksum = internal::Hash64(bytes);
+    std::uint64_t offset = 0;
+    TS_RETURN_IF_ERROR(Check(data_.Stage(bytes, &offset)));
+    TS_RETURN_IF_ERROR(CheckNewName(name, /*hashed=*/true));
+    TS_RETURN_IF_ERROR(internal::ValidateTensorName(name, opt_.limits));
+    data_.Commit();
+    internal::EntryFields e;
+    e.name = name;
+    e.dtype = view.dtype;
+    e.shape = view.shape;
+    e.data_offset = offset;
+    e.data_length = n;
+    e.data_checksum = checksum;
+    return Check(index_.Add(e, name_hash_));
   }
 
   Status AddCoo(std::string_view name, DType dtype, const Shape& shape, std::span<const std::int64_t> indices,

@@ -60,6 +60,45 @@ TEST(FastPaths, DuplicateNamesAreRejectedAtEveryTableSize) {
   ASSERT_TRUE((*w)->Finish().ok());
 }
 
+// A small Add copies its bytes into the buffer before it checks the name:
+// a refused one (duplicate, not UTF-8, too long) must leave no byte behind,
+// also when its copy made the buffer go to the file first. Sizes vary so
+// that refusals fall on buffer boundaries; 4 KiB alignment pads a lot.
+TEST(FastPaths, RefusedSmallAddsLeaveNoBytes) {
+  testing::TempDir dir;
+  std::vector<std::byte> data(700 * 1024);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::byte>(i * 13 + i / 251);
+  for (std::uint32_t alignment : {64u, 4096u}) {
+    SCOPED_TRACE(alignment);
+    WriterOptions o;
+    o.alignment = alignment;
+    o.limits.max_name_bytes = 40;
+    auto write = [&](const std::string& path, bool with_refusals) {
+      auto w = Writer::Create(path, o);
+      ASSERT_TRUE(w.ok());
+      for (int i = 0; i < 1500; ++i) {
+        const std::size_t n = 1 + (static_cast<std::size_t>(i) * 7919) % 3000;
+        auto view = TensorView::Contiguous(DType::kU8, {n}, std::span(data).subspan(i * 400, n));
+        if (with_refusals && i > 0) {
+          EXPECT_EQ((*w)->Add(Name(i / 2), view).message(), "duplicate tensor name \"" + Name(i / 2) + "\"");
+          EXPECT_EQ((*w)->Add("bad\xff" + std::to_string(i), view).code(), StatusCode::kInvalidArgument);
+          EXPECT_EQ((*w)->Add(std::string(41, 'x'), view).code(), StatusCode::kLimitExceeded);
+        }
+        ASSERT_TRUE((*w)->Add(Name(i), view).ok()) << i;
+      }
+      EXPECT_EQ((*w)->tensor_count(), 1500u);
+      ASSERT_TRUE((*w)->Finish().ok());
+    };
+    const std::string a = dir.File("a.tsafe"), b = dir.File("b.tsafe");
+    write(a, true);
+    write(b, false);
+    EXPECT_EQ(testing::ReadFileBytes(a), testing::ReadFileBytes(b));
+    auto r = Reader::Open(a);
+    ASSERT_TRUE(r.ok());
+    EXPECT_TRUE((*r)->Verify().ok());
+  }
+}
+
 TEST(FastPaths, EveryNameIsFoundInEveryMode) {
   testing::TempDir dir;
   const std::string path = dir.File("m.tsafe");

@@ -10,6 +10,10 @@ namespace tensorsafe::internal {
 namespace {
 constexpr std::size_t kMinMapping = std::size_t{64} << 10;
 constexpr std::size_t kHugeFrom = std::size_t{4} << 20;  // below this, huge pages would mostly sit empty
+constexpr std::size_t kPage = 4096;
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 }  // namespace
 
 PageBuffer::~PageBuffer() {
@@ -18,7 +22,7 @@ PageBuffer::~PageBuffer() {
 
 PageBuffer::PageBuffer(PageBuffer&& o) noexcept
     : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)),
-      capacity_(std::exchange(o.capacity_, 0)) {}
+      capacity_(std::exchange(o.capacity_, 0)), populated_(std::exchange(o.populated_, 0)) {}
 
 PageBuffer& PageBuffer::operator=(PageBuffer&& o) noexcept {
   if (this != &o) {
@@ -26,6 +30,7 @@ PageBuffer& PageBuffer::operator=(PageBuffer&& o) noexcept {
     data_ = std::exchange(o.data_, nullptr);
     size_ = std::exchange(o.size_, 0);
     capacity_ = std::exchange(o.capacity_, 0);
+    populated_ = std::exchange(o.populated_, 0);
   }
   return *this;
 }
@@ -41,6 +46,18 @@ std::byte* PageBuffer::Grow(std::size_t n) {
     if (cap >= kHugeFrom) (void)::madvise(p, cap, MADV_HUGEPAGE);  // advice: ignored where unsupported
     data_ = static_cast<std::byte*>(p);
     capacity_ = cap;
+  }
+  if (size_ + n > populated_) {
+    // Fault in the next stretch in one call: faults taken one page at a time
+    // were 13% of a 100k small-tensor write (perf). Ahead by a quarter of
+    // what is in use, so that a buffer filled at once (a hash table) is
+    // populated at once.
+    const std::size_t ahead = std::max({kMinMapping, populated_ / 4, size_ + n - populated_});
+    const std::size_t end = std::min(capacity_, (populated_ + ahead + kPage - 1) / kPage * kPage);
+    // An old kernel (before 5.14) refuses the advice: the pages then fault
+    // in one by one, as before.
+    (void)::madvise(data_ + populated_, end - populated_, MADV_POPULATE_WRITE);
+    populated_ = end;
   }
   std::byte* out = data_ + size_;
   size_ += n;

@@ -1,8 +1,8 @@
 // A growable array of bytes in its own anonymous mapping, for the writer's
 // index, which grows to hundreds of MB at a million tensors: growing moves
 // the mapping (mremap) instead of copying it, fresh pages come zeroed from
-// the kernel (no memset), and large buffers ask for transparent huge pages,
-// so page faults are a few hundred instead of one per 4 KiB. A std::string
+// the kernel (no memset), large buffers ask for transparent huge pages, and
+// pages are faulted in by the stretch, ahead of use, not one at a time. A std::string
 // or std::vector of the same size spent a fifth of the writer's time in
 // page faults and copies (docs/format-bench.md).
 #pragma once
@@ -33,7 +33,8 @@ class PageBuffer {
  private:
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;
-  std::size_t capacity_ = 0;  // bytes mapped
+  std::size_t capacity_ = 0;   // bytes mapped
+  std::size_t populated_ = 0;  // bytes prefaulted (MADV_POPULATE_WRITE), a multiple of 4 KiB
 };
 
 }  // namespace tensorsafe::internal

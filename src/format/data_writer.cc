@@ -12,6 +12,10 @@ namespace {
 // Data goes out in pieces of this size so each is hashed while it is still in
 // cache, and small tensors are coalesced into one write.
 constexpr std::size_t kChunk = std::size_t{1} << 20;
+// From this size a piece is hashed on the background thread while it is
+// written; smaller ones are hashed here, a buffer at a time, and written
+// while still in cache.
+constexpr std::size_t kConcurrentHashBytes = 4 * kChunk;
 constexpr std::byte kZeros[4096] = {};
 }  // namespace
 
@@ -123,6 +127,19 @@ Status DataWriter::Append(std::span<const std::byte> bytes) {
   if (!streaming_ && !bytes.empty()) {
     hash_.Reset();  // lazily: a 576-byte state reset costs as much as hashing 1 KiB
     streaming_ = true;
+  }
+  if (bytes.size() >= kConcurrentHashBytes) {
+    // Written here, straight from the caller's memory, while the background
+    // thread hashes the same bytes: 1 GiB in 16 tensors went from 0.74-0.90x
+    // to 0.93-0.97x of a raw write() (docs/format-bench.md).
+    TS_RETURN_IF_ERROR(WriteBuffered());
+    background_->StartHash(&hash_, bytes);
+    const Status s = file_->Append(bytes);
+    (void)background_->Wait();  // the caller's bytes must not outlive the hash; no write is in flight
+    TS_RETURN_IF_ERROR(s);
+    pos_ += bytes.size();
+    remaining_ -= bytes.size();
+    return Status::OK();
   }
   while (!bytes.empty()) {
     auto piece = bytes.first(std::min(bytes.size(), kChunk));

@@ -49,6 +49,20 @@ Status BackgroundAppender::Submit(std::unique_ptr<std::byte[]>& buf, std::size_t
   return Status::OK();
 }
 
+void BackgroundAppender::StartHash(StreamingHash* hash, std::span<const std::byte> bytes) {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return !busy_; });
+  if (!StartThread()) {
+    hash->Update(bytes);
+    return;
+  }
+  hash_ = hash;
+  hash_bytes_ = bytes;
+  busy_ = true;
+  lock.unlock();
+  cv_.notify_all();
+}
+
 Status BackgroundAppender::Wait() {
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return !busy_; });
@@ -60,6 +74,15 @@ void BackgroundAppender::Run() {
   while (true) {
     cv_.wait(lock, [&] { return busy_ || stop_; });
     if (!busy_) return;  // stop_ with nothing in flight
+    if (hash_ != nullptr) {
+      lock.unlock();
+      hash_->Update(hash_bytes_);
+      lock.lock();
+      hash_ = nullptr;
+      busy_ = false;
+      cv_.notify_all();
+      continue;
+    }
     const std::span<const std::byte> bytes(inflight_.get(), inflight_n_);
     lock.unlock();
     Status s = file_->Append(bytes);

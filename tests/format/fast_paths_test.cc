@@ -171,6 +171,45 @@ TEST(FastPaths, LargeAndStridedWritesMatchContiguousBytes) {
   EXPECT_TRUE((*r)->Verify().ok());
 }
 
+// From 4 MiB a piece is hashed on the background thread while the caller
+// writes it. One tensor of 9 MiB + 12 bytes added whole, streamed in small
+// chunks (hashed here) and in 5 MiB chunks (both ways) gives the same file.
+TEST(FastPaths, ConcurrentlyHashedPiecesGiveTheSameFile) {
+  testing::TempDir dir;
+  std::vector<float> big((9 << 20) / 4 + 3);
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i % 977) - 3.25f;
+  const auto bytes = Bytes(big);
+  auto write = [&](const std::string& path, std::size_t chunk) {
+    auto w = Writer::Create(path);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->Add("a", TensorView::Contiguous(DType::kU8, {5}, bytes.first(5))).ok());
+    if (chunk == 0) {
+      ASSERT_TRUE((*w)->Add("big", TensorView::Contiguous(DType::kF32, {big.size()}, bytes)).ok());
+    } else {
+      ASSERT_TRUE((*w)->BeginTensor("big", DType::kF32, {big.size()}).ok());
+      for (std::size_t off = 0; off < bytes.size(); off += chunk) {
+        ASSERT_TRUE((*w)->Append(bytes.subspan(off, std::min(chunk, bytes.size() - off))).ok());
+      }
+      ASSERT_TRUE((*w)->EndTensor().ok());
+    }
+    ASSERT_TRUE((*w)->Add("z", TensorView::Contiguous(DType::kU8, {7}, bytes.first(7))).ok());
+    ASSERT_TRUE((*w)->Finish().ok());
+  };
+  const std::string whole = dir.File("whole.tsafe"), small = dir.File("small.tsafe"), five = dir.File("five.tsafe");
+  write(whole, 0);
+  write(small, 100003);
+  write(five, 5 << 20);
+  const std::string want = testing::ReadFileBytes(small);
+  EXPECT_EQ(testing::ReadFileBytes(whole), want);
+  EXPECT_EQ(testing::ReadFileBytes(five), want);
+  auto r = Reader::Open(whole);
+  ASSERT_TRUE(r.ok());
+  auto info = (*r)->Find("big");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->data_checksum, internal::Hash64(bytes));
+  EXPECT_TRUE((*r)->Verify().ok());
+}
+
 TEST(FastPaths, DamagedEntryIsReportedByEagerOpenLazyFindAndVerify) {
   testing::TempDir dir;
   const std::string path = dir.File("c.tsafe");

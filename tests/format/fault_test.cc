@@ -16,8 +16,10 @@ namespace {
 Status WriteSome(const std::string& path, internal::Env* env) {
   auto w = internal::CreateWriterWithEnv(path, WriterOptions{}, env);
   if (!w.ok()) return w.status();
-  std::vector<float> big(1 << 19, 2.5f);  // 2 MiB: several writes
+  std::vector<float> big(5 << 18, 2.5f);  // 5 MiB: hashed on the background thread while it is written
   TS_RETURN_IF_ERROR((*w)->Add("big", TensorView::Contiguous(DType::kF32, {big.size()}, std::as_bytes(std::span(big)))));
+  std::vector<float> mid(1 << 19, 1.5f);  // 2 MiB: several writes, hashed here
+  TS_RETURN_IF_ERROR((*w)->Add("mid", TensorView::Contiguous(DType::kF32, {mid.size()}, std::as_bytes(std::span(mid)))));
   const std::uint8_t b = 1;
   TS_RETURN_IF_ERROR((*w)->Add("small", TensorView{DType::kU8, {}, reinterpret_cast<const std::byte*>(&b), {}}));
   return (*w)->Finish();

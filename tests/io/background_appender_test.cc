@@ -126,6 +126,31 @@ TEST(BackgroundAppender, WithoutAThreadSubmitWritesHere) {
   EXPECT_EQ(file.appends, 4);
 }
 
+// StartHash hashes on the thread, after the write in flight and before the
+// next one; without a thread it hashes before returning.
+TEST(BackgroundAppender, StartHashGivesTheDigestAndKeepsOrder) {
+  std::string data(3000, '\0');
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 31 + 7);
+  const auto bytes = std::as_bytes(std::span<const char>(data));
+  for (bool use_thread : {true, false}) {
+    SCOPED_TRACE(use_thread ? "thread" : "no thread");
+    RecordingFile file;
+    file.delay = std::chrono::milliseconds(use_thread ? 20 : 0);
+    BackgroundAppender bg(&file, kSize, use_thread);
+    auto buf = Filled('h', kSize);
+    ASSERT_TRUE(bg.Submit(buf, 9).ok());
+    StreamingHash hash;
+    hash.Update(bytes.first(1000));
+    bg.StartHash(&hash, bytes.subspan(1000));
+    if (!use_thread) EXPECT_EQ(hash.Digest(), Hash64(bytes));
+    std::memset(buf.get(), 'i', kSize);
+    ASSERT_TRUE(bg.Submit(buf, 4).ok());
+    ASSERT_TRUE(bg.Wait().ok());
+    EXPECT_EQ(hash.Digest(), Hash64(bytes));
+    EXPECT_EQ(file.bytes, std::string(9, 'h') + std::string(4, 'i'));
+  }
+}
+
 TEST(BackgroundAppender, NoThreadUntilTheFirstSubmit) {
   RecordingFile file;
   { BackgroundAppender bg(&file, kSize); EXPECT_TRUE(bg.Wait().ok()); }

@@ -9,12 +9,12 @@
 //
 // The same input gives the same bytes.
 //
-// Small tensors are gathered into 1 MiB buffers that a background thread
-// writes while the caller adds more (large tensors are written by the
-// calling thread). A failed write is therefore reported by a later call, at
-// the latest by Finish(); the data was copied, so a view may be reused as
-// soon as Add returns. After a kIOError every later call fails, and a
-// writer to a path has removed its temp file.
+// Small tensors are copied into 1 MiB buffers that a background thread
+// writes while the caller adds more, so a failed write is reported by a
+// later call, at the latest by Finish(). Large tensors are written by the
+// calling thread while the background thread hashes them. Either way a view
+// may be reused as soon as Add (or Append) returns. After a kIOError every
+// later call fails, and a writer to a path has removed its temp file.
 //
 // Thread safety: a Writer is used by one thread at a time.
 #pragma once

@@ -33,7 +33,7 @@ class DataWriter {
   // Writes everything accepted and waits for it: the file may be used
   // directly afterwards.
   Status Flush();
-  // Waits for the background write in flight, leaving the buffer unwritten:
+  // Waits for the background writes queued, leaving the buffer unwritten:
   // before the file is closed or truncated on abandon.
   void Quiesce();
 

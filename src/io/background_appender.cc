@@ -32,7 +32,7 @@ bool BackgroundAppender::StartThread() {
 
 Status BackgroundAppender::Submit(std::unique_ptr<std::byte[]>& buf, std::size_t n) {
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return !busy_; });
+  cv_.wait(lock, [&] { return queue_.size() < kMaxQueued && hash_ == nullptr; });
   if (!error_.ok()) return error_;
   if (!StartThread()) {
     // No thread to be had (a process or container limit): write here.
@@ -40,10 +40,13 @@ Status BackgroundAppender::Submit(std::unique_ptr<std::byte[]>& buf, std::size_t
     if (!s.ok()) error_ = s;
     return s;
   }
-  inflight_ = std::move(buf);
-  inflight_n_ = n;
-  busy_ = true;
-  buf = spare_ ? std::move(spare_) : std::unique_ptr<std::byte[]>(new std::byte[buffer_size_]);
+  queue_.push_back({std::move(buf), n});
+  if (!free_.empty()) {
+    buf = std::move(free_.back());
+    free_.pop_back();
+  } else {
+    buf.reset(new std::byte[buffer_size_]);
+  }
   lock.unlock();
   cv_.notify_all();
   return Status::OK();
@@ -51,45 +54,45 @@ Status BackgroundAppender::Submit(std::unique_ptr<std::byte[]>& buf, std::size_t
 
 void BackgroundAppender::StartHash(StreamingHash* hash, std::span<const std::byte> bytes) {
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return !busy_; });
+  cv_.wait(lock, [&] { return queue_.empty() && hash_ == nullptr; });
   if (!StartThread()) {
     hash->Update(bytes);
     return;
   }
   hash_ = hash;
   hash_bytes_ = bytes;
-  busy_ = true;
   lock.unlock();
   cv_.notify_all();
 }
 
 Status BackgroundAppender::Wait() {
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return !busy_; });
+  cv_.wait(lock, [&] { return queue_.empty() && hash_ == nullptr; });
   return error_;
 }
 
 void BackgroundAppender::Run() {
   std::unique_lock lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return busy_ || stop_; });
-    if (!busy_) return;  // stop_ with nothing in flight
+    cv_.wait(lock, [&] { return !queue_.empty() || hash_ != nullptr || stop_; });
     if (hash_ != nullptr) {
       lock.unlock();
       hash_->Update(hash_bytes_);
       lock.lock();
       hash_ = nullptr;
-      busy_ = false;
       cv_.notify_all();
       continue;
     }
-    const std::span<const std::byte> bytes(inflight_.get(), inflight_n_);
+    if (queue_.empty()) return;  // stop_ with nothing queued
+    // The front stays queued while it is written: Wait() sees it in flight.
+    const std::span<const std::byte> bytes(queue_.front().buf.get(), queue_.front().n);
+    const bool write = error_.ok();  // after a failure the file is abandoned: drop the rest
     lock.unlock();
-    Status s = file_->Append(bytes);
+    Status s = write ? file_->Append(bytes) : Status::OK();
     lock.lock();
     if (!s.ok() && error_.ok()) error_ = std::move(s);
-    spare_ = std::move(inflight_);
-    busy_ = false;
+    free_.push_back(std::move(queue_.front().buf));
+    queue_.pop_front();
     cv_.notify_all();
   }
 }

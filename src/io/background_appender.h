@@ -6,12 +6,15 @@
 //
 // It also hashes a large tensor while the caller writes it (StartHash).
 //
-// One job is in flight at a time and appends happen in submission order.
-// The first failed append is sticky: Submit and Wait return it from then on.
-// Until Wait returns, only the thread may touch the file.
+// Up to three buffers wait or are being written, in submission order. The
+// first failed append is sticky: Submit and Wait return it from then on,
+// and buffers queued after it are dropped (the file is abandoned). Until
+// Wait returns, only the thread may touch the file.
 #pragma once
 
 #include <condition_variable>
+#include <deque>
+#include <vector>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -28,13 +31,12 @@ class BackgroundAppender {
   // of the buffers Submit swaps. `use_thread` false writes on the caller's
   // thread, as when no thread can be started (tests use it).
   BackgroundAppender(WritableFile* file, std::size_t buffer_size, bool use_thread = true);
-  ~BackgroundAppender();  // waits for the write in flight
+  ~BackgroundAppender();  // writes what is queued, then ends the thread
   BackgroundAppender(const BackgroundAppender&) = delete;
   BackgroundAppender& operator=(const BackgroundAppender&) = delete;
 
   // Queues the first `n` bytes of `buf` and replaces `buf` by a free buffer
-  // of buffer_size bytes, waiting for the previous write when both are
-  // busy. The thread starts on the first call; when none can be started,
+  // of buffer_size bytes, waiting while the queue is full. The thread starts on the first call; when none can be started,
   // the bytes are written here and `buf` is kept.
   Status Submit(std::unique_ptr<std::byte[]>& buf, std::size_t n);
   // Starts hash->Update(bytes) on the thread, so that a large tensor is
@@ -56,13 +58,19 @@ class BackgroundAppender {
   std::size_t buffer_size_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::unique_ptr<std::byte[]> inflight_;  // guarded by mu_, written by the thread while busy_
-  std::size_t inflight_n_ = 0;
-  StreamingHash* hash_ = nullptr;  // with busy_: a StartHash job instead of inflight_
+  struct Queued {
+    std::unique_ptr<std::byte[]> buf;
+    std::size_t n;
+  };
+  // Buffers to append, in order; the front is being written. Up to
+  // kMaxQueued, so that a slow write or a slow stretch of the caller's work
+  // is absorbed instead of stalling the other.
+  static constexpr std::size_t kMaxQueued = 3;
+  std::deque<Queued> queue_;
+  std::vector<std::unique_ptr<std::byte[]>> free_;  // written buffers, for Submit to hand back
+  StreamingHash* hash_ = nullptr;  // a StartHash job, run with nothing queued
   std::span<const std::byte> hash_bytes_;
-  bool busy_ = false;
   bool stop_ = false;
-  std::unique_ptr<std::byte[]> spare_;
   Status error_;
   std::thread thread_;
   bool no_thread_ = false;  // no thread (failed to start, or use_thread false): Submit writes

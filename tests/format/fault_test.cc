@@ -25,14 +25,17 @@ Status WriteSome(const std::string& path, internal::Env* env) {
   return (*w)->Finish();
 }
 
-// 3000 tensors of 1 KiB: the data leaves in buffers appended by the
-// writer's background thread. *failed_at: which call failed (0..2999 for
-// Add, 3000 for Finish).
+// kMany tensors of 1 KiB: the data leaves in 1 MiB buffers appended by the
+// writer's background thread, which queues up to three, so a failed append
+// reaches an Add at the latest three buffers later: 8 buffers make sure the
+// first data chunk's failure does. *failed_at: which call failed (0 to
+// kMany - 1 for Add, kMany for Finish).
+constexpr int kMany = 8000;
 Status WriteMany(const std::string& path, internal::Env* env, int* failed_at) {
   auto w = internal::CreateWriterWithEnv(path, WriterOptions{}, env);
   if (!w.ok()) return w.status();
   std::vector<float> v(256);
-  for (int i = 0; i < 3000; ++i) {
+  for (int i = 0; i < kMany; ++i) {
     v[0] = static_cast<float>(i);
     Status s = (*w)->Add("t" + std::to_string(i), TensorView::Contiguous(DType::kF32, {256}, std::as_bytes(std::span(v))));
     if (!s.ok()) {
@@ -43,7 +46,7 @@ Status WriteMany(const std::string& path, internal::Env* env, int* failed_at) {
       return s;
     }
   }
-  *failed_at = 3000;
+  *failed_at = kMany;
   return (*w)->Finish();
 }
 
@@ -100,7 +103,7 @@ TEST(Fault, FailedBackgroundWriteIsReportedByALaterCall) {
     ASSERT_EQ(s.code(), StatusCode::kIOError) << "write " << n << ": " << s.ToString();
     EXPECT_EQ(s.error_number(), ENOSPC);
     EXPECT_NE(s.message().find("injected failure"), std::string::npos);
-    some_add_failed |= at < 3000;
+    some_add_failed |= at < kMany;
     EXPECT_EQ(ReadFileBytes(path), "previous");
     EXPECT_EQ(CountFiles(dir), 1) << "temp file left after failed write " << n;
   }

@@ -1,12 +1,15 @@
 // BackgroundAppender: buffers reach the file whole and in submission order,
-// the first failed append is returned by every later Submit and by Wait, and
-// destruction waits for the write in flight.
+// three may wait while the file is slow, the first failed append is returned
+// by every later Submit and by Wait, and destruction writes what is queued.
 #include "io/background_appender.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -71,6 +74,70 @@ TEST(BackgroundAppender, AppendsInOrderOnAnotherThread) {
   EXPECT_EQ(file.appends, 200);
 }
 
+// Holds every append until Open(): shows how many buffers Submit lets wait.
+class GatedFile final : public WritableFile {
+ public:
+  std::string bytes;
+  void Open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  Status Append(std::span<const std::byte> b) override {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return open_; });
+    bytes.append(reinterpret_cast<const char*>(b.data()), b.size());
+    return Status::OK();
+  }
+  bool seekable() const override { return false; }
+  Status WriteAt(std::uint64_t, std::span<const std::byte>) override { return Internal("no"); }
+  Status Sync() override { return Status::OK(); }
+  Status Close() override { return Status::OK(); }
+  std::uint64_t position() const override { return bytes.size(); }
+  const std::string& name() const override { return name_; }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+  std::string name_ = "gated";
+};
+
+// While the file holds the first buffer, two more are queued and Submit
+// returns at once; the fourth waits for room, and all four arrive in order.
+TEST(BackgroundAppender, ThreeBuffersWaitWhileTheFileIsSlow) {
+  GatedFile file;
+  BackgroundAppender bg(&file, kSize);
+  auto buf = Filled('a', kSize);
+  auto submit = [&](char c) {
+    std::memset(buf.get(), c, kSize);
+    return bg.Submit(buf, 3);
+  };
+  std::future<bool> first_three;
+  std::future<Status> fourth;
+  // On any early return the gate opens before the futures and `bg` wait for
+  // the thread, so a failing test fails instead of hanging.
+  struct OpenAtExit {
+    GatedFile& f;
+    ~OpenAtExit() { f.Open(); }
+  } open_at_exit{file};
+  first_three = std::async(std::launch::async, [&] {
+    for (char c : {'a', 'b', 'c'}) {
+      if (!submit(c).ok()) return false;
+    }
+    return true;
+  });
+  ASSERT_EQ(first_three.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_TRUE(first_three.get());
+  fourth = std::async(std::launch::async, [&] { return submit('d'); });
+  EXPECT_EQ(fourth.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  file.Open();
+  ASSERT_EQ(fourth.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_TRUE(fourth.get().ok());
+  ASSERT_TRUE(bg.Wait().ok());
+  EXPECT_EQ(file.bytes, "aaabbbcccddd");
+}
+
 TEST(BackgroundAppender, FirstErrorIsSticky) {
   RecordingFile file;
   file.fail_at = 3;
@@ -82,10 +149,12 @@ TEST(BackgroundAppender, FirstErrorIsSticky) {
     first = bg.Submit(buf, kSize);
     if (!first.ok()) break;
   }
-  // The third append fails; the fourth Submit waits for it (one buffer in
-  // flight) and returns its error.
+  // The third append fails. Its error reaches a Submit once the thread has
+  // written it: not before the fourth, and at the latest at the sixth, which
+  // waits until at most two buffers (the fourth and fifth) are queued.
   ASSERT_FALSE(first.ok());
-  EXPECT_EQ(submitted, 3);
+  EXPECT_GE(submitted, 3);
+  EXPECT_LE(submitted, 5);
   EXPECT_EQ(first.code(), StatusCode::kIOError);
   EXPECT_EQ(first.message(), "append 3 failed");
   EXPECT_EQ(first.error_number(), ENOSPC);
@@ -93,6 +162,7 @@ TEST(BackgroundAppender, FirstErrorIsSticky) {
   EXPECT_EQ(again.message(), "append 3 failed");
   EXPECT_EQ(bg.Submit(buf, kSize).message(), "append 3 failed");
   EXPECT_EQ(file.bytes.size(), 2 * kSize);  // nothing after the failure
+  EXPECT_EQ(file.appends, 3);               // the queued ones were dropped
 }
 
 TEST(BackgroundAppender, DestructionWaitsForTheWriteInFlight) {

@@ -119,6 +119,50 @@ def test_dense_shape_past_int64_is_unsupported(tmp_path):
     ts.verify(path)  # the file itself is valid
 
 
+def test_dataset_sample_shape_past_int64_is_unsupported(tmp_path):
+    # The dataset writer cannot make such a value (NumPy cannot size it), so
+    # the shard is written again with its shapes column changed, and
+    # index.json gets the new size and hash: a valid dataset whose second
+    # sample is f32 [0, 2^61].
+    import json
+
+    import xxhash
+    from tensorsafe import dataset as tds
+
+    root = tmp_path / "ds"
+    with tds.Writer(root, schema={"v": ("f32", (None, None))}, sync=False) as w:
+        w.add({"v": np.zeros((0, 5), np.float32)})
+        w.add({"v": np.zeros((0, 3), np.float32)})
+    index = json.loads((root / "index.json").read_text())
+    shard = root / index["shards"][0]["name"]
+    r = ts.open(shard)
+    tensors = []
+    for name in r.names():
+        a = np.asarray(r.get(name))
+        if name == "col/0/shapes":
+            a = np.array([[0, 2**61 - 1], [0, 2**61]], dtype=np.int64)
+        tensors.append((name, r.info(name)["dtype"], a.shape, a.tobytes(), ""))
+    metadata = json.dumps(r.metadata())
+    r.close()
+    _native.write_file(str(shard), "tsafe", tensors, metadata, False, False, 64)
+    data = shard.read_bytes()
+    index["shards"][0].update(bytes=len(data), xxh3=xxhash.xxh3_64_hexdigest(data))
+    (root / "index.json").write_text(json.dumps(index))
+    assert tds.verify(root, all_problems=True) == []
+
+    beyond = r'tensor "v": shape \[0, 2305843009213693952\] of f32 ' + _BEYOND
+    ds = tds.Dataset(root)
+    assert ds[0]["v"].shape == (0, 2**61 - 1)
+    with pytest.raises(ts.UnsupportedError, match=beyond):
+        ds[1]
+    with pytest.raises(ts.UnsupportedError, match=beyond):
+        for _ in ds:
+            pass
+    with pytest.raises(ts.UnsupportedError, match=beyond):
+        for _ in tds.StreamingDataset(root):
+            pass
+
+
 def test_sparse_shape_past_int64_elements_is_unsupported(tmp_path):
     # The fuzz finding (fuzz/python/regressions/coo_shape_numel_overflows_torch):
     # torch.sparse_coo_tensor raised RuntimeError for a dense shape of more

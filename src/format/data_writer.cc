@@ -45,12 +45,16 @@ Status DataWriter::Put(std::span<const std::byte> bytes) {
     return file_->Append(bytes);
   }
   // Small pieces: the full buffer goes to the background thread.
-  const std::size_t n = used_;
-  used_ = 0;
-  TS_RETURN_IF_ERROR(background_->Submit(buf_, n));
+  TS_RETURN_IF_ERROR(SubmitBuffer());
   std::memcpy(buf_.get(), bytes.data(), bytes.size());
   used_ = bytes.size();
   return Status::OK();
+}
+
+Status DataWriter::SubmitBuffer() {
+  const std::size_t n = used_;
+  used_ = 0;
+  return background_->Submit(buf_, n);
 }
 
 Status DataWriter::WriteBuffered() {
@@ -191,11 +195,7 @@ std::optional<std::uint64_t> DataWriter::StageableSize(const TensorView& v, cons
 Status DataWriter::Stage(std::span<const std::byte> bytes, std::uint64_t* offset) {
   const std::uint64_t pad = *AlignUp(pos_, alignment_) - pos_;  // StageableSize checked both
   const std::size_t need = static_cast<std::size_t>(pad) + bytes.size();
-  if (used_ + need > kChunk) {  // then used_ > 0: need <= kChunk
-    const std::size_t n = used_;
-    used_ = 0;
-    TS_RETURN_IF_ERROR(background_->Submit(buf_, n));
-  }
+  if (used_ + need > kChunk) TS_RETURN_IF_ERROR(SubmitBuffer());  // then used_ > 0: need <= kChunk
   std::byte* p = buf_.get() + used_;
   if (pad != 0) std::memset(p, 0, static_cast<std::size_t>(pad));
   if (!bytes.empty()) std::memcpy(p + pad, bytes.data(), bytes.size());

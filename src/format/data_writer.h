@@ -79,6 +79,9 @@ class DataWriter {
   // file holds every byte accepted. A thread is started only by a full
   // buffer of small pieces, so small files and large tensors never start one.
   Status WriteBuffered();
+  // Hands the pending buffer (used_ bytes) to the background thread and
+  // takes a free one.
+  Status SubmitBuffer();
 
   WritableFile* file_;
   std::uint64_t pos_;

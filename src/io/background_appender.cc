@@ -54,7 +54,7 @@ Status BackgroundAppender::Submit(std::unique_ptr<std::byte[]>& buf, std::size_t
 
 void BackgroundAppender::StartHash(StreamingHash* hash, std::span<const std::byte> bytes) {
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return queue_.empty() && hash_ == nullptr; });
+  cv_.wait(lock, [&] { return Idle(); });
   if (!StartThread()) {
     hash->Update(bytes);
     return;
@@ -67,7 +67,7 @@ void BackgroundAppender::StartHash(StreamingHash* hash, std::span<const std::byt
 
 Status BackgroundAppender::Wait() {
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return queue_.empty() && hash_ == nullptr; });
+  cv_.wait(lock, [&] { return Idle(); });
   return error_;
 }
 

@@ -13,12 +13,12 @@
 #pragma once
 
 #include <condition_variable>
-#include <deque>
-#include <vector>
 #include <cstddef>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "io/env.h"
 #include "util/hash.h"
@@ -36,8 +36,9 @@ class BackgroundAppender {
   BackgroundAppender& operator=(const BackgroundAppender&) = delete;
 
   // Queues the first `n` bytes of `buf` and replaces `buf` by a free buffer
-  // of buffer_size bytes, waiting while the queue is full. The thread starts on the first call; when none can be started,
-  // the bytes are written here and `buf` is kept.
+  // of buffer_size bytes, waiting while the queue is full. The thread starts
+  // on the first call; when none can be started, the bytes are written here
+  // and `buf` is kept.
   Status Submit(std::unique_ptr<std::byte[]>& buf, std::size_t n);
   // Starts hash->Update(bytes) on the thread, so that a large tensor is
   // hashed while the caller writes it: XXH3 runs at 4x the speed of the
@@ -53,6 +54,8 @@ class BackgroundAppender {
   // Starts the thread unless it runs or could not be started; false when
   // there is none.
   bool StartThread();
+  // Nothing queued or being hashed (mu_ held).
+  bool Idle() const { return queue_.empty() && hash_ == nullptr; }
 
   WritableFile* file_;
   std::size_t buffer_size_;

@@ -19,7 +19,8 @@ namespace {
 
 constexpr std::size_t kSize = 64;
 
-// Collects appends; fails the `fail_at`-th (1-based) and can be slowed down.
+// Collects appends; fails the `fail_at`-th (1-based), can be slowed down,
+// and can hold every append until Open() (after Hold()).
 class RecordingFile final : public WritableFile {
  public:
   std::string bytes;
@@ -28,7 +29,21 @@ class RecordingFile final : public WritableFile {
   std::chrono::milliseconds delay{0};
   std::atomic<std::thread::id> last_thread{};
 
+  void Hold() {
+    std::lock_guard lock(mu_);
+    open_ = false;
+  }
+  void Open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
   Status Append(std::span<const std::byte> b) override {
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return open_; });
+    }
     last_thread = std::this_thread::get_id();
     if (delay.count()) std::this_thread::sleep_for(delay);
     if (++appends == fail_at) return IOError("append " + std::to_string(appends) + " failed", ENOSPC);
@@ -43,6 +58,9 @@ class RecordingFile final : public WritableFile {
   const std::string& name() const override { return name_; }
 
  private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = true;
   std::string name_ = "recording";
 };
 
@@ -74,39 +92,11 @@ TEST(BackgroundAppender, AppendsInOrderOnAnotherThread) {
   EXPECT_EQ(file.appends, 200);
 }
 
-// Holds every append until Open(): shows how many buffers Submit lets wait.
-class GatedFile final : public WritableFile {
- public:
-  std::string bytes;
-  void Open() {
-    std::lock_guard lock(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  Status Append(std::span<const std::byte> b) override {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return open_; });
-    bytes.append(reinterpret_cast<const char*>(b.data()), b.size());
-    return Status::OK();
-  }
-  bool seekable() const override { return false; }
-  Status WriteAt(std::uint64_t, std::span<const std::byte>) override { return Internal("no"); }
-  Status Sync() override { return Status::OK(); }
-  Status Close() override { return Status::OK(); }
-  std::uint64_t position() const override { return bytes.size(); }
-  const std::string& name() const override { return name_; }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
-  std::string name_ = "gated";
-};
-
 // While the file holds the first buffer, two more are queued and Submit
 // returns at once; the fourth waits for room, and all four arrive in order.
 TEST(BackgroundAppender, ThreeBuffersWaitWhileTheFileIsSlow) {
-  GatedFile file;
+  RecordingFile file;
+  file.Hold();
   BackgroundAppender bg(&file, kSize);
   auto buf = Filled('a', kSize);
   auto submit = [&](char c) {
@@ -118,7 +108,7 @@ TEST(BackgroundAppender, ThreeBuffersWaitWhileTheFileIsSlow) {
   // On any early return the gate opens before the futures and `bg` wait for
   // the thread, so a failing test fails instead of hanging.
   struct OpenAtExit {
-    GatedFile& f;
+    RecordingFile& f;
     ~OpenAtExit() { f.Open(); }
   } open_at_exit{file};
   first_three = std::async(std::launch::async, [&] {

@@ -6,11 +6,12 @@
 //
 // Workloads
 //   (a) 16 f32 tensors totalling 1 GiB (64 MiB with --quick):
-//       write (sync off/on) vs raw write(); open; full read (ReadInto into a
+//       write (sync off/on) vs raw write(), and raw write() after fallocate
+//       beside raw write() for reference; open; full read (ReadInto into a
 //       pre-faulted buffer; mmap and pread) vs memcpy and vs raw pread().
 //   (b) N tensors of 256 f32 (N = 100k and 1M; 10k with --quick) plus a 1k
-//       file: write vs raw write(); open (eager default and lazy); Find() of
-//       random names; Names().
+//       file: write vs raw write() (and the fallocate reference row); open
+//       (eager default and lazy); Find() of random names; Names().
 //   (c) cost of the eager whole-index check at open, at 1k/10k/40k tensors.
 //
 // Method: every figure is the best and the median of N repetitions. Ours and
@@ -160,10 +161,13 @@ void PreadAll(int fd, std::byte* p, std::uint64_t n, std::uint64_t off) {
 
 // The raw baseline of a write: a fresh file, the same bytes in the largest
 // write() calls the kernel accepts, the same sync policy as the writer
-// (fdatasync the file, fsync its directory).
-void RawWrite(const std::string& path, const std::byte* p, std::uint64_t n, bool sync) {
+// (fdatasync the file, fsync its directory). `reserve` first reserves the
+// file's blocks with fallocate, as the writer's temp files do ahead of their
+// appends, and gives back none (all are written): a reference row only.
+void RawWrite(const std::string& path, const std::byte* p, std::uint64_t n, bool sync, bool reserve = false) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   CheckErrno(fd >= 0, "open " + path);
+  if (reserve) CheckErrno(::fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(n)) == 0, "fallocate");
   WriteAll(fd, p, n);
   if (sync) CheckErrno(::fdatasync(fd) == 0, "fdatasync");
   CheckErrno(::close(fd) == 0, "close");
@@ -346,6 +350,9 @@ void WorkloadA(const Config& c) {
     auto p = RunPair(reps, remove_both, [&] { write_ts(sync); },
                      [&] { RawWrite(raw_path, src.data(), total, sync); });
     AddRow(Ratio(wl, "write " + label + (sync ? " sync=on" : " sync=off"), p, total, "raw write()", 0.9, true));
+    auto q = RunPair(reps, remove_both, [&] { RawWrite(ts_path, src.data(), total, sync, true); },
+                     [&] { RawWrite(raw_path, src.data(), total, sync); });
+    AddRow(Ratio(wl, "  raw write() after fallocate", q, total, "raw write()", 0, false));
   }
   RemoveIfExists(raw_path);
   write_ts(false);
@@ -526,6 +533,10 @@ void WorkloadB(const Config& c) {
         [&] { FreshStart({ts_path, raw_path}); },
         [&] { WriteSmall(ts_path, src, n); }, [&] { RawWrite(raw_path, src.data(), bytes, false); });
     AddRow(Ratio(wl, "write " + nl + " x 1KiB sync=off", p, bytes, "raw write()", 0.9, true));
+    auto q = RunPair(
+        reps, [&] { FreshStart({ts_path, raw_path}); }, [&] { RawWrite(ts_path, src.data(), bytes, false, true); },
+        [&] { RawWrite(raw_path, src.data(), bytes, false); });
+    AddRow(Ratio(wl, "  raw write() after fallocate " + nl, q, bytes, "raw write()", 0, false));
     // The floor beside the same raw writes: at 1 KiB a tensor it is about as
     // long as the write itself, which bounds what the writer can reach.
     std::vector<double> floor;

@@ -6,6 +6,10 @@
 // and nothing is left behind on Abandon() or on an error. A writer to a file
 // descriptor (pipe, socket) never seeks: the file it produces is valid through
 // its trailer; a seekable descriptor also gets its header slot filled.
+// Past its first MiB the temp file reserves disk blocks ahead of the writes
+// (fallocate, 8-128 MiB at a time, only while over 1 GiB is free), which
+// makes them faster; Finish() gives back what was not used, and Abandon()
+// removes the file with its blocks.
 //
 // The same input gives the same bytes.
 //

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,10 +31,13 @@ std::string DirOf(const std::string& path) {
 
 // Preallocation of a temp file's blocks ahead of its appends (see
 // Env::NewTempFile): none below kPreallocFrom bytes, then steps of the size
-// written so far, clamped to [kPreallocMinStep, kPreallocMaxStep].
+// written so far, clamped to [kPreallocMinStep, kPreallocMaxStep], while the
+// filesystem has kPreallocMinFree free beside 8 steps.
 constexpr std::uint64_t kPreallocFrom = std::uint64_t{1} << 20;
 constexpr std::uint64_t kPreallocMinStep = std::uint64_t{8} << 20;
 constexpr std::uint64_t kPreallocMaxStep = std::uint64_t{128} << 20;
+// Free space below which nothing is reserved (beside 8x the step).
+constexpr std::uint64_t kPreallocMinFree = std::uint64_t{1} << 30;
 
 class FdWritableFile final : public WritableFile {
  public:
@@ -112,8 +116,21 @@ class FdWritableFile final : public WritableFile {
     const std::uint64_t step = std::clamp(pos_, kPreallocMinStep, kPreallocMaxStep);
     const std::uint64_t from = std::max(prealloc_end_, pos_);
     const std::uint64_t to = need + step;
-    if (::fallocate(fd_, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(from), static_cast<off_t>(to - from)) != 0) {
+    // Only with room to spare: space reserved here and never written could
+    // make another writer on a nearly full disk fail early (ENOSPC).
+    struct statvfs vfs;
+    if (::fstatvfs(fd_, &vfs) != 0 ||
+        static_cast<std::uint64_t>(vfs.f_bavail) * vfs.f_frsize < kPreallocMinFree + 8 * (to - from)) {
       preallocate_ = false;
+      return;
+    }
+    if (::fallocate(fd_, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(from), static_cast<off_t>(to - from)) != 0) {
+      // No support, or no room for the step. A failed call may still have
+      // reserved part of the range (ext4 keeps what it got): give it all
+      // back so that the writes can have the space.
+      preallocate_ = false;
+      prealloc_end_ = to;
+      (void)TrimPreallocation();
       return;
     }
     prealloc_end_ = to;

@@ -72,8 +72,9 @@ class Env {
 
   // Creates "<dir>/<base>.tmp-XXXXXX" next to `final_path`, exclusive, mode
   // 0644 (subject to umask). *tmp_path receives its name. Past its first MiB
-  // the file reserves blocks ahead of its appends (fallocate, size kept);
-  // Sync and Close give back what was not written.
+  // the file reserves blocks ahead of its appends (fallocate, size kept)
+  // while the filesystem has over 1 GiB free; Sync and Close give back what
+  // was not written.
   virtual Result<std::unique_ptr<WritableFile>> NewTempFile(const std::string& final_path,
                                                             std::string* tmp_path);
   // Wraps an fd the caller owns (not closed).

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -33,8 +34,14 @@ std::uint64_t AllocatedBytes(const std::string& path) {
   return static_cast<std::uint64_t>(st.st_blocks) * 512;
 }
 
-// Whether the test directory's filesystem reserves blocks past the end.
+// Whether the test directory's filesystem reserves blocks past the end, and
+// has the free space (1 GiB beside 8 steps) under which temp files do not.
 bool CanPreallocate(const TempDir& dir) {
+  struct statvfs vfs;
+  if (::statvfs(dir.path().c_str(), &vfs) != 0 ||
+      static_cast<std::uint64_t>(vfs.f_bavail) * vfs.f_frsize < (std::uint64_t{2} << 30)) {
+    return false;
+  }
   const std::string probe = dir.File("probe");
   int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return false;
@@ -67,7 +74,7 @@ class TempFilePreallocation : public ::testing::TestWithParam<bool> {};
 TEST_P(TempFilePreallocation, ReservesAheadAndGivesBackTheRest) {
   const bool sync_first = GetParam();
   TempDir dir;
-  if (!CanPreallocate(dir)) GTEST_SKIP() << dir.path() << ": the filesystem cannot reserve blocks (fallocate)";
+  if (!CanPreallocate(dir)) GTEST_SKIP() << dir.path() << ": the filesystem cannot reserve blocks (fallocate), or has under 2 GiB free";
   std::string tmp;
   auto f = Env::Default()->NewTempFile(dir.File("out"), &tmp);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
@@ -105,7 +112,7 @@ INSTANTIATE_TEST_SUITE_P(CloseOrSyncThenClose, TempFilePreallocation, ::testing:
 // and no reserved blocks, and reads back whole.
 TEST(TempFilePreallocationWriter, FinishedFileHoldsNoBlocksPastItsEnd) {
   TempDir dir;
-  if (!CanPreallocate(dir)) GTEST_SKIP() << dir.path() << ": the filesystem cannot reserve blocks (fallocate)";
+  if (!CanPreallocate(dir)) GTEST_SKIP() << dir.path() << ": the filesystem cannot reserve blocks (fallocate), or has under 2 GiB free";
   const std::string path = dir.File("w.tsafe");
   auto data = Pattern(6 * kMiB, 7);
   auto w = Writer::Create(path);

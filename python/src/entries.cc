@@ -56,7 +56,7 @@ Shape TupleShape(PyObject* tuple) {
 
 }  // namespace
 
-Entry ParseEntry(const py::handle& item) {
+Entry ParseEntry(const py::handle& item, DTypeMemo* memo) {
   if (!PyTuple_Check(item.ptr())) Throw(InvalidArgument("entry must be a tuple"));
   py::tuple t = py::reinterpret_borrow<py::tuple>(item);
   if (t.size() != 5 && t.size() != 7) {
@@ -66,9 +66,27 @@ Entry ParseEntry(const py::handle& item) {
   PyObject* const* f = &PyTuple_GET_ITEM(t.ptr(), 0);
   Entry e;
   e.name = Utf8(f[0], "tensor name");
-  e.dtype = ParseDTypeOrThrow(std::string(Utf8(f[1], "dtype")));
-  e.shape = PyTuple_Check(f[2]) ? TupleShape(f[2]) : ToShape(py::reinterpret_borrow<py::sequence>(f[2]));
+  if (memo != nullptr && memo->name.ptr() == f[1]) {
+    e.dtype = memo->dtype;
+  } else {
+    e.dtype = ParseDTypeOrThrow(std::string(Utf8(f[1], "dtype")));
+    if (memo != nullptr) {
+      memo->name = py::reinterpret_borrow<py::object>(f[1]);  // held, so the address stays this str's
+      memo->dtype = e.dtype;
+    }
+  }
   py::handle data(f[3]);
+  if (f[2] == Py_None) {
+    // An ndarray's own shape, read from the array struct: building the
+    // a.shape tuple was a third of the Python side of a numpy save.
+    if (!py::isinstance<py::array>(data)) {
+      Throw(InvalidArgument("tensor \"" + e.name + "\": a shape of None needs an ndarray as data"));
+    }
+    auto a = py::reinterpret_borrow<py::array>(data);
+    e.shape.assign(a.shape(), a.shape() + a.ndim());
+  } else {
+    e.shape = PyTuple_Check(f[2]) ? TupleShape(f[2]) : ToShape(py::reinterpret_borrow<py::sequence>(f[2]));
+  }
   if (PyLong_Check(f[3])) {
     // An address: the size is computed here, never taken from the caller.
     Result<std::uint64_t> n = DenseByteSize(e.dtype, e.shape);
@@ -85,8 +103,7 @@ Entry ParseEntry(const py::handle& item) {
     e.data = static_cast<const std::byte*>(a.data());
     e.size = static_cast<std::size_t>(a.nbytes());
   } else {
-    e.buffer.emplace(py::reinterpret_borrow<py::buffer>(data).request());
-    const py::buffer_info& b = *e.buffer;
+    const py::buffer_info& b = e.hold().buffer.emplace(py::reinterpret_borrow<py::buffer>(data).request());
     // Strided exporters are refused rather than written in the wrong order.
     py::ssize_t expect = b.itemsize;
     for (py::ssize_t i = b.ndim; i-- > 0;) {
@@ -114,8 +131,7 @@ Entry ParseEntry(const py::handle& item) {
     if (py::isinstance<py::int_>(t[3])) Throw(InvalidArgument("tensor \"" + e.name + "\": COO values by address"));
     e.coo = true;
     e.coalesced = t[6].cast<bool>();
-    e.indices_buffer.emplace(py::reinterpret_borrow<py::buffer>(t[5]).request());
-    const py::buffer_info& b = *e.indices_buffer;
+    const py::buffer_info& b = e.hold().indices_buffer.emplace(py::reinterpret_borrow<py::buffer>(t[5]).request());
     const bool contiguous = b.size == 0 || b.ndim <= 1 || (b.ndim == 2 && (b.shape[0] <= 1 || b.strides[0] == b.shape[1] * 8) &&
                                             (b.shape[1] <= 1 || b.strides[1] == 8));
     if (b.itemsize != 8 || (b.format != "q" && b.format != "l" && b.format != "<q" && b.format != "<l") ||
@@ -126,9 +142,10 @@ Entry ParseEntry(const py::handle& item) {
     if (reinterpret_cast<std::uintptr_t>(b.ptr) % alignof(std::int64_t) == 0) {
       e.indices = {static_cast<const std::int64_t*>(b.ptr), n};
     } else {
-      e.indices_copy.resize(n);
-      std::memcpy(e.indices_copy.data(), b.ptr, n * 8);
-      e.indices = e.indices_copy;
+      std::vector<std::int64_t>& copy = e.hold().indices_copy;
+      copy.resize(n);
+      std::memcpy(copy.data(), b.ptr, n * 8);
+      e.indices = copy;
     }
   }
   return e;
@@ -137,7 +154,8 @@ Entry ParseEntry(const py::handle& item) {
 std::vector<Entry> ParseEntries(const py::iterable& items) {
   std::vector<Entry> out;
   if (py::isinstance<py::sequence>(items)) out.reserve(py::len(items));
-  for (py::handle h : items) out.push_back(ParseEntry(h));
+  DTypeMemo memo;
+  for (py::handle h : items) out.push_back(ParseEntry(h, &memo));
   return out;
 }
 

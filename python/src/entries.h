@@ -1,16 +1,19 @@
 // Tensors handed in from Python: (name, dtype, shape, data, metadata_json)
 // tuples, or for a sparse COO tensor (name, dtype, dense shape, values,
 // metadata_json, indices, coalesced) where `values` and `indices` (int64
-// [nnz, rank], C-contiguous) export the buffer protocol. Dense tuples `data` exports the buffer protocol as C-contiguous bytes, or
-// is an int: the address of a C-contiguous CPU tensor of exactly
+// [nnz, rank], C-contiguous) export the buffer protocol. A dense tuple's
+// `data` exports the buffer protocol as C-contiguous bytes, or is an int:
+// the address of a C-contiguous CPU tensor of exactly
 // DenseByteSize(dtype, shape) bytes that the caller keeps alive for the call
 // (tensorsafe._arrays passes torch tensors so, saving four torch calls per
-// tensor). ParseEntries converts them with the GIL held; the views stay valid
+// tensor). Its shape may be None when `data` is an ndarray: the array's own
+// (tensorsafe._arrays passes C-contiguous arrays so). ParseEntries converts them with the GIL held; the views stay valid
 // (buffers are held) while the GIL is released for writing.
 #pragma once
 
 #include <pybind11/pybind11.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,11 +25,21 @@
 namespace tensorsafe::python {
 
 struct Entry {
+  // Buffer requests of exporters other than ndarrays, and sparse indices:
+  // rare, so apart. An Entry is made per tensor (100,000 for a large state
+  // dict), and with these inline it was 4x the size and its pages' first
+  // touch a measurable part of a save.
+  struct Held {
+    std::optional<py::buffer_info> buffer;          // holds the exporter until destroyed (with the GIL)
+    std::optional<py::buffer_info> indices_buffer;
+    std::vector<std::int64_t> indices_copy;  // when the exporter's memory is not 8-aligned
+  };
+
   std::string name;
   DType dtype = DType::kU8;
   Shape shape;
-  std::optional<py::buffer_info> buffer;  // holds the exporter until destroyed (with the GIL)
-  py::object keep;                        // or the ndarray whose memory `data` points at
+  py::object keep;  // the ndarray whose memory `data` points at, if it is one
+  std::unique_ptr<Held> held;
   const std::byte* data = nullptr;
   std::size_t size = 0;
   std::string metadata_json;
@@ -34,9 +47,12 @@ struct Entry {
   // are then the values.
   bool coo = false;
   bool coalesced = false;
-  std::optional<py::buffer_info> indices_buffer;
-  std::vector<std::int64_t> indices_copy;  // when the exporter's memory is not 8-aligned
   std::span<const std::int64_t> indices;
+
+  Held& hold() {
+    if (!held) held = std::make_unique<Held>();
+    return *held;
+  }
 
   std::span<const std::byte> bytes() const { return {data, size}; }
   TensorView view() const { return TensorView::Contiguous(dtype, shape, bytes()); }
@@ -44,7 +60,14 @@ struct Entry {
 
 DType ParseDTypeOrThrow(const std::string& name);
 Shape ToShape(const py::sequence& seq);
-Entry ParseEntry(const py::handle& item);
+// The last dtype object parsed and its DType: entries of one call mostly
+// share one interned dtype str, whose parse (a lower-cased copy and a table
+// scan) is then skipped.
+struct DTypeMemo {
+  py::object name;
+  DType dtype = DType::kU8;
+};
+Entry ParseEntry(const py::handle& item, DTypeMemo* memo = nullptr);
 std::vector<Entry> ParseEntries(const py::iterable& items);
 // A TensorSet viewing the entries' buffers (no owner: the caller keeps
 // `entries` alive while the set is used).

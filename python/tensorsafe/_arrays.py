@@ -18,7 +18,9 @@ from .errors import InvalidArgumentError, UnsupportedError
 
 _native._set_numpy_dtypes(_dtypes.numpy_table_by_code())
 
-Entry = Tuple[str, str, Tuple[int, ...], Any, str]
+# (name, dtype name, shape, data, metadata JSON); the shape may be None when
+# data is a C-contiguous ndarray (the native side reads the array's own).
+Entry = Tuple[str, str, Optional[Tuple[int, ...]], Any, str]
 
 # Standard NumPy dtypes export the buffer protocol themselves; ml_dtypes
 # types do not, so those go through a uint8 view.
@@ -377,15 +379,20 @@ def entries_from_dict(tensors: Dict[str, Any], *, framework: str,
 
 def _numpy_entries(tensors: Dict[str, Any]) -> List[Entry]:
     """numpy_entry for each item, with the common case (a C-contiguous
-    ndarray of a little-endian standard dtype, a str name) inlined."""
+    ndarray of a little-endian standard dtype, a str name) inlined: its
+    shape is left to the native side (None), and the dtype's table lookup
+    is skipped while arrays share one dtype object."""
     out: List[Entry] = []
     append = out.append
     ndarray, plain = np.ndarray, _PLAIN_NUMPY
+    last_dtype, last_name = None, None
     for name, a in tensors.items():
         if type(a) is ndarray and type(name) is str:
-            dname = plain.get(a.dtype)
-            if dname is not None and a.flags.c_contiguous:
-                append((name, dname, a.shape, a, ""))
+            dt = a.dtype
+            if dt is not last_dtype:
+                last_dtype, last_name = dt, plain.get(dt)
+            if last_name is not None and a.flags.c_contiguous:
+                append((name, last_name, None, a, ""))
                 continue
         append(numpy_entry(name, a))
     return out

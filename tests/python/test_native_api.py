@@ -199,3 +199,30 @@ def test_entry_buffer_must_match_dtype_and_shape(tmp_path):
     assert not (tmp_path / "x.tsafe").exists()
     _native.write_file(str(tmp_path / "x.tsafe"), "tsafe", [("x", "u8", (16,), small, "")], "", False, False, 64)
     assert ts.open(tmp_path / "x.tsafe")["x"].nbytes == 16
+
+
+def test_entry_shape_none_takes_the_arrays_own(tmp_path):
+    """A shape of None means the ndarray's own (numpy save passes arrays so);
+    it needs an ndarray as data, and a dtype name that does not match the
+    array's bytes is still refused. Dtype names alternate, so a parse reused
+    from the previous entry would give a wrong dtype."""
+    from tensorsafe import _native
+
+    path = str(tmp_path / "x.tsafe")
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    b = np.arange(5, dtype=np.int64)
+    c = np.array(1.5)  # 0-d
+    entries = [("a", "f32", None, a, ""), ("b", "i64", None, b, ""), ("a2", "f32", None, a[1], ""),
+               ("c", "f64", None, c, ""), ("b2", "i64", (5,), b, "")]
+    _native.write_file(path, "tsafe", entries, "", False, False, 64)
+    with ts.open(path) as r:
+        assert [(n, r.info(n)["dtype"], r.info(n)["shape"]) for n in r] == [
+            ("a", "f32", (2, 3, 4)), ("b", "i64", (5,)), ("a2", "f32", (3, 4)), ("c", "f64", ()), ("b2", "i64", (5,))]
+        np.testing.assert_array_equal(r["a"], a)
+        np.testing.assert_array_equal(r["a2"], a[1])
+        assert r["c"] == 1.5
+    with pytest.raises(ts.InvalidArgumentError, match=r'tensor "m": a shape of None needs an ndarray as data'):
+        _native.write_file(str(tmp_path / "m.tsafe"), "tsafe", [("m", "u8", None, b"abcd", "")], "", False, False, 64)
+    with pytest.raises(ts.InvalidArgumentError, match=r'tensor "w": 96 bytes of data for i64 \[2, 3, 4\]'):
+        _native.write_file(str(tmp_path / "w.tsafe"), "tsafe", [("w", "i64", None, a, "")], "", False, False, 64)
+    assert not (tmp_path / "m.tsafe").exists() and not (tmp_path / "w.tsafe").exists()

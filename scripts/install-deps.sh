@@ -12,6 +12,7 @@ APT_PACKAGES=(
   zlib1g-dev libzstd-dev liblz4-dev
   libzmq3-dev cppzmq-dev liblmdb-dev libcurl4-openssl-dev nginx-light openssl
   clang libclang-rt-14-dev
+  e2fsprogs mount  # tests/io/full_disk.sh: mkfs.ext4 and a loop mount
 )
 
 missing=()

@@ -13,6 +13,7 @@
 #include "formats/sample_json.h"
 #include "support/dataset_model.h"
 #include "support/nginx_server.h"
+#include "support/status_matchers.h"
 #include "support/temp_dir.h"
 #include "tensorsafe/dataset/dataset.h"
 #include "tensorsafe/dataset/writer.h"
@@ -25,13 +26,6 @@ using testing::ModelSample;
 using testing::TempDir;
 
 const std::string kGolden = std::string(TS_SOURCE_DIR) + "/tests/golden/";
-
-#define EXPECT_STATUS(expr, code_, substr)                                            \
-  do {                                                                                \
-    Status st_ = (expr);                                                              \
-    EXPECT_EQ(st_.code(), StatusCode::code_) << st_.ToString();                       \
-    EXPECT_NE(st_.message().find(substr), std::string::npos) << st_.ToString();       \
-  } while (0)
 
 struct Written {
   Schema schema;
@@ -130,7 +124,7 @@ TEST(OpenAny, MdsZstdDecompressesIntoTheCacheDir) {
 }
 
 TEST(OpenAny, MdsPickleColumnsAreRefused) {
-  EXPECT_STATUS(OpenAny(kGolden + "mds/pkl").status(), kUnsupported, "pkl");
+  EXPECT_STATUS(OpenAny(kGolden + "mds/pkl").status(), StatusCode::kUnsupported, "pkl");
 }
 
 TEST(OpenAny, WdsBracePatternMatchesWebDataset) {
@@ -159,27 +153,27 @@ TEST(OpenAny, WdsDirectoryAndSingleTar) {
 
 TEST(OpenAny, WdsShardsWithOtherFieldsAreRefused) {
   // The golden directory also holds gnu.tar and pax.tar (fields cls, txt).
-  EXPECT_STATUS(OpenAny(kGolden + "wds").status(), kUnsupported, "has another schema than the first shard");
+  EXPECT_STATUS(OpenAny(kGolden + "wds").status(), StatusCode::kUnsupported, "has another schema than the first shard");
 }
 
 TEST(OpenAny, WdsDirectorySymlinkOutsideIsRefused) {
   TempDir tmp;
   fs::create_directories(tmp.path() / "w");
   fs::create_symlink(kGolden + "wds/ds-000000.tar", tmp.path() / "w" / "a.tar");
-  EXPECT_STATUS(OpenAny(tmp.File("w")).status(), kCorruption, "a.tar");
+  EXPECT_STATUS(OpenAny(tmp.File("w")).status(), StatusCode::kCorruption, "a.tar");
 }
 
 TEST(OpenAny, DetectionErrors) {
   TempDir tmp;
-  EXPECT_STATUS(OpenAny(tmp.File("missing")).status(), kIOError, "no such dataset");
+  EXPECT_STATUS(OpenAny(tmp.File("missing")).status(), StatusCode::kIOError, "no such dataset");
   fs::create_directories(tmp.path() / "empty");
-  EXPECT_STATUS(OpenAny(tmp.File("empty")).status(), kIOError, "neither index.json nor .tar shards");
+  EXPECT_STATUS(OpenAny(tmp.File("empty")).status(), StatusCode::kIOError, "neither index.json nor .tar shards");
   fs::create_directories(tmp.path() / "other");
   std::ofstream(tmp.path() / "other" / "index.json") << R"({"format": "something-else", "version": 1})";
-  EXPECT_STATUS(OpenAny(tmp.File("other")).status(), kUnsupported, "neither a tensorsafe dataset index");
+  EXPECT_STATUS(OpenAny(tmp.File("other")).status(), StatusCode::kUnsupported, "neither a tensorsafe dataset index");
   std::ofstream(tmp.path() / "x.bin") << "x";
-  EXPECT_STATUS(OpenAny(tmp.File("x.bin")).status(), kInvalidArgument, "not a .tar shard");
-  EXPECT_STATUS(OpenAny(tmp.File("ds-{0..1}.tar")).status(), kNotFound, "does not exist");
+  EXPECT_STATUS(OpenAny(tmp.File("x.bin")).status(), StatusCode::kInvalidArgument, "not a .tar shard");
+  EXPECT_STATUS(OpenAny(tmp.File("ds-{0..1}.tar")).status(), StatusCode::kNotFound, "does not exist");
 }
 
 class OpenAnyRemote : public ::testing::Test {
@@ -247,7 +241,7 @@ TEST_F(OpenAnyRemote, AlteredShardIsCorruptionAndNothingIsCached) {
   auto ds = OpenAny(server_->Url("data/ds"), o);
   ASSERT_TRUE(ds.ok()) << ds.status().ToString();
   Sample s;
-  EXPECT_STATUS((*ds)->Read(0, s), kCorruption, idx->shards[0].name);
+  EXPECT_STATUS((*ds)->Read(0, s), StatusCode::kCorruption, idx->shards[0].name);
   EXPECT_EQ(CachedFiles(), 0u);
 }
 
@@ -264,7 +258,7 @@ TEST_F(OpenAnyRemote, UnsafeShardNameFailsAtOpen) {
 }
 
 TEST_F(OpenAnyRemote, MissingIndexIsNotFound) {
-  EXPECT_STATUS(OpenAny(server_->Url("data/nothing"), Options()).status(), kNotFound, "");
+  EXPECT_STATUS(OpenAny(server_->Url("data/nothing"), Options()).status(), StatusCode::kNotFound, "");
 }
 
 }  // namespace

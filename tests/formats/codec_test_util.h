@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "support/status_matchers.h"
 #include "support/temp_dir.h"
 #include "tensorsafe/tensor_set.h"
 #include "util/endian.h"
@@ -77,17 +78,5 @@ inline std::string RandomBytes(std::mt19937_64& rng, std::uint64_t n) {
   return s;
 }
 
-// Asserts the status is an error with `code` whose message contains `text`.
-#define EXPECT_STATUS(expr, code_, text_)                                         \
-  do {                                                                            \
-    auto ts_st_ = (expr);                                                         \
-    ::tensorsafe::Status ts_s_ = ::tensorsafe::testing::GetStatus(ts_st_);        \
-    EXPECT_EQ(ts_s_.code(), (code_)) << ts_s_.ToString();                         \
-    EXPECT_NE(ts_s_.message().find(text_), std::string::npos) << ts_s_.ToString(); \
-  } while (0)
-
-inline Status GetStatus(const Status& s) { return s; }
-template <typename T>
-Status GetStatus(const Result<T>& r) { return r.status(); }
 
 }  // namespace tensorsafe::testing

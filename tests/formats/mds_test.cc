@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/sample_json.h"
+#include "support/status_matchers.h"
 #include "support/temp_dir.h"
 #include "util/endian.h"
 
@@ -24,13 +25,6 @@ using testing::TempDir;
 using testing::WriteFileBytes;
 
 const std::string kGolden = std::string(TS_SOURCE_DIR) + "/tests/golden/mds/";
-
-#define EXPECT_STATUS(expr, code_, substr)                                            \
-  do {                                                                                \
-    Status st_ = (expr);                                                              \
-    EXPECT_EQ(st_.code(), StatusCode::code_) << st_.ToString();                       \
-    EXPECT_NE(st_.message().find(substr), std::string::npos) << st_.ToString();       \
-  } while (0)
 
 // Reads every sample of `dir` and compares with expected.jsonl.
 void ExpectMatchesReference(const std::string& dir, const std::string& cache) {
@@ -108,11 +102,11 @@ TEST(MdsGolden, ColumnsMapToFields) {
   EXPECT_EQ(s.Find("any")->shape, (std::vector<std::int64_t>{dataset::kAnyDim, dataset::kAnyDim}));
   EXPECT_TRUE(s.Find("fixed")->fixed_size());
   std::vector<dataset::FieldView> v;
-  EXPECT_STATUS((*src)->Read((*src)->num_samples(), v), kOutOfRange, "sample");
+  EXPECT_STATUS((*src)->Read((*src)->num_samples(), v), StatusCode::kOutOfRange, "sample");
 }
 
 TEST(MdsInvalid, PickleColumnsAreRefused) {
-  EXPECT_STATUS(mds::OpenDataset(kGolden + "pkl").status(), kUnsupported,
+  EXPECT_STATUS(mds::OpenDataset(kGolden + "pkl").status(), StatusCode::kUnsupported,
                 "column \"obj\": encoding \"pkl\" is pickle, which tensorsafe never decodes");
 }
 
@@ -127,56 +121,56 @@ Status ParseMutated(const std::function<void(nlohmann::json&)>& mutate, mds::Lim
 
 TEST(MdsInvalid, IndexFields) {
   EXPECT_TRUE(ParseMutated([](nlohmann::json&) {}).ok());
-  EXPECT_STATUS(ParseMutated([](auto& j) { j["version"] = 3; }), kUnsupported,
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["version"] = 3; }), StatusCode::kUnsupported,
                 "index.json: index version 3 (only 2 is read)");
-  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["version"] = 1; }), kUnsupported,
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["version"] = 1; }), StatusCode::kUnsupported,
                 "shard 0: version 1");
-  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][1]["format"] = "jsonl"; }), kUnsupported,
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][1]["format"] = "jsonl"; }), StatusCode::kUnsupported,
                 "shard 1: format \"jsonl\" (only \"mds\" is read)");
-  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["column_sizes"][3] = 4; }), kCorruption,
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["column_sizes"][3] = 4; }), StatusCode::kCorruption,
                 "shard 0 column \"id\": column size 4 contradicts encoding \"int\" (8)");
-  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["column_sizes"][2] = nullptr; }), kCorruption,
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["column_sizes"][2] = nullptr; }), StatusCode::kCorruption,
                 "column \"fixed\": column size null contradicts encoding \"ndarray:float32:2,3\" (24)");
   EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["raw_data"]["basename"] = "../x.mds"; }),
-                kCorruption, "shard 0 raw_data: unsafe basename \"../x.mds\"");
+                StatusCode::kCorruption, "shard 0 raw_data: unsafe basename \"../x.mds\"");
   EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["raw_data"]["basename"] = "/etc/passwd"; }),
-                kCorruption, "absolute path");
-  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["compression"] = "gz:9"; }), kUnsupported,
+                StatusCode::kCorruption, "absolute path");
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["compression"] = "gz:9"; }), StatusCode::kUnsupported,
                 "compression \"gz:9\" (only zstd is read)");
-  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["compression"] = "zstd:99"; }), kCorruption,
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["compression"] = "zstd:99"; }), StatusCode::kCorruption,
                 "zstd levels are 1..22");
-  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["compression"] = "zstd"; }), kCorruption,
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["compression"] = "zstd"; }), StatusCode::kCorruption,
                 "compressed but zip_data is null");
-  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["samples"] = -1; }), kCorruption,
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["samples"] = -1; }), StatusCode::kCorruption,
                 "\"samples\" is not a non-negative integer");
-  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["samples"] = 1ull << 32; }), kCorruption,
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["samples"] = 1ull << 32; }), StatusCode::kCorruption,
                 "\"samples\" = 4294967296 exceeds 4294967295");
   EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["column_encodings"][0] = "float128"; }),
-                kUnsupported, "unknown encoding \"float128\"");
+                StatusCode::kUnsupported, "unknown encoding \"float128\"");
   EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["column_encodings"][0] = "ndarray:bool"; }),
-                kUnsupported, "ndarray dtype \"bool\"");
+                StatusCode::kUnsupported, "ndarray dtype \"bool\"");
   EXPECT_STATUS(ParseMutated([](auto& j) {
                   j["shards"][0]["column_encodings"][2] = "ndarray:float32:0,3";
                 }),
-                kCorruption, "shape must be positive decimal dims");
-  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0].erase("raw_data"); }), kCorruption,
+                StatusCode::kCorruption, "shape must be positive decimal dims");
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0].erase("raw_data"); }), StatusCode::kCorruption,
                 "shard 0: missing \"raw_data\"");
-  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["column_names"].erase(0); }), kCorruption,
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["column_names"].erase(0); }), StatusCode::kCorruption,
                 "22 column_encodings, 21 column_names, 22 column_sizes");
-  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["column_names"][1] = "any"; }), kCorruption,
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["column_names"][1] = "any"; }), StatusCode::kCorruption,
                 "column \"any\" appears twice");
   EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][1]["raw_data"]["basename"] = "shard.00000.mds"; }),
-                kCorruption, "is named by another shard too");
-  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"] = 5; }), kCorruption, "\"shards\" is missing");
+                StatusCode::kCorruption, "is named by another shard too");
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"] = 5; }), StatusCode::kCorruption, "\"shards\" is missing");
   mds::Limits one;
   one.max_shards = 1;
-  EXPECT_STATUS(ParseMutated([](auto&) {}, one), kLimitExceeded, "2 shards exceed the limit 1");
+  EXPECT_STATUS(ParseMutated([](auto&) {}, one), StatusCode::kLimitExceeded, "2 shards exceed the limit 1");
   std::string bad = "{\"version\": 2, \"shards\": [";
   EXPECT_STATUS(mds::ParseIndex({reinterpret_cast<const std::byte*>(bad.data()), bad.size()}, "i").status(),
-                kCorruption, "i: not JSON");
+                StatusCode::kCorruption, "i: not JSON");
   std::string deep = std::string(100, '[') + std::string(100, ']');
   EXPECT_STATUS(mds::ParseIndex({reinterpret_cast<const std::byte*>(deep.data()), deep.size()}, "i").status(),
-                kLimitExceeded, "nested deeper than 32");
+                StatusCode::kLimitExceeded, "nested deeper than 32");
 }
 
 // A copy of plain/ whose shard 0 is mutated; the index's raw size follows.
@@ -210,11 +204,11 @@ TEST_F(MdsShardCorruption, EveryTruncationIsRefused) {
     EXPECT_EQ(Open().status().code(), StatusCode::kCorruption) << "prefix " << len;
   }
   bytes_ = whole.substr(0, whole.size() - 1);
-  EXPECT_STATUS(Open().status(), kCorruption,
+  EXPECT_STATUS(Open().status(), StatusCode::kCorruption,
                 "offsets[4] = " + std::to_string(whole.size()) + " is past the file's " +
                     std::to_string(whole.size() - 1) + " bytes");
   bytes_ = whole + std::string(3, '\0');
-  EXPECT_STATUS(Open().status(), kCorruption,
+  EXPECT_STATUS(Open().status(), StatusCode::kCorruption,
                 "offsets[4] = " + std::to_string(whole.size()) + " is not the file size " +
                     std::to_string(whole.size() + 3));
 }
@@ -240,38 +234,38 @@ TEST_F(MdsShardCorruption, SizeDisagreeingWithTheIndex) {
   WriteFileBytes(dir_.File("shard.00000.mds"), bytes_ + "x");
   auto ds = mds::OpenDataset(dir_.path().string());
   ASSERT_TRUE(ds.ok());
-  EXPECT_STATUS(mds::OpenShard(*ds, 0).status(), kCorruption,
+  EXPECT_STATUS(mds::OpenShard(*ds, 0).status(), StatusCode::kCorruption,
                 std::to_string(bytes_.size() + 1) + " bytes, the index says " + std::to_string(bytes_.size()));
 }
 
 TEST_F(MdsShardCorruption, SampleCount) {
   Set32(0, Get32(0) + 1);
-  EXPECT_STATUS(Open().status(), kCorruption, "holds 5 samples, the index says 4");
+  EXPECT_STATUS(Open().status(), StatusCode::kCorruption, "holds 5 samples, the index says 4");
 }
 
 TEST_F(MdsShardCorruption, OffsetsOutOfOrder) {
   std::uint32_t a = Get32(8), b = Get32(12);
   Set32(8, b);
   Set32(12, a);
-  EXPECT_STATUS(Open().status(), kCorruption,
+  EXPECT_STATUS(Open().status(), StatusCode::kCorruption,
                 "offsets[2] = " + std::to_string(a) + " is below offsets[1] = " + std::to_string(b));
 }
 
 TEST_F(MdsShardCorruption, FirstOffsetInsideTheTable) {
   Set32(4, 8);
-  EXPECT_STATUS(Open().status(), kCorruption, "offsets[0] = 8 is inside the offset table (ends at 24)");
+  EXPECT_STATUS(Open().status(), StatusCode::kCorruption, "offsets[0] = 8 is inside the offset table (ends at 24)");
 }
 
 TEST_F(MdsShardCorruption, FirstOffsetPastTheFile) {
   Set32(4, 1u << 20);
-  EXPECT_STATUS(Open().status(), kCorruption, "offsets[0] = 1048576 is past the file's");
+  EXPECT_STATUS(Open().status(), StatusCode::kCorruption, "offsets[0] = 1048576 is past the file's");
 }
 
 TEST_F(MdsShardCorruption, ConfigDisagreeingWithTheIndex) {
   std::size_t at = bytes_.find("\"blob\"", 28);
   ASSERT_NE(at, std::string::npos);
   bytes_[at + 1] = 'B';
-  EXPECT_STATUS(Open().status(), kCorruption, "config column 1 disagrees with the index's \"blob\"");
+  EXPECT_STATUS(Open().status(), StatusCode::kCorruption, "config column 1 disagrees with the index's \"blob\"");
 }
 
 TEST_F(MdsShardCorruption, ValueSizeRunningPastTheSample) {
@@ -279,7 +273,7 @@ TEST_F(MdsShardCorruption, ValueSizeRunningPastTheSample) {
   auto src = Open();
   ASSERT_TRUE(src.ok()) << src.status().ToString();
   std::vector<dataset::FieldView> v;
-  EXPECT_STATUS((*src)->Read(1, v), kCorruption, "sample 1 column \"any\": value of 65535 bytes at 36");
+  EXPECT_STATUS((*src)->Read(1, v), StatusCode::kCorruption, "sample 1 column \"any\": value of 65535 bytes at 36");
   EXPECT_TRUE((*src)->Read(2, v).ok());  // the others stay readable
 }
 
@@ -288,7 +282,7 @@ TEST_F(MdsShardCorruption, NdarrayDtypeCode) {
   auto src = Open();
   ASSERT_TRUE(src.ok());
   std::vector<dataset::FieldView> v;
-  EXPECT_STATUS((*src)->Read(1, v), kCorruption, "sample 1 column \"any\": unknown ndarray dtype code 99");
+  EXPECT_STATUS((*src)->Read(1, v), StatusCode::kCorruption, "sample 1 column \"any\": unknown ndarray dtype code 99");
 }
 
 TEST_F(MdsShardCorruption, NdarrayDtypeOtherThanTheFields) {
@@ -296,7 +290,7 @@ TEST_F(MdsShardCorruption, NdarrayDtypeOtherThanTheFields) {
   auto src = Open();
   ASSERT_TRUE(src.ok());
   std::vector<dataset::FieldView> v;
-  EXPECT_STATUS((*src)->Read(1, v), kUnsupported, "ndarray of f32 rank 2, but the shard's field is f64 rank 2");
+  EXPECT_STATUS((*src)->Read(1, v), StatusCode::kUnsupported, "ndarray of f32 rank 2, but the shard's field is f64 rank 2");
 }
 
 TEST_F(MdsShardCorruption, TextThatIsNotUtf8) {
@@ -306,7 +300,7 @@ TEST_F(MdsShardCorruption, TextThatIsNotUtf8) {
   auto src = Open();
   ASSERT_TRUE(src.ok());
   std::vector<dataset::FieldView> v;
-  EXPECT_STATUS((*src)->Read(1, v), kCorruption, "sample 1 column \"name\": text is not valid UTF-8");
+  EXPECT_STATUS((*src)->Read(1, v), StatusCode::kCorruption, "sample 1 column \"name\": text is not valid UTF-8");
 }
 
 TEST_F(MdsShardCorruption, SymlinkedShardIsNotFollowed) {
@@ -314,7 +308,7 @@ TEST_F(MdsShardCorruption, SymlinkedShardIsNotFollowed) {
   fs::create_symlink(dir_.File("elsewhere"), dir_.File("shard.00000.mds"));
   auto ds = mds::OpenDataset(dir_.path().string());
   ASSERT_TRUE(ds.ok());
-  EXPECT_STATUS(mds::OpenShard(*ds, 0).status(), kCorruption, "not a regular file (symlinks are not followed)");
+  EXPECT_STATUS(mds::OpenShard(*ds, 0).status(), StatusCode::kCorruption, "not a regular file (symlinks are not followed)");
 }
 
 class MdsZstdCorruption : public ::testing::Test {
@@ -348,7 +342,7 @@ class MdsZstdCorruption : public ::testing::Test {
 TEST_F(MdsZstdCorruption, NeedsACacheDirectory) {
   auto ds = mds::OpenDataset(dir_.path().string());
   ASSERT_TRUE(ds.ok());
-  EXPECT_STATUS(mds::OpenShard(*ds, 0).status(), kFailedPrecondition, "needs a cache directory");
+  EXPECT_STATUS(mds::OpenShard(*ds, 0).status(), StatusCode::kFailedPrecondition, "needs a cache directory");
 }
 
 TEST_F(MdsZstdCorruption, ZipHashMismatchLeavesNothingCached) {
@@ -361,7 +355,7 @@ TEST_F(MdsZstdCorruption, ZipHashMismatchLeavesNothingCached) {
 
 TEST_F(MdsZstdCorruption, RawHashMismatchAfterDecompression) {
   EXPECT_STATUS(Open([](auto& j) { j["shards"][0]["raw_data"]["hashes"]["xxh64"] = "0123456789abcdef"; }),
-                kCorruption, "(decompressed): xxh64 is ");
+                StatusCode::kCorruption, "(decompressed): xxh64 is ");
   EXPECT_EQ(CacheFiles(), 0u);
 }
 
@@ -378,7 +372,7 @@ TEST_F(MdsZstdCorruption, RawSizeOtherThanTheFrames) {
                   raw = j["shards"][0]["raw_data"]["bytes"].template get<std::uint64_t>();
                   j["shards"][0]["raw_data"]["bytes"] = raw + 1;
                 }),
-                kCorruption, "bytes, the index says the raw shard has ");
+                StatusCode::kCorruption, "bytes, the index says the raw shard has ");
   EXPECT_EQ(CacheFiles(), 0u);
 }
 
@@ -389,7 +383,7 @@ TEST_F(MdsZstdCorruption, TruncatedZip) {
                   j["shards"][0]["zip_data"]["bytes"] = z.size() / 2;
                   j["shards"][0]["zip_data"]["hashes"] = nlohmann::json::object();
                 }),
-                kCorruption, "(truncated frame)");
+                StatusCode::kCorruption, "(truncated frame)");
   EXPECT_EQ(CacheFiles(), 0u);
 }
 

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/sample_json.h"
+#include "support/status_matchers.h"
 #include "support/temp_dir.h"
 
 namespace tensorsafe {
@@ -21,13 +22,6 @@ using dataset::FieldKind;
 using testing::ReadFileBytes;
 
 const std::string kGolden = std::string(TS_SOURCE_DIR) + "/tests/golden/wds/";
-
-#define EXPECT_STATUS(expr, code_, substr)                                      \
-  do {                                                                          \
-    Status st_ = (expr);                                                        \
-    EXPECT_EQ(st_.code(), StatusCode::code_) << st_.ToString();                 \
-    EXPECT_NE(st_.message().find(substr), std::string::npos) << st_.ToString(); \
-  } while (0)
 
 std::span<const std::byte> Span(const std::string& s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
@@ -118,15 +112,15 @@ std::string End() { return std::string(1024, '\0'); }
 TEST(WdsTar, ChecksumMismatch) {
   std::string t = Member("a.txt", "x") + End();
   t[0] = 'b';
-  EXPECT_STATUS(OpenBytes(t).status(), kCorruption, "t.tar: header at offset 0: checksum ");
+  EXPECT_STATUS(OpenBytes(t).status(), StatusCode::kCorruption, "t.tar: header at offset 0: checksum ");
 }
 
 TEST(WdsTar, SizesPastTheEnd) {
   std::string t = Header("a.bin", 0, '0', "77777777777") + End();
-  EXPECT_STATUS(OpenBytes(t).status(), kCorruption,
+  EXPECT_STATUS(OpenBytes(t).status(), StatusCode::kCorruption,
                 "member of 8589934591 bytes at 512 runs past the archive's 1536 bytes");
   t = Header("a.bin", 0, '0', "12x4       ") + End();
-  EXPECT_STATUS(OpenBytes(t).status(), kCorruption, "size field is not octal");
+  EXPECT_STATUS(OpenBytes(t).status(), StatusCode::kCorruption, "size field is not octal");
 }
 
 TEST(WdsTar, EveryTruncationIsHandled) {
@@ -142,12 +136,12 @@ TEST(WdsTar, EveryTruncationIsHandled) {
 }
 
 TEST(WdsTar, UnsafePaths) {
-  EXPECT_STATUS(OpenBytes(Member("../evil.txt", "x") + End()).status(), kCorruption,
+  EXPECT_STATUS(OpenBytes(Member("../evil.txt", "x") + End()).status(), StatusCode::kCorruption,
                 "unsafe member path \"../evil.txt\" (a .. component)");
-  EXPECT_STATUS(OpenBytes(Member("/etc/x.txt", "x") + End()).status(), kCorruption,
+  EXPECT_STATUS(OpenBytes(Member("/etc/x.txt", "x") + End()).status(), StatusCode::kCorruption,
                 "unsafe member path \"/etc/x.txt\" (absolute)");
   EXPECT_STATUS(OpenBytes(Member("x", "22 path=a/../../b.txt\n", 'x') + Member("b.txt", "x") + End()).status(),
-                kCorruption, "unsafe member path \"a/../../b.txt\"");
+                StatusCode::kCorruption, "unsafe member path \"a/../../b.txt\"");
 }
 
 TEST(WdsTar, LongNamesAndPaxRecords) {
@@ -162,11 +156,11 @@ TEST(WdsTar, LongNamesAndPaxRecords) {
   wds::ReadOptions small;
   small.max_path_bytes = 100;
   EXPECT_STATUS(OpenBytes(Member("././@LongLink", longname, 'L') + Member("a.txt", "") + End(), small).status(),
-                kLimitExceeded, "GNU long name of 300 bytes exceeds the limit 100");
+                StatusCode::kLimitExceeded, "GNU long name of 300 bytes exceeds the limit 100");
   EXPECT_STATUS(OpenBytes(Member("x", "99 path=a.txt\n", 'x') + Member("b.txt", "x") + End()).status(),
-                kCorruption, "pax record of 99 bytes overruns");
-  EXPECT_STATUS(OpenBytes(Member("s", "", 'S') + End()).status(), kUnsupported, "GNU sparse member");
-  EXPECT_STATUS(OpenBytes(Member("././@LongLink", "a.txt", 'L') + End()).status(), kCorruption,
+                StatusCode::kCorruption, "pax record of 99 bytes overruns");
+  EXPECT_STATUS(OpenBytes(Member("s", "", 'S') + End()).status(), StatusCode::kUnsupported, "GNU sparse member");
+  EXPECT_STATUS(OpenBytes(Member("././@LongLink", "a.txt", 'L') + End()).status(), StatusCode::kCorruption,
                 "names no member");
 }
 
@@ -185,7 +179,7 @@ TEST(WdsTar, SkipsWhatWebdatasetSkips) {
 }
 
 TEST(WdsGrouping, DuplicateSuffixIsAnError) {
-  EXPECT_STATUS(OpenBytes(Member("a.txt", "1") + Member("a.TXT", "2") + End()).status(), kCorruption,
+  EXPECT_STATUS(OpenBytes(Member("a.txt", "1") + Member("a.TXT", "2") + End()).status(), StatusCode::kCorruption,
                 "member \"a.TXT\": duplicate suffix \"txt\" in sample \"a\"");
 }
 
@@ -199,13 +193,13 @@ TEST(WdsGrouping, BadSamplesFailAloneOnRead) {
   ASSERT_EQ((*src)->num_samples(), 6u);
   std::vector<dataset::FieldView> v;
   EXPECT_TRUE((*src)->Read(0, v).ok());
-  EXPECT_STATUS((*src)->Read(1, v), kCorruption, "sample 1 (key \"b\"): member \"b.cls\": not an integer");
-  EXPECT_STATUS((*src)->Read(2, v), kUnsupported, "fields {cls} differ from the shard's {cls, txt}");
-  EXPECT_STATUS((*src)->Read(3, v), kCorruption, "integer outside int64");
-  EXPECT_STATUS((*src)->Read(4, v), kCorruption, "text is not valid UTF-8");
+  EXPECT_STATUS((*src)->Read(1, v), StatusCode::kCorruption, "sample 1 (key \"b\"): member \"b.cls\": not an integer");
+  EXPECT_STATUS((*src)->Read(2, v), StatusCode::kUnsupported, "fields {cls} differ from the shard's {cls, txt}");
+  EXPECT_STATUS((*src)->Read(3, v), StatusCode::kCorruption, "integer outside int64");
+  EXPECT_STATUS((*src)->Read(4, v), StatusCode::kCorruption, "text is not valid UTF-8");
   ASSERT_TRUE((*src)->Read(5, v).ok());
   EXPECT_EQ(testing::SampleJson(v)["cls"]["value"], 5);
-  EXPECT_STATUS((*src)->Read(6, v), kOutOfRange, "sample 6 of 6");
+  EXPECT_STATUS((*src)->Read(6, v), StatusCode::kOutOfRange, "sample 6 of 6");
 }
 
 TEST(WdsGrouping, SplitKeyFollowsBasePlusExt) {
@@ -236,9 +230,9 @@ TEST(WdsBraces, Expand) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r, (std::vector<std::string>{"a-1", "a-2", "b-1", "b-2"}));
   EXPECT_EQ(*wds::ExpandBraces("plain.tar"), std::vector<std::string>{"plain.tar"});
-  EXPECT_STATUS(wds::ExpandBraces("x{1..3").status(), kInvalidArgument, "unbalanced '{'");
-  EXPECT_STATUS(wds::ExpandBraces("x{abc}").status(), kInvalidArgument, "neither a list nor a numeric range");
-  EXPECT_STATUS(wds::ExpandBraces("{0..999999999}", 1000).status(), kLimitExceeded, "more than 1000");
+  EXPECT_STATUS(wds::ExpandBraces("x{1..3").status(), StatusCode::kInvalidArgument, "unbalanced '{'");
+  EXPECT_STATUS(wds::ExpandBraces("x{abc}").status(), StatusCode::kInvalidArgument, "neither a list nor a numeric range");
+  EXPECT_STATUS(wds::ExpandBraces("{0..999999999}", 1000).status(), StatusCode::kLimitExceeded, "more than 1000");
 }
 
 }  // namespace

@@ -129,24 +129,25 @@ class FdWritableFile final : public WritableFile {
       // reserved part of the range (ext4 keeps what it got): give it all
       // back so that the writes can have the space.
       preallocate_ = false;
-      prealloc_end_ = to;
-      (void)TrimPreallocation();
+      prealloc_end_ = 0;
+      (void)GiveBackPastEnd();
       return;
     }
     prealloc_end_ = to;
   }
-  // Gives back the blocks reserved past the end: truncating to the current
-  // size frees them (a no-op for the file's bytes).
+  // Ends reservation and gives back what is reserved, if anything.
   Status TrimPreallocation() {
     if (prealloc_end_ == 0) return Status::OK();
     prealloc_end_ = 0;
     preallocate_ = false;
+    return GiveBackPastEnd();
+  }
+  // Truncating to the current size frees the blocks past the end (a no-op
+  // for the file's bytes).
+  Status GiveBackPastEnd() {
     struct stat st;
     if (::fstat(fd_, &st) != 0) return ErrnoStatus("fstat", name_, errno);
-    if (::ftruncate(fd_, st.st_size) != 0) {
-      return ErrnoStatus("ftruncate to " + std::to_string(st.st_size), name_, errno);
-    }
-    return Status::OK();
+    return Truncate(static_cast<std::uint64_t>(st.st_size));
   }
 
   int fd_;

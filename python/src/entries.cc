@@ -76,10 +76,11 @@ Entry ParseEntry(const py::handle& item, DTypeMemo* memo) {
     }
   }
   py::handle data(f[3]);
+  const bool is_array = py::isinstance<py::array>(data);
   if (f[2] == Py_None) {
     // An ndarray's own shape, read from the array struct: building the
     // a.shape tuple was a third of the Python side of a numpy save.
-    if (!py::isinstance<py::array>(data)) {
+    if (!is_array) {
       Throw(InvalidArgument("tensor \"" + e.name + "\": a shape of None needs an ndarray as data"));
     }
     auto a = py::reinterpret_borrow<py::array>(data);
@@ -94,8 +95,7 @@ Entry ParseEntry(const py::handle& item, DTypeMemo* memo) {
     e.data = reinterpret_cast<const std::byte*>(data.cast<std::uintptr_t>());
     e.size = static_cast<std::size_t>(*n);
     if (e.data == nullptr && e.size != 0) Throw(InvalidArgument("tensor \"" + e.name + "\": null data address"));
-  } else if (py::isinstance<py::array>(data) &&
-             (py::reinterpret_borrow<py::array>(data).flags() & py::array::c_style) != 0) {
+  } else if (is_array && (py::reinterpret_borrow<py::array>(data).flags() & py::array::c_style) != 0) {
     // A C-contiguous ndarray: its pointer and size straight from the array
     // struct (a buffer request cost as much as writing a small tensor).
     auto a = py::reinterpret_borrow<py::array>(data);

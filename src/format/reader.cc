@@ -22,8 +22,8 @@ Result<Tensor> Reader::Impl::TensorOf(TensorInfo info) const {
     t.data = bytes_.subspan(info.data_offset, info.data_length);
     t.owner = owner_;
   } else {
-    auto buf = AllocAligned(info.data_length);
-    TS_RETURN_IF_ERROR(file_->ReadAt(info.data_offset, {buf.get(), info.data_length}));
+    auto buf = internal::AllocAligned(info.data_length);
+    TS_RETURN_IF_ERROR(internal::ReadAtParallel(*file_, info.data_offset, {buf.get(), info.data_length}));
     t.data = {buf.get(), info.data_length};
     t.owner = std::move(buf);
   }
@@ -39,11 +39,11 @@ Status Reader::Impl::CopyOut(std::uint64_t off, std::span<std::byte> out) const 
     // the kernel copies from the page cache without faulting the range
     // into our page tables (1 GiB: ~1.3x faster than memcpy from a fresh
     // mapping; the bytes are the same either way).
-    if (copy_file_ != nullptr && out.size() >= kPreadCopyBytes) return copy_file_->ReadAt(off, out);
+    if (copy_file_ != nullptr && out.size() >= kPreadCopyBytes) return internal::ReadAtParallel(*copy_file_, off, out);
     std::memcpy(out.data(), bytes_.data() + off, out.size());
     return Status::OK();
   }
-  return file_->ReadAt(off, out);
+  return internal::ReadAtParallel(*file_, off, out);
 }
 
 Status Reader::Impl::ReadInto(std::string_view name, std::span<std::byte> out, bool verify) const {

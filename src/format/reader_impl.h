@@ -16,7 +16,9 @@
 #include "format/layout.h"
 #include "format/reader_internal.h"
 #include "io/env.h"
+#include "io/parallel_read.h"
 #include "tensorsafe/reader.h"
+#include "util/aligned_alloc.h"
 #include "util/checked_math.h"
 #include "util/endian.h"
 #include "util/hash.h"
@@ -43,16 +45,6 @@ inline EntryLabel Ordinal(std::uint64_t i) { return {EntryLabel::Kind::kOrdinal,
 // Entries are checked with a rank of at most 255 (the spec maximum) on the
 // stack rather than a Shape on the heap.
 inline constexpr std::size_t kMaxDims = 255;
-
-struct AlignedDelete {
-  void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{64}); }
-};
-
-// A 64-byte aligned heap buffer, shared so a Tensor can own it.
-inline std::shared_ptr<std::byte> AllocAligned(std::uint64_t n) {
-  auto* p = static_cast<std::byte*>(::operator new[](std::max<std::uint64_t>(n, 1), std::align_val_t{64}));
-  return std::shared_ptr<std::byte>(p, AlignedDelete{});
-}
 
 }  // namespace tensorsafe::internal::reader_detail
 

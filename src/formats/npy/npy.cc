@@ -19,10 +19,6 @@ namespace {
 
 std::string N(std::uint64_t v) { return std::to_string(v); }
 
-struct AlignedDelete {
-  void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{64}); }
-};
-
 // What a descr means: our dtype, and the unit to byte-swap when the data is
 // big-endian (the item size, or half of it for complex).
 struct DescrInfo {
@@ -136,12 +132,6 @@ void FortranToC(const std::byte* src, std::byte* dst, const Shape& shape, std::u
 }
 
 }  // namespace
-
-std::shared_ptr<std::byte> AllocAligned(std::uint64_t n) {
-  auto* p = static_cast<std::byte*>(
-      ::operator new[](static_cast<std::size_t>(std::max<std::uint64_t>(n, 1)), std::align_val_t{64}));
-  return std::shared_ptr<std::byte>(p, AlignedDelete{});
-}
 
 std::string StemOf(const std::string& path, std::string_view suffix) {
   std::string base = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);

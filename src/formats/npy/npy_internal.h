@@ -9,6 +9,7 @@
 
 #include "io/env.h"
 #include "tensorsafe/formats/npy.h"
+#include "util/aligned_alloc.h"
 
 namespace tensorsafe::internal::npy {
 
@@ -17,9 +18,6 @@ namespace tensorsafe::internal::npy {
 Result<Tensor> DecodeArray(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
                            const std::string& name, const std::string& where,
                            const tensorsafe::npy::ReadOptions& options);
-
-// A 64-byte aligned heap buffer a Tensor can own.
-std::shared_ptr<std::byte> AllocAligned(std::uint64_t n);
 
 // Creates a temp file beside `path`, lets `fill` write it, syncs (when
 // `sync`), closes and renames it over `path`. On any error the temp file is

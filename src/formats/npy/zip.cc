@@ -203,7 +203,7 @@ Result<std::span<const std::byte>> Extract(std::span<const std::byte> file, cons
       return Corruption(where + ": declares " + N(e.size) + " inflated bytes, more than deflate can produce from " +
                         N(e.compressed_size) + " compressed bytes (at most " + N(kMaxDeflateRatio) + " per byte)");
     }
-    *buffer = npy::AllocAligned(e.size);
+    *buffer = AllocAligned(e.size);
     z_stream z{};
     if (inflateInit2(&z, -MAX_WBITS) != Z_OK) return Internal(where + ": inflateInit2 failed");
     std::uint64_t in_left = src.size(), out_left = e.size;

@@ -32,6 +32,11 @@ struct ReaderOptions {
   // bytes; larger indexes are checked entry by entry as entries are decoded
   // and in full by Verify(). 0 = always lazy; UINT64_MAX = always eager.
   std::uint64_t eager_index_bytes = std::uint64_t{4} << 20;
+  // Threads that share a read of 32 MiB or more (ReadInto, and Get in kPread
+  // mode), the caller included: 0 = one per core, up to 4; 1 = the caller
+  // alone (as in a data-loader worker that already has a core to itself);
+  // at most 64.
+  unsigned read_threads = 0;
 };
 
 struct WriterOptions {

@@ -87,8 +87,8 @@ class Reader {
   Status ForEachTensor(const std::function<bool(Tensor&&)>& fn) const;
   // Copies the whole tensor into `out` (exactly data_length bytes), checking
   // its data checksum when `verify`. From 32 MiB the copy (as Get's read in
-  // kPread mode) is split into 8 MiB preads that up to 3 short-lived helper
-  // threads share with the caller, one per core.
+  // kPread mode) is split into 8 MiB preads that short-lived helper threads
+  // share with the caller (ReaderOptions::read_threads).
   Status ReadInto(std::string_view name, std::span<std::byte> out, bool verify = false) const;
   // Copies the hyperslab `slice` (one SliceDim per dimension) into `out` in
   // row-major order, reading only the rows needed. Dense whole-byte dtypes.

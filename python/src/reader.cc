@@ -17,8 +17,9 @@ namespace {
 
 using ReaderPtr = std::shared_ptr<Reader>;
 
-ReaderPtr OpenReader(const std::string& path, const std::string& mode) {
+ReaderPtr OpenReader(const std::string& path, const std::string& mode, unsigned read_threads) {
   ReaderOptions options;
+  options.read_threads = read_threads;
   if (mode == "mmap") {
     options.access = ReaderOptions::Access::kMmap;
   } else if (mode == "pread") {
@@ -164,7 +165,8 @@ py::dict Summary(const Reader& r) {
 
 void RegisterReader(py::module_& m) {
   py::class_<Reader, ReaderPtr>(m, "Reader", "The native .tsafe reader; use tensorsafe.open().")
-      .def_static("open", &OpenReader, py::arg("path"), py::arg("mode") = "mmap")
+      .def_static("open", &OpenReader, py::arg("path"), py::arg("mode") = "mmap",
+                  py::arg("read_threads") = 0)
       .def_property_readonly("path", &Reader::path)
       .def("__len__", &Reader::size)
       .def("summary", &Summary)

@@ -32,10 +32,10 @@ class Reader:
         ...     part = r.read_slice("layer.0.weight", np.s_[:2, ::4])
     """
 
-    def __init__(self, path: PathLike, mode: str = "mmap"):
+    def __init__(self, path: PathLike, mode: str = "mmap", read_threads: int = 0):
         self._path = os.fspath(path)
         self._mode = mode
-        self._native = _native.Reader.open(self._path, mode)
+        self._native = _native.Reader.open(self._path, mode, read_threads)
 
     # -- mapping protocol --------------------------------------------------
     def __len__(self) -> int:
@@ -203,7 +203,7 @@ class Reader:
         self._r.verify()
 
 
-def open(path: PathLike, mode: str = "mmap") -> Reader:  # noqa: A001 - tensorsafe.open
+def open(path: PathLike, mode: str = "mmap", *, read_threads: int = 0) -> Reader:  # noqa: A001 - tensorsafe.open
     """Opens a .tsafe file for reading.
 
     Args:
@@ -211,6 +211,10 @@ def open(path: PathLike, mode: str = "mmap") -> Reader:  # noqa: A001 - tensorsa
         mode: ``"mmap"`` (default) maps the file and serves zero-copy views;
             ``"pread"`` reads each tensor into fresh memory (network file
             systems, little RAM).
+        read_threads: threads that share each read of 32 MiB or more (a
+            ``copy=True`` get, or any get in ``"pread"`` mode), the caller's
+            included: 0 (default) one per core up to 4; 1 the caller alone,
+            as suits a data-loader worker.
 
     Returns:
         A :class:`Reader`; a context manager.
@@ -226,4 +230,6 @@ def open(path: PathLike, mode: str = "mmap") -> Reader:  # noqa: A001 - tensorsa
     """
     if mode not in ("mmap", "pread"):
         raise InvalidArgumentError(f"mode must be 'mmap' or 'pread', not {mode!r}")
-    return Reader(path, mode)
+    if not isinstance(read_threads, int) or isinstance(read_threads, bool) or not 0 <= read_threads <= 64:
+        raise InvalidArgumentError(f"read_threads must be an int from 0 to 64, not {read_threads!r}")
+    return Reader(path, mode, read_threads)

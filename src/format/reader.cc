@@ -23,7 +23,7 @@ Result<Tensor> Reader::Impl::TensorOf(TensorInfo info) const {
     t.owner = owner_;
   } else {
     auto buf = internal::AllocAligned(info.data_length);
-    TS_RETURN_IF_ERROR(internal::ReadAtParallel(*file_, info.data_offset, {buf.get(), info.data_length}));
+    TS_RETURN_IF_ERROR(internal::ReadAtParallel(*file_, info.data_offset, {buf.get(), info.data_length}, opt_.read_threads));
     t.data = {buf.get(), info.data_length};
     t.owner = std::move(buf);
   }
@@ -39,11 +39,11 @@ Status Reader::Impl::CopyOut(std::uint64_t off, std::span<std::byte> out) const 
     // the kernel copies from the page cache without faulting the range
     // into our page tables (1 GiB: ~1.3x faster than memcpy from a fresh
     // mapping; the bytes are the same either way).
-    if (copy_file_ != nullptr && out.size() >= kPreadCopyBytes) return internal::ReadAtParallel(*copy_file_, off, out);
+    if (copy_file_ != nullptr && out.size() >= kPreadCopyBytes) return internal::ReadAtParallel(*copy_file_, off, out, opt_.read_threads);
     std::memcpy(out.data(), bytes_.data() + off, out.size());
     return Status::OK();
   }
-  return internal::ReadAtParallel(*file_, off, out);
+  return internal::ReadAtParallel(*file_, off, out, opt_.read_threads);
 }
 
 Status Reader::Impl::ReadInto(std::string_view name, std::span<std::byte> out, bool verify) const {

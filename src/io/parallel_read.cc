@@ -12,13 +12,16 @@ namespace {
 
 constexpr std::size_t kPiece = std::size_t{8} << 20;
 constexpr std::size_t kParallelFrom = std::size_t{32} << 20;
-constexpr unsigned kMaxThreads = 4;
+constexpr unsigned kDefaultMaxThreads = 4;
+constexpr unsigned kMaxThreads = 64;
 
 }  // namespace
 
-Status ReadAtParallel(const RandomAccessFile& f, std::uint64_t offset, std::span<std::byte> out) {
-  const unsigned cores = std::thread::hardware_concurrency();
-  if (out.size() < kParallelFrom || cores < 2) return f.ReadAt(offset, out);
+Status ReadAtParallel(const RandomAccessFile& f, std::uint64_t offset, std::span<std::byte> out,
+                      unsigned threads) {
+  const unsigned n = threads != 0 ? std::min(threads, kMaxThreads)
+                                  : std::min(std::thread::hardware_concurrency(), kDefaultMaxThreads);
+  if (out.size() < kParallelFrom || n < 2) return f.ReadAt(offset, out);
   const std::size_t pieces = (out.size() + kPiece - 1) / kPiece;
   std::atomic<std::size_t> next{0};
   std::mutex mu;
@@ -39,7 +42,7 @@ Status ReadAtParallel(const RandomAccessFile& f, std::uint64_t offset, std::span
     }
   };
   std::vector<std::thread> helpers;
-  const unsigned want = std::min<std::size_t>({cores, kMaxThreads, pieces}) - 1;
+  const unsigned want = static_cast<unsigned>(std::min<std::size_t>(n, pieces)) - 1;
   for (unsigned t = 0; t < want; ++t) {
     try {
       helpers.emplace_back(work);

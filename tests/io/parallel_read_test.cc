@@ -68,6 +68,14 @@ TEST(ReadAtParallel, LargeReadsComeBackWholeInPieces) {
   }
 }
 
+TEST(ReadAtParallel, OneThreadIsOneRead) {
+  PatternFile f(64 * kMiB, UINT64_MAX);
+  std::vector<std::byte> out(48 * kMiB);
+  ASSERT_TRUE(ReadAtParallel(f, 3, out, /*threads=*/1).ok());
+  EXPECT_EQ(f.reads(), 1);
+  EXPECT_EQ(out.back(), At(3 + out.size() - 1));
+}
+
 TEST(ReadAtParallel, TheLowestFailingPieceIsReported) {
   if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: the read is not split";
   // Pieces from 16 MiB on fail; whichever thread meets one first, the error
@@ -75,6 +83,8 @@ TEST(ReadAtParallel, TheLowestFailingPieceIsReported) {
   PatternFile f(64 * kMiB, 20 * kMiB);
   std::vector<std::byte> out(48 * kMiB);
   EXPECT_STATUS(ReadAtParallel(f, 0, out), StatusCode::kIOError, "injected failure at 16777216");
+  // Explicit thread counts, even more than the cores, split it the same way.
+  EXPECT_STATUS(ReadAtParallel(f, 0, out, 3), StatusCode::kIOError, "injected failure at 16777216");
 }
 
 // Through the Reader: a 40 MiB tensor read back whole, mapped (ReadInto) and
@@ -90,9 +100,10 @@ TEST(ReadAtParallel, ReaderReadsOfLargeTensorsAreExact) {
     ASSERT_TRUE((*w)->Add("x", TensorView::Contiguous(DType::kU8, {data.size()}, data)).ok());
     ASSERT_TRUE((*w)->Finish().ok());
   }
-  for (auto access : {ReaderOptions::Access::kMmap, ReaderOptions::Access::kPread}) {
+  for (auto access : {ReaderOptions::Access::kMmap, ReaderOptions::Access::kPread}) for (unsigned threads : {0u, 1u, 3u}) {
     ReaderOptions o;
     o.access = access;
+    o.read_threads = threads;
     auto r = Reader::Open(path, o);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     std::vector<std::byte> out(data.size());

@@ -51,6 +51,22 @@ def test_modes_and_slices(tmp_path, mode):
             r.read_slice("a", (Ellipsis, Ellipsis))
 
 
+@pytest.mark.parametrize("mode", ["mmap", "pread"])
+def test_large_reads_with_any_thread_count(tmp_path, mode):
+    # 40 MiB: past the 32 MiB from which reads are split across threads.
+    p = tmp_path / "x.tsafe"
+    a = (np.arange(10 * 2**20 + 3, dtype=np.uint32) * 2654435761).astype(np.uint32)
+    with ts.Writer(p) as w:
+        w.add("a", a)
+    for threads in (0, 1, 3):
+        with ts.open(p, mode=mode, read_threads=threads) as r:
+            np.testing.assert_array_equal(r.get("a", copy=True), a)
+            np.testing.assert_array_equal(r.get_many(copy=True)["a"], a)
+    for bad in (-1, 65, 1.5, True, "2"):
+        with pytest.raises(ts.InvalidArgumentError, match="read_threads must be an int from 0 to 64"):
+            ts.open(p, read_threads=bad)
+
+
 def test_writer_discards_on_error(tmp_path):
     p = tmp_path / "x.tsafe"
     with pytest.raises(RuntimeError):

@@ -92,6 +92,47 @@ Status ValidateJsonObject(std::string_view json, std::uint32_t max_depth) {
   return Status::OK();
 }
 
+namespace {
+
+class WideIntegerFinder final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t& text) override {
+    if (text.find_first_of(".eE") != std::string::npos) return true;
+    found = WideInteger{key_, text};
+    return false;  // the first is enough
+  }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return ++depth_, true; }
+  bool key(string_t& k) override {
+    if (depth_ == 1) key_ = k;
+    return true;
+  }
+  bool end_object() override { return --depth_, true; }
+  bool start_array(std::size_t) override { return ++depth_, true; }
+  bool end_array() override { return --depth_, true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception&) override { return false; }
+
+  std::optional<WideInteger> found;
+
+ private:
+  int depth_ = 0;
+  std::string key_;
+};
+
+}  // namespace
+
+std::optional<WideInteger> FindWideInteger(std::string_view json) {
+  WideIntegerFinder f;
+  (void)nlohmann::json::sax_parse(json.begin(), json.end(), &f, nlohmann::json::input_format_t::json,
+                                  /*strict=*/true);
+  return f.found;
+}
+
 std::string QuoteName(std::string_view name) {
   constexpr std::size_t kMax = 80;
   std::string out = "\"";

@@ -11,6 +11,7 @@
 
 #include "formats/gguf/gguf_internal.h"
 #include "util/checked_math.h"
+#include "util/text.h"
 
 namespace tensorsafe::gguf::internal {
 namespace {
@@ -25,9 +26,12 @@ class KvWriter {
  public:
   explicit KvWriter(std::string& out) : out_(out) {}
 
+  // The key that messages name from now on.
+  void SetKey(const std::string& key) { ctx_ = "key \"" + key + "\""; }
+
   // Writes the value type code and the value of `key`.
   Status KeyValue(const std::string& key, const Json& desc, const Json& v) {
-    ctx_ = "key \"" + key + "\"";
+    SetKey(key);
     TS_ASSIGN_OR_RETURN(ValueType t, TypeOf(desc));
     Put32(out_, static_cast<std::uint32_t>(t));
     return Payload(desc, t, v);
@@ -317,10 +321,29 @@ Result<EncodedKeyValues> EncodeKeyValues(std::string_view metadata_json,
     return LimitExceeded("metadata JSON nested deeper than " + std::to_string(options.max_json_depth));
   }
   if (!j.is_object()) return InvalidArgument("metadata JSON must be an object");
+  if (auto w = tensorsafe::internal::FindWideInteger(metadata_json)) {
+    return InvalidArgument("key \"" + w->key + "\": the integer " + w->text +
+                           " does not fit in 64 bits, GGUF's widest integer types (store it as a string)");
+  }
   const std::string types_key(kTypesKey);
   Json types = Json::object();
+  // Its JSON text is taken too: safetensors' --stringify-metadata stores it
+  // so, with every value that is not a string as its JSON text; those are
+  // then read back from their text, so gguf -> safetensors -> gguf keeps
+  // the bytes.
+  bool stringified = false;
   if (auto it = j.find(types_key); it != j.end()) {
-    if (!it->is_object()) return InvalidArgument(types_key + " must be an object");
+    if (it->is_string()) {
+      Json parsed = Json::parse(it->get<std::string>(), nullptr, /*allow_exceptions=*/false);
+      if (parsed.is_object()) {
+        *it = std::move(parsed);
+        stringified = true;
+      }
+    }
+    if (!it->is_object()) {
+      return InvalidArgument("key \"" + types_key + "\" (reserved: the GGUF value types of the other keys) must be " +
+                             "an object or its JSON text, not " + it->dump().substr(0, 60));
+    }
     types = *it;
     for (const auto& [k, _] : types.items()) {
       if (!j.contains(k) || k == types_key) {
@@ -333,15 +356,21 @@ Result<EncodedKeyValues> EncodeKeyValues(std::string_view metadata_json,
     if (key == types_key) continue;
     if (key.empty()) return InvalidArgument("metadata key \"\" is empty; GGUF keys must not be");
     Json desc;
+    w.SetKey(key);  // before Infer, whose errors name the key
+    Json unstringified;
     if (auto it = types.find(key); it != types.end()) {
       desc = *it;
+      if (stringified && value.is_string() && desc != "string") {
+        unstringified = Json::parse(value.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+        if (unstringified.is_discarded()) unstringified = Json();
+      }
     } else {
       TS_ASSIGN_OR_RETURN(desc, w.Infer(value));
     }
     Put64(out.bytes, key.size());
     out.bytes += key;
     const std::size_t value_at = out.bytes.size() + 4;
-    TS_RETURN_IF_ERROR(w.KeyValue(key, desc, value));
+    TS_RETURN_IF_ERROR(w.KeyValue(key, desc, unstringified.is_null() ? value : unstringified));
     if (key == kAlignmentKey) {
       if (desc != "uint32") {
         return InvalidArgument("general.alignment must have type uint32, not " + desc.dump());

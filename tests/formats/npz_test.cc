@@ -4,6 +4,9 @@
 
 #include <cstring>
 #include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "formats/npy/zip.h"
 #include "support/temp_dir.h"
@@ -102,6 +105,11 @@ TEST(NpzInvalid, DamagedArchives) {
   std::string eocd_count = stored;
   eocd_count[eocd_count.size() - 14] = 9;  // entries on this disk and in total: 2 -> 9
   eocd_count[eocd_count.size() - 12] = 9;
+  std::string counts_disagree = stored;
+  counts_disagree[counts_disagree.size() - 14] = 1;  // entries on this disk 2 -> 1, in total still 2
+  std::string bad_utf8 = stored;  // "b.npy" -> "\xff.npy", flagged UTF-8 (bit 11)
+  for (std::size_t p = 0; (p = bad_utf8.find("b.npy", p)) != std::string::npos; ++p) bad_utf8[p] = '\xff';
+  bad_utf8[stored.rfind("PK\x01\x02") + 9] = 0x08;
   std::string not_npy = stored;
   for (std::size_t p = 0; (p = not_npy.find("b.npy", p)) != std::string::npos; ++p) not_npy[p + 2] = 'x';
   std::string dup = stored;
@@ -118,6 +126,10 @@ TEST(NpzInvalid, DamagedArchives) {
       {"bad_deflate", bad_deflate, StatusCode::kCorruption, "member \"a.npy\": invalid deflate data"},
       {"local_name_differs", local_name, StatusCode::kCorruption, "local header name differs"},
       {"count_too_big", eocd_count, StatusCode::kCorruption, "cannot fit in a central directory"},
+      {"counts_disagree", counts_disagree, StatusCode::kCorruption,
+       "end record counts 1 entries on this disk but 2 in all, in a single-disk archive"},
+      {"flagged_utf8_invalid", bad_utf8, StatusCode::kCorruption,
+       "central entry 1 \"\\xff.npy\": name flagged as UTF-8 (bit 11) is not valid UTF-8"},
       {"not_npy_member", not_npy, StatusCode::kUnsupported, "not a .npy member"},
       {"duplicate_member", dup, StatusCode::kCorruption, "duplicate member name"},
       {"bzip2_method", cmethod, StatusCode::kUnsupported, "compression method 12"},
@@ -212,6 +224,14 @@ TEST(NpzWrite, RejectsDuplicatesAndLeavesNothingOnError) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("duplicate tensor name \"a\""), std::string::npos);
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+  // zipfile cuts member names at a NUL: "b\0x" would load as "b".
+  set.tensors[1].info.name = std::string("b\0x", 3);
+  s = npz::WriteFile(dir.File("x.npz"), set);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("holds a NUL byte at 1; .npz readers (zipfile, np.load) cut member names there"),
+            std::string::npos)
+      << s.message();
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
   set.tensors[1].info.name = "b";
   ASSERT_TRUE(npz::WriteFile(dir.File("x.npz"), set).ok());
   auto back = npz::ReadFile(dir.File("x.npz"));
@@ -257,6 +277,38 @@ TEST(Zip, Zip64RecordsRoundTrip) {
     auto data = internal::zip::Extract(Bytes(f.s), e, true, &buf, "z");
     ASSERT_TRUE(data.ok()) << data.status().ToString();
     EXPECT_EQ(std::string(reinterpret_cast<const char*>(data->data()), data->size()), payload);
+  }
+}
+
+// APPNOTE 4.4.4: a name without the UTF-8 flag (bit 11) is CP437, as Python's
+// zipfile (so np.load) reads it: byte 0x82 is "é", and UTF-8 bytes without
+// the flag are CP437 text too.
+TEST(Zip, NamesWithoutTheUtf8FlagAreCp437) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"\x82", "\xc3\xa9"}, {"\xc3\xa9", "\xe2\x94\x9c\xe2\x8c\x90"}, {"a\xff", "a\xc2\xa0"}, {"plain", "plain"}};
+  for (const auto& [raw, want] : cases) {
+    SCOPED_TRACE(want);
+    StringFile f;
+    internal::zip::Writer w(f);
+    ASSERT_TRUE(w.Add(raw, {}, internal::zip::kStored).ok());
+    ASSERT_TRUE(w.Finish().ok());
+    // The writer flags non-ASCII names; clear the flag in both headers.
+    f.s[7] = static_cast<char>(f.s[7] & ~0x08);
+    f.s[f.s.rfind("PK\x01\x02") + 9] = static_cast<char>(f.s[f.s.rfind("PK\x01\x02") + 9] & ~0x08);
+    auto dir = internal::zip::ReadDirectory(Bytes(f.s), "z", 10);
+    ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+    ASSERT_EQ(dir->size(), 1u);
+    EXPECT_EQ((*dir)[0].name, want);
+    // Flagged, the same bytes are UTF-8 (or refused when they are not).
+    f.s[7] = static_cast<char>(f.s[7] | 0x08);
+    f.s[f.s.rfind("PK\x01\x02") + 9] = static_cast<char>(f.s[f.s.rfind("PK\x01\x02") + 9] | 0x08);
+    auto flagged = internal::zip::ReadDirectory(Bytes(f.s), "z", 10);
+    if (raw == "\x82" || raw == "a\xff") {
+      EXPECT_EQ(flagged.status().code(), StatusCode::kCorruption) << flagged.status().ToString();
+    } else {
+      ASSERT_TRUE(flagged.ok()) << flagged.status().ToString();
+      EXPECT_EQ((*flagged)[0].name, raw);
+    }
   }
 }
 

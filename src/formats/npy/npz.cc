@@ -43,6 +43,12 @@ Status WriteTo(internal::WritableFile& f, const TensorSet& set, const WriteOptio
     const std::string& name = t.info.name;
     if (name.empty()) return InvalidArgument("a tensor has an empty name; .npz members need one");
     if (!internal::IsValidUtf8(name)) return InvalidArgument("tensor name " + internal::QuoteName(name) + " is not UTF-8");
+    // Python's zipfile (so np.load) cuts a member name at its first NUL:
+    // "w\0a" and "w\0b" would both load as "w", one array lost.
+    if (const std::size_t z = name.find('\0'); z != std::string::npos) {
+      return InvalidArgument("tensor name " + internal::QuoteName(name) + " holds a NUL byte at " + std::to_string(z) +
+                             "; .npz readers (zipfile, np.load) cut member names there");
+    }
     if (!seen.insert(name).second) return InvalidArgument("duplicate tensor name " + internal::QuoteName(name));
     auto header = npy::EncodeHeader(t.info.dtype, t.info.shape);
     if (!header.ok()) return header.status().WithContext("tensor " + internal::QuoteName(name));

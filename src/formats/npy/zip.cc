@@ -61,6 +61,48 @@ Status ApplyZip64Extra(std::span<const std::byte> extra, bool need_size, bool ne
   return Status::OK();
 }
 
+// The upper half of code page 437, as Unicode code points: APPNOTE 4.4.4
+// reads a name without the UTF-8 flag (bit 11) as CP437, and so does
+// Python's zipfile, whose keys np.load returns.
+constexpr std::uint16_t kCp437High[128] = {
+    0x00C7, 0x00FC, 0x00E9, 0x00E2, 0x00E4, 0x00E0, 0x00E5, 0x00E7,
+    0x00EA, 0x00EB, 0x00E8, 0x00EF, 0x00EE, 0x00EC, 0x00C4, 0x00C5,
+    0x00C9, 0x00E6, 0x00C6, 0x00F4, 0x00F6, 0x00F2, 0x00FB, 0x00F9,
+    0x00FF, 0x00D6, 0x00DC, 0x00A2, 0x00A3, 0x00A5, 0x20A7, 0x0192,
+    0x00E1, 0x00ED, 0x00F3, 0x00FA, 0x00F1, 0x00D1, 0x00AA, 0x00BA,
+    0x00BF, 0x2310, 0x00AC, 0x00BD, 0x00BC, 0x00A1, 0x00AB, 0x00BB,
+    0x2591, 0x2592, 0x2593, 0x2502, 0x2524, 0x2561, 0x2562, 0x2556,
+    0x2555, 0x2563, 0x2551, 0x2557, 0x255D, 0x255C, 0x255B, 0x2510,
+    0x2514, 0x2534, 0x252C, 0x251C, 0x2500, 0x253C, 0x255E, 0x255F,
+    0x255A, 0x2554, 0x2569, 0x2566, 0x2560, 0x2550, 0x256C, 0x2567,
+    0x2568, 0x2564, 0x2565, 0x2559, 0x2558, 0x2552, 0x2553, 0x256B,
+    0x256A, 0x2518, 0x250C, 0x2588, 0x2584, 0x258C, 0x2590, 0x2580,
+    0x03B1, 0x00DF, 0x0393, 0x03C0, 0x03A3, 0x03C3, 0x00B5, 0x03C4,
+    0x03A6, 0x0398, 0x03A9, 0x03B4, 0x221E, 0x03C6, 0x03B5, 0x2229,
+    0x2261, 0x00B1, 0x2265, 0x2264, 0x2320, 0x2321, 0x00F7, 0x2248,
+    0x00B0, 0x2219, 0x00B7, 0x221A, 0x207F, 0x00B2, 0x25A0, 0x00A0,
+};
+
+std::string Cp437ToUtf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() * 2);
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    const std::uint32_t u = c < 0x80 ? c : kCp437High[c - 0x80];
+    if (u < 0x80) {
+      out += static_cast<char>(u);
+    } else if (u < 0x800) {
+      out += static_cast<char>(0xC0 | (u >> 6));
+      out += static_cast<char>(0x80 | (u & 0x3F));
+    } else {
+      out += static_cast<char>(0xE0 | (u >> 12));
+      out += static_cast<char>(0x80 | ((u >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (u & 0x3F));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::uint32_t Crc32(std::uint32_t crc, std::span<const std::byte> bytes) {
@@ -106,7 +148,11 @@ Result<std::vector<Entry>> ReadDirectory(std::span<const std::byte> file, const 
   } else if (disk != 0 || cd_disk != 0) {
     return err(Unsupported("multi-disk (spanned) zip archives are not supported"));
   }
-  if (count != count_disk) return err(Unsupported("multi-disk zip: " + N(count_disk) + " of " + N(count) + " entries on this disk"));
+  // Single disk (checked above): both counts are the whole directory's.
+  if (count != count_disk) {
+    return err(Corruption("end record counts " + N(count_disk) + " entries on this disk but " + N(count) +
+                          " in all, in a single-disk archive"));
+  }
   if (count > max_entries) {
     return err(LimitExceeded("zip has " + N(count) + " entries, more than the limit of " + N(max_entries)));
   }
@@ -162,6 +208,11 @@ Result<std::vector<Entry>> ReadDirectory(std::span<const std::byte> file, const 
     if (!RangeWithin(e.local_offset + kLocalSize, std::uint64_t{lnlen} + lxlen, cd_offset) ||
         std::string_view(reinterpret_cast<const char*>(file.data() + e.local_offset + kLocalSize), lnlen) != e.name) {
       return err(Corruption(named + ": local header name differs from the central directory"));
+    }
+    if (!(e.flags & kFlagUtf8)) {
+      if (!IsAscii(e.name)) e.name = Cp437ToUtf8(e.name);
+    } else if (!IsValidUtf8(e.name)) {
+      return err(Corruption(named + ": name flagged as UTF-8 (bit 11) is not valid UTF-8"));
     }
     if (!RangeWithin(e.data_offset, e.compressed_size, cd_offset)) {
       return err(Corruption(named + ": data at offset " + N(e.data_offset) + " + " + N(e.compressed_size) +

@@ -48,6 +48,9 @@ struct FileSummary {
   // Bytes not used by the live state: alignment padding, and data and indexes
   // that updates left behind (tensorsafe compact reclaims them).
   std::uint64_t unused_bytes = 0;
+  // Bytes of file metadata: 0 when the file has none (Metadata() then gives
+  // "{}"), 2 for an empty object stored as such.
+  std::uint64_t metadata_bytes = 0;
 };
 
 class Reader {

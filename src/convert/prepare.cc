@@ -60,10 +60,23 @@ const std::vector<std::string>* OwnTensorKeys(Format f) {
 
 bool HoldsAnyTensorMetadata(Format f) { return f == Format::kTsafe || f == Format::kZio; }
 
+// Targets that re-encode metadata through nlohmann (GGUF's typed values,
+// ZIO's JSON, safetensors' stringified values) would turn an integer wider
+// than 64 bits into a double: refused rather than narrowed.
+std::string NarrowedInteger(const internal::WideInteger& w, Format to) {
+  return "metadata key " + internal::QuoteName(w.key) + " holds the integer " + w.text +
+         ", wider than 64 bits, which " + Fmt(to) + " would narrow to a double (store it as a string)";
+}
+
 Status PrepareTensorMetadata(Tensor& t, std::size_t i, Format to, const ConvertOptions& opt) {
   if (IsEmptyObjectText(t.info.metadata_json)) {
     t.info.metadata_json.clear();
     return Status::OK();
+  }
+  if (to == Format::kZio) {
+    if (auto w = internal::FindWideInteger(t.info.metadata_json)) {
+      return Unsupported(What(i, t) + ": " + NarrowedInteger(*w, to));
+    }
   }
   if (HoldsAnyTensorMetadata(to)) return Status::OK();
   TS_ASSIGN_OR_RETURN(json md, ParseObject(t.info.metadata_json, What(i, t)));
@@ -94,6 +107,9 @@ Status PrepareTensorMetadata(Tensor& t, std::size_t i, Format to, const ConvertO
 }
 
 Status PrepareFileMetadata(TensorSet& set, Format to, const ConvertOptions& opt) {
+  if (to == Format::kGguf || to == Format::kZio || (to == Format::kSafetensors && opt.stringify_metadata)) {
+    if (auto w = internal::FindWideInteger(set.metadata_json)) return Unsupported(NarrowedInteger(*w, to));
+  }
   if (to == Format::kGguf && opt.alignment != 0) {
     json md = json::object();
     if (!set.metadata_json.empty()) {
@@ -105,8 +121,12 @@ Status PrepareFileMetadata(TensorSet& set, Format to, const ConvertOptions& opt)
     if (types.is_object()) types["general.alignment"] = "uint32";
     set.metadata_json = md.dump();
   }
+  // An empty object is kept where the target tells it from no metadata
+  // (safetensors' `"__metadata__":{}` against none, which its reader gives
+  // as {} and None; .tsafe's metadata_length 2 against 0), and dropped
+  // elsewhere, with no consent needed.
   if (IsEmptyObjectText(set.metadata_json)) {
-    set.metadata_json.clear();
+    if (to != Format::kTsafe && to != Format::kSafetensors) set.metadata_json.clear();
     return Status::OK();
   }
   switch (to) {

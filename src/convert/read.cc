@@ -33,8 +33,11 @@ Result<TensorSet> ReadTsafe(const std::string& path) {
     if (t.info.metadata_json == "{}") t.info.metadata_json.clear();
     set.tensors.push_back(std::move(t));
   }
-  TS_ASSIGN_OR_RETURN(set.metadata_json, reader->Metadata());
-  if (set.metadata_json == "{}") set.metadata_json.clear();
+  // "" when the file has none (Metadata() gives "{}" then); an empty
+  // object stored as such stays "{}", as safetensors' `"__metadata__":{}`.
+  if (reader->summary().metadata_bytes != 0) {
+    TS_ASSIGN_OR_RETURN(set.metadata_json, reader->Metadata());
+  }
   return set;
 }
 

@@ -216,6 +216,7 @@ FileSummary Reader::Impl::Summary() const {
   s.data_bytes = root_.data_bytes;
   const std::uint64_t used = internal::kHeaderSize + root_.data_bytes + ptr_.index_length + internal::kTrailerSize;
   s.unused_bytes = size_ > used ? size_ - used : 0;
+  s.metadata_bytes = root_.metadata_length;
   return s;
 }
 Reader::Reader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -296,6 +296,88 @@ TEST_F(ConvertRefusal, TensorMetadataNeedsConsentWhereTheTargetHasNone) {
   }
 }
 
+// safetensors tells `"__metadata__":{}` ({} to its reader) from no key
+// (None), and .tsafe an empty object from none: both survive every hop, and
+// a target without file metadata drops {} without asking.
+TEST(Convert, EmptyFileMetadataIsKeptWhereTheTargetTellsItApart) {
+  testing::TempDir dir;
+  std::mt19937_64 rng(11);
+  for (const std::string md : {"{}", ""}) {
+    SCOPED_TRACE("metadata '" + md + "'");
+    TensorSet set;
+    set.tensors.push_back(testing::RandomTensor(rng, "w", DType::kF32));
+    set.metadata_json = md;
+    const std::string st = dir.File("a.safetensors"), ts = dir.File("b.tsafe"), st2 = dir.File("c.safetensors"),
+                      st3 = dir.File("d.safetensors"), npy = dir.File("w.npy");
+    ASSERT_TRUE(safetensors::WriteFile(st, set).ok());
+    const std::string original = testing::ReadFileBytes(st);
+    EXPECT_EQ(original.find("\"__metadata__\":{}") != std::string::npos, md == "{}");
+    ASSERT_TRUE(Convert(st, ts, Fast()).ok());
+    auto r = Reader::Open(ts);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ((*r)->summary().metadata_bytes, md.size());
+    ASSERT_TRUE(Convert(ts, st2, Fast()).ok());
+    EXPECT_EQ(testing::ReadFileBytes(st2), original) << "st -> tsafe -> st";
+    ASSERT_TRUE(Convert(st, st3, Fast()).ok());
+    EXPECT_EQ(testing::ReadFileBytes(st3), original) << "st -> st";
+    auto n = Convert(ts, npy, Fast());
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+  }
+}
+
+// GGUF's value types ride in the reserved key tensorsafe.gguf_types; through
+// safetensors with --stringify-metadata it becomes JSON text, which the GGUF
+// writer takes back: gguf -> safetensors -> gguf keeps the bytes.
+TEST(Convert, GgufTypesSurviveStringifiedSafetensors) {
+  testing::TempDir dir;
+  std::mt19937_64 rng(5);
+  TensorSet set;
+  set.tensors.push_back(testing::RandomTensor(rng, "w", DType::kF32));
+  set.metadata_json = R"({"general.name":"m","n":7,"v":[1,2],"tensorsafe.gguf_types":{"n":"uint8","v":"array<int16>"}})";
+  const std::string g = dir.File("a.gguf"), st = dir.File("b.safetensors"), g2 = dir.File("c.gguf");
+  Status w = gguf::WriteFile(g, set);
+  ASSERT_TRUE(w.ok()) << w.ToString();
+  ConvertOptions opt = Fast();
+  opt.stringify_metadata = true;
+  auto a = Convert(g, st, opt);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto b = Convert(st, g2, Fast());
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(testing::ReadFileBytes(g2), testing::ReadFileBytes(g));
+}
+
+// An integer wider than 64 bits reads as a double in nlohmann: the targets
+// that re-encode metadata refuse it rather than narrow it; .tsafe keeps the
+// text as it is.
+TEST_F(ConvertRefusal, IntegersWiderThan64BitsAreNotNarrowed) {
+  TensorSet set = One(DType::kF32, "w");
+  set.metadata_json = R"({"ok":1,"big":18446744073709551617})";
+  for (Format to : {Format::kGguf, Format::kZio, Format::kSafetensors}) {
+    SCOPED_TRACE(FormatName(to));
+    ConvertOptions opt = Fast();
+    opt.stringify_metadata = to == Format::kSafetensors;
+    auto r = Run(set, to, opt);
+    ASSERT_EQ(r.status().code(), StatusCode::kUnsupported) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("metadata key \"big\" holds the integer 18446744073709551617, wider than 64 "
+                                        "bits, which " + std::string(FormatName(to)) + " would narrow to a double"),
+              std::string::npos)
+        << r.status().message();
+    ExpectNothingWritten();
+  }
+  set.tensors[0].info.metadata_json = R"({"n":-99999999999999999999})";
+  set.metadata_json = "";
+  auto z = Run(set, Format::kZio);
+  ASSERT_EQ(z.status().code(), StatusCode::kUnsupported) << z.status().ToString();
+  EXPECT_NE(z.status().message().find("tensor 0 \"w\": metadata key \"n\" holds the integer -99999999999999999999"),
+            std::string::npos)
+      << z.status().message();
+  auto t = Run(set, Format::kTsafe);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  auto back = ReadTensorSet(out_);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->tensors[0].info.metadata_json, R"({"n":-99999999999999999999})");
+}
+
 TEST_F(ConvertRefusal, FileMetadataNeedsConsentWhereTheTargetHasNone) {
   TensorSet set = One(DType::kF32, "0");
   set.metadata_json = R"({"a":"b"})";

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -133,6 +134,174 @@ TEST(WdsTar, EveryTruncationIsHandled) {
       EXPECT_EQ(src.status().code(), StatusCode::kCorruption) << len << ": " << src.status().ToString();
     }
   }
+}
+
+// A pax record "<len> key=value\n"; <len> counts its own digits.
+std::string PaxRecord(const std::string& key, const std::string& value) {
+  const std::string body = " " + key + "=" + value + "\n";
+  std::size_t len = body.size() + 1;
+  while (body.size() + std::to_string(len).size() != len) len = body.size() + std::to_string(len).size();
+  return std::to_string(len) + body;
+}
+
+// Every header that is read as part of the header after it (tarfile's
+// SubsequentHeaderError), followed by the end of the file or by a zero block.
+TEST(WdsTar, ExtendedHeaderWithoutMemberIsCorruption) {
+  const struct {
+    std::string ext;
+    const char* kind;
+  } cases[] = {
+      {Member("x", PaxRecord("mtime", "1700000000.5"), 'x'), "pax header"},  // as TarWriter writes them
+      {Member("x", PaxRecord("path", "b.txt"), 'x'), "pax header"},
+      {Member("x", PaxRecord("size", "3"), 'x'), "pax header"},
+      {Member("g", PaxRecord("comment", "c"), 'g'), "pax global header"},
+      {Member("././@LongLink", "b.txt", 'L'), "GNU long name"},
+      {Member("././@LongLink", "target", 'K'), "GNU long link name"},
+  };
+  const std::string first = Member("a.txt", "x");
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.kind);
+    EXPECT_STATUS(OpenBytes(first + c.ext).status(), StatusCode::kCorruption,
+                  std::string("t.tar: ") + c.kind + " at offset 1024 names no member: the archive ends at 2048 bytes");
+    EXPECT_STATUS(OpenBytes(first + c.ext + End()).status(), StatusCode::kCorruption,
+                  std::string("t.tar: ") + c.kind +
+                      " at offset 1024 names no member: an all-zero block follows at offset 2048");
+  }
+  // Followed by its member, each reads.
+  for (const auto& c : cases) {
+    auto src = OpenBytes(first + c.ext + Member("b.txt", "y") + End());
+    EXPECT_TRUE(src.ok()) << c.kind << ": " << src.status().ToString();
+  }
+}
+
+TEST(WdsTar, PartialTrailingBlockIsCorruption) {
+  const std::string first = Member("a.txt", "x");
+  for (std::size_t cut : {1u, 100u, 511u}) {
+    EXPECT_STATUS(OpenBytes(first + Header("b.txt", 1).substr(0, cut)).status(), StatusCode::kCorruption,
+                  "t.tar: header at offset 1024 is cut short: " + std::to_string(cut) +
+                      " of its 512 bytes before the end of the archive's " + std::to_string(1024 + cut) + " bytes");
+  }
+  // Inside the header a pax header names: the same message, at that header.
+  const std::string pax = Member("x", PaxRecord("mtime", "1700000000.5"), 'x');
+  EXPECT_STATUS(OpenBytes(first + pax + Header("b.txt", 1).substr(0, 300)).status(), StatusCode::kCorruption,
+                "t.tar: header at offset 2048 is cut short: 300 of its 512 bytes before the end of the archive's "
+                "2348 bytes");
+  // Inside the next member's pax header (tarfile stops there silently).
+  EXPECT_STATUS(OpenBytes(first + pax.substr(0, 200)).status(), StatusCode::kCorruption,
+                "t.tar: header at offset 1024 is cut short: 200 of");
+}
+
+TEST(WdsTar, PaddingCutShortIsCorruption) {
+  const std::string t = Member("a.txt", "hello") + Member("b.txt", std::string(600, 'b'));
+  for (std::size_t len : {2136u, 2137u, 2559u}) {  // its data ends at 2136
+    EXPECT_STATUS(OpenBytes(t.substr(0, len)).status(), StatusCode::kCorruption,
+                  "t.tar: header at offset 1024: member of 600 bytes at 1536 is cut in its padding: the archive's " +
+                      std::to_string(len) + " bytes end before the block boundary at 2560");
+  }
+  EXPECT_STATUS(OpenBytes(t.substr(0, 517)).status(), StatusCode::kCorruption,
+                "member of 5 bytes at 512 is cut in its padding: the archive's 517 bytes end before the block "
+                "boundary at 1024");
+}
+
+// What still reads: the end of the file on a block boundary, one or two zero
+// blocks, an end marker cut inside (zero bytes only), tarfile's 10 KiB record
+// padding, and anything after the first zero block.
+TEST(WdsTar, WholeBlockEndsStillRead) {
+  const std::string t = Member("a.txt", "x") + Member("a.cls", "1");
+  std::string record = t + End();
+  record.resize(10240, '\0');
+  for (const std::string& s : {t, t + std::string(512, '\0'), t + End(), t + std::string(100, '\0'),
+                               t + std::string(512 + 300, '\0'), record, t + End() + "trailing garbage"}) {
+    auto src = OpenBytes(s);
+    ASSERT_TRUE(src.ok()) << s.size() << ": " << src.status().ToString();
+    EXPECT_EQ((*src)->num_samples(), 1u) << s.size();
+  }
+}
+
+// A shard as webdataset's TarWriter writes it (a pax header before each
+// member, for its float mtime; 10 KiB records), cut at every block boundary
+// and at 1, 100 and 511 bytes past each: a cut refuses to read unless it
+// falls where a member ends or inside the end marker, and a shard that reads
+// holds a prefix of the whole shard's members and samples.
+TEST(WdsTar, EveryTruncationOfAPaxShard) {
+  std::string whole;
+  std::vector<std::uint64_t> member_ends;
+  for (int i = 0; i < 3; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    using P = std::pair<std::string, std::string>;
+    for (const auto& [suffix, data] : {P{"cls", std::to_string(i)}, P{"json", "{\"i\": " + std::to_string(i) + "}"}}) {
+      whole += Member("././@PaxHeader", PaxRecord("mtime", "1700000000.25"), 'x');
+      whole += Member(key + "." + suffix, data);
+      member_ends.push_back(whole.size());
+    }
+  }
+  const std::uint64_t data_end = whole.size();
+  whole += End();
+  whole.resize((whole.size() + 10239) / 10240 * 10240, '\0');  // tarfile's records
+
+  auto full_members = wds::ScanTar(Span(whole), "t.tar");
+  ASSERT_TRUE(full_members.ok()) << full_members.status().ToString();
+  ASSERT_EQ(full_members->size(), 6u);
+  auto full = OpenBytes(whole);
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  ASSERT_EQ((*full)->num_samples(), 3u);
+  std::vector<nlohmann::json> full_samples;
+  std::vector<dataset::FieldView> v;
+  for (std::uint64_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE((*full)->Read(i, v).ok());
+    full_samples.push_back(testing::SampleJson(v));
+  }
+
+  std::vector<std::uint64_t> cuts;
+  for (std::uint64_t b = 0; b < whole.size(); b += 512) {
+    for (std::uint64_t d : {0, 1, 100, 511}) cuts.push_back(b + d);
+  }
+  std::size_t accepted = 0;
+  for (std::uint64_t cut : cuts) {
+    SCOPED_TRACE("cut at " + std::to_string(cut) + " of " + std::to_string(whole.size()));
+    const std::string part = whole.substr(0, cut);
+    const bool at_member_end = cut == 0 || cut >= data_end ||
+                               std::find(member_ends.begin(), member_ends.end(), cut) != member_ends.end();
+    auto members = wds::ScanTar(Span(part), "t.tar");
+    if (!at_member_end) {
+      EXPECT_STATUS(members.status(), StatusCode::kCorruption, "t.tar: ");
+      EXPECT_STATUS(OpenBytes(part).status(), StatusCode::kCorruption, "t.tar: ");
+      continue;
+    }
+    ++accepted;
+    ASSERT_TRUE(members.ok()) << members.status().ToString();
+    const std::size_t k = std::count_if(member_ends.begin(), member_ends.end(), [&](auto e) { return e <= cut; });
+    ASSERT_EQ(members->size(), k);
+    for (std::size_t m = 0; m < k; ++m) {
+      EXPECT_EQ((*members)[m].path, (*full_members)[m].path);
+      EXPECT_EQ((*members)[m].offset, (*full_members)[m].offset);
+      EXPECT_EQ((*members)[m].size, (*full_members)[m].size);
+    }
+    auto src = OpenBytes(part);
+    ASSERT_TRUE(src.ok()) << src.status().ToString();
+    ASSERT_EQ((*src)->num_samples(), (k + 1) / 2);
+    for (std::uint64_t i = 0; i < (*src)->num_samples(); ++i) {
+      Status st = (*src)->Read(i, v);
+      if (k % 2 == 1 && i + 1 == (*src)->num_samples()) {
+        // The cut split this sample: it lacks its .json. As the first sample
+        // it fixes the schema; later, its fields differ from the shard's.
+        if (i == 0) {
+          ASSERT_TRUE(st.ok()) << st.ToString();
+          nlohmann::json want = full_samples[0];
+          want.erase("json");
+          EXPECT_EQ(testing::SampleJson(v), want);
+        } else {
+          EXPECT_STATUS(st, StatusCode::kUnsupported, "fields {cls} differ from the shard's {cls, json}");
+        }
+      } else {
+        ASSERT_TRUE(st.ok()) << st.ToString();
+        EXPECT_EQ(testing::SampleJson(v), full_samples[i]) << "sample " << i;
+      }
+    }
+  }
+  // 0, the first 5 member ends, and the 16 blocks from the last member's end
+  // (end marker and record padding) with their 3 cuts inside each: 70.
+  EXPECT_EQ(accepted, 1u + 5 + (whole.size() - data_end) / 512 * 4);
 }
 
 TEST(WdsTar, UnsafePaths) {

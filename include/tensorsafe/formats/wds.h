@@ -55,8 +55,9 @@ struct Member {
 // regular files in order; directories, links and devices skipped; pax 'x'
 // paths and GNU 'L' long names applied to the next member. Errors:
 // kCorruption (checksum, octal fields, sizes past the end, unsafe paths:
-// absolute or with a ".." component), kUnsupported (sparse files, base-256
-// negative sizes), kLimitExceeded.
+// absolute or with a ".." component; a file cut inside a header, data or
+// padding, or after an extended header with no member), kUnsupported
+// (sparse files, base-256 negative sizes), kLimitExceeded.
 Result<std::vector<Member>> ScanTar(std::span<const std::byte> tar, const std::string& display_name,
                                     const ReadOptions& options = {});
 

@@ -55,9 +55,9 @@ std::optional<std::uint64_t> Number(const std::byte* h, std::size_t off, std::si
   return v;
 }
 
-bool AllZero(const std::byte* h) {
-  for (std::size_t i = 0; i < kBlock; ++i) {
-    if (h[i] != std::byte{0}) return false;
+bool AllZero(std::span<const std::byte> bytes) {
+  for (std::byte b : bytes) {
+    if (b != std::byte{0}) return false;
   }
   return true;
 }
@@ -125,13 +125,22 @@ Result<std::vector<Member>> ScanTar(std::span<const std::byte> tar, const std::s
   std::vector<Member> members;
   std::optional<std::string> next_path;
   std::optional<std::uint64_t> next_size;
+  // The last x, g, L or K header not yet followed by another header: tarfile
+  // reads the header after one as part of it and raises ReadError at end of
+  // file or at a zero block, so a shard cut there lost the member it names.
+  const char* pending = nullptr;
+  std::uint64_t pending_at = 0;
   std::uint64_t pos = 0;
   const std::uint64_t total = tar.size();
   std::uint64_t index = 0;
+  bool end_marker = false;
   while (total - pos >= kBlock) {
     const std::byte* h = tar.data() + pos;
     const std::string what = name + ": header at offset " + std::to_string(pos);
-    if (AllZero(h)) break;  // end-of-archive marker
+    if (AllZero(tar.subspan(pos, kBlock))) {  // end-of-archive marker
+      end_marker = true;
+      break;
+    }
     bool neg = false;
     auto stored = Number(h, 148, 8, &neg);
     std::uint64_t usum = 0;
@@ -159,9 +168,16 @@ Result<std::vector<Member>> ScanTar(std::span<const std::byte> tar, const std::s
                         " runs past the archive's " + std::to_string(total) + " bytes");
     }
     std::span<const std::byte> data = tar.subspan(data_off, *size);
-    auto padded = tensorsafe::internal::AlignUp(*size, kBlock);
-    // Padding may be cut at the very end of the file, as tarfile tolerates.
-    std::uint64_t next = (padded && *padded <= total - data_off) ? data_off + *padded : total;
+    // Padding cut short is refused as tarfile does ("unexpected end of
+    // data"): no data is lost, but the file was cut. AlignUp cannot overflow:
+    // size <= total - 512.
+    const std::uint64_t padded = tensorsafe::internal::AlignUp(*size, kBlock).value_or(~std::uint64_t{0});
+    if (padded > total - data_off) {
+      return Corruption(what + ": member of " + std::to_string(*size) + " bytes at " + std::to_string(data_off) +
+                        " is cut in its padding: the archive's " + std::to_string(total) +
+                        " bytes end before the block boundary at " + std::to_string(data_off + padded));
+    }
+    const std::uint64_t next = data_off + padded;
 
     std::string header_path;
     std::string_view magic = Field(h, 257, 6);
@@ -173,6 +189,7 @@ Result<std::vector<Member>> ScanTar(std::span<const std::byte> tar, const std::s
       header_path = std::string(base);  // GNU ("ustar  ") and v7: no prefix field
     }
 
+    pending = nullptr;
     switch (type) {
       case 'x':
         if (*size > options.max_extended_header_bytes) {
@@ -184,11 +201,13 @@ Result<std::vector<Member>> ScanTar(std::span<const std::byte> tar, const std::s
           return LimitExceeded(what + ": pax path of " + std::to_string(next_path->size()) +
                                " bytes exceeds the limit " + std::to_string(options.max_path_bytes));
         }
+        pending = "pax header";
         break;
       case 'g':  // global pax header: nothing in it changes how members are named
         if (*size > options.max_extended_header_bytes) {
           return LimitExceeded(what + ": pax global header of " + std::to_string(*size) + " bytes");
         }
+        pending = "pax global header";
         break;
       case 'L': {
         if (*size > options.max_path_bytes) {
@@ -197,9 +216,11 @@ Result<std::vector<Member>> ScanTar(std::span<const std::byte> tar, const std::s
         }
         std::string_view s(reinterpret_cast<const char*>(data.data()), data.size());
         next_path = std::string(s.substr(0, s.find('\0')));
+        pending = "GNU long name";
         break;
       }
       case 'K':  // GNU long link name: links are skipped anyway
+        pending = "GNU long link name";
         break;
       case 'S':
         return Unsupported(what + ": GNU sparse member");
@@ -220,10 +241,24 @@ Result<std::vector<Member>> ScanTar(std::span<const std::byte> tar, const std::s
         next_path.reset();
         break;
     }
+    if (pending) pending_at = pos;
     pos = next;
     ++index;
   }
-  if (next_path) return Corruption(name + ": a long name or pax record at the end names no member");
+  // A tar is whole blocks. 1..511 bytes past the last block are a header cut
+  // short (the member and all after it lost) unless all zero: an end marker
+  // cut short, which loses nothing.
+  const std::uint64_t rest = total - pos;
+  if (!end_marker && rest > 0 && !AllZero(tar.subspan(pos, rest))) {
+    return Corruption(name + ": header at offset " + std::to_string(pos) + " is cut short: " + std::to_string(rest) +
+                      " of its " + std::to_string(kBlock) + " bytes before the end of the archive's " +
+                      std::to_string(total) + " bytes");
+  }
+  if (pending) {
+    return Corruption(name + ": " + pending + " at offset " + std::to_string(pending_at) + " names no member: " +
+                      (end_marker ? "an all-zero block follows at offset " + std::to_string(pos)
+                                  : "the archive ends at " + std::to_string(total) + " bytes"));
+  }
   return members;
 }
 

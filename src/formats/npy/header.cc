@@ -3,6 +3,7 @@
 #include <string>
 
 #include "util/checked_math.h"
+#include "util/text.h"
 
 namespace tensorsafe::internal::npy {
 namespace {
@@ -149,8 +150,9 @@ Result<HeaderDict> ParseHeaderDict(std::string_view text, std::uint32_t max_rank
       k = 2;
       TS_ASSIGN_OR_RETURN(h.shape, ParseShape(p, max_rank));
     } else {
-      return Corruption("header dict: unexpected key '" + key +
-                        "' (only 'descr', 'fortran_order' and 'shape' are allowed)");
+      // Quoted with escapes: the key is the file's bytes, not always UTF-8.
+      return Corruption("header dict: unexpected key " + tensorsafe::internal::QuoteName(key) +
+                        " (only 'descr', 'fortran_order' and 'shape' are allowed)");
     }
     if (seen[k]) return Corruption("header dict: key '" + key + "' appears twice");
     seen[k] = true;

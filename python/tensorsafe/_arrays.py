@@ -54,7 +54,21 @@ def meta_json(metadata: Optional[Dict[str, Any]]) -> str:
         return ""
     if not isinstance(metadata, dict):
         raise InvalidArgumentError(f"metadata must be a dict, not {type(metadata).__name__}")
+    _check_keys(metadata)
     return json.dumps(metadata, separators=(",", ":"), ensure_ascii=False)
+
+
+def _check_keys(d: Dict[Any, Any]) -> None:
+    # json.dumps would write 1, None or True as the keys "1", "null", "true".
+    for k, v in d.items():
+        if not isinstance(k, str):
+            raise InvalidArgumentError(f"metadata key {k!r} is a {type(k).__name__}, not a str")
+        if isinstance(v, dict):
+            _check_keys(v)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                if isinstance(x, dict):
+                    _check_keys(x)
 
 
 class SparseCoo(NamedTuple):
@@ -168,9 +182,9 @@ def numpy_entry(name: str, array: Any, metadata: Optional[Dict[str, Any]] = None
             arr = arr.astype(dt)
             dname = _dtypes.FROM_NUMPY[dt]
         else:
-            raise UnsupportedError(
-                f"tensor {name!r}: NumPy dtype {dt} has no tensorsafe dtype"
-                " (ml_dtypes' unpacked int4/uint4/float4/float6 are not stored: pack them first)")
+            hint = (" (ml_dtypes' unpacked int4/uint4/float4/float6 are not stored: pack them first)"
+                    if dt.name in _UNPACKED_ML_DTYPES else "")
+            raise UnsupportedError(f"tensor {name!r}: NumPy dtype {dt} has no tensorsafe dtype{hint}")
     if not arr.flags.c_contiguous:
         arr = np.ascontiguousarray(arr)
     data = arr if dt in _BUFFER_OK else arr.reshape(-1).view(np.uint8)
@@ -178,6 +192,9 @@ def numpy_entry(name: str, array: Any, metadata: Optional[Dict[str, Any]] = None
 
 
 _FROM_NUMPY_GET = _dtypes.FROM_NUMPY.get
+# ml_dtypes' sub-byte types, one element a byte: tensorsafe stores them packed.
+_UNPACKED_ML_DTYPES = frozenset({"int4", "uint4", "int2", "uint2", "float4_e2m1fn", "float6_e2m3fn",
+                                 "float6_e3m2fn"})
 # Native-order standard dtypes -> names: arrays of these go to the writer as
 # they are (the native side reads their pointer from the array struct).
 _PLAIN_NUMPY = {dt: n for dt, n in _dtypes.FROM_NUMPY.items() if dt in _BUFFER_OK and dt.isnative}

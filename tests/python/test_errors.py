@@ -189,3 +189,25 @@ def test_check_shape_rule():
     for dtype, shape in (("u8", (2**63,)), ("f64", (2**60,)), ("u8", (0, 2**63)), ("c128", (2**59, 0, 1))):
         with pytest.raises(ts.UnsupportedError, match=_BEYOND):
             _native.check_shape("t", dtype, shape)
+
+
+def test_metadata_keys_must_be_str(tmp_path):
+    # json.dumps would turn 1, None and True into "1", "null", "true".
+    a = {"a": np.zeros(2, np.float32)}
+    for md, key in (({1: "v"}, "1"), ({None: "x"}, "None"), ({"ok": {True: 1}}, "True"),
+                    ({"ok": [{"x": 1}, {2: 3}]}, "2")):
+        with pytest.raises(ts.InvalidArgumentError, match=f"metadata key {key} is a "):
+            tsnp.save_file(a, tmp_path / "x.safetensors", metadata=md)
+        with pytest.raises(ts.InvalidArgumentError, match=f"metadata key {key} is a "):
+            with ts.Writer(tmp_path / "x.tsafe") as w:
+                w.set_metadata(md)
+    assert not list(tmp_path.iterdir())
+
+
+def test_unsupported_numpy_dtype_messages(tmp_path):
+    with pytest.raises(ts.UnsupportedError) as e:
+        tsnp.save_file({"s": np.array(["abc"])}, tmp_path / "x.tsafe")
+    assert "NumPy dtype <U3 has no tensorsafe dtype" in str(e.value) and "pack them first" not in str(e.value)
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    with pytest.raises(ts.UnsupportedError, match="unpacked int4/uint4/float4/float6 are not stored: pack them first"):
+        tsnp.save_file({"q": np.zeros(4, ml_dtypes.int4)}, tmp_path / "x.tsafe")

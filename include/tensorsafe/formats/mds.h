@@ -110,9 +110,12 @@ Result<Dataset> OpenDataset(const std::string& dir, const Limits& limits = {});
 Result<dataset::FieldSpec> FieldOf(const Column& column, std::span<const std::byte> first);
 
 struct ShardOptions {
-  // Where compressed shards are decompressed (created if missing). Empty:
-  // compressed shards can only be read when their raw file already sits in
-  // the dataset directory.
+  // Where compressed shards are decompressed (created if missing), under a
+  // name from the index's xxh digest or the zip file's identity, never the
+  // shard's basename (docs/formats/mds.md, "Compression and hashes"); the
+  // dataset directory itself keeps the basename. Empty: compressed shards
+  // can only be read when their raw file already sits in the dataset
+  // directory.
   std::string cache_dir;
   // Check the raw shard against the index's xxh* hashes when it is used as
   // found (in the dataset directory or cache) rather than just decompressed.
@@ -122,11 +125,12 @@ struct ShardOptions {
 };
 
 // Opens shard `index` of `dataset`. A raw shard is mapped from the dataset
-// directory; a compressed one is used raw if `<root>/<raw>` or
-// `<cache_dir>/<raw>` exists with the right size, else decompressed from
-// `<root>/<zip>` into `<cache_dir>/<raw>`. The whole offset table and the
-// config are checked here; each sample's bytes when read. The source keeps
-// its mapping alive. Errors: kOutOfRange (index), kNotFound/kIOError,
+// directory; a compressed one is used raw if `<root>/<raw>` or its cache
+// file (see cache_dir) exists with the right size, else decompressed from
+// `<root>/<zip>` into that cache file. The whole offset table and the
+// config are checked here; each sample's bytes when read, and the index's
+// hashes by the source's VerifyData(). The source keeps its mapping alive.
+// Errors: kOutOfRange (index), kNotFound/kIOError,
 // kCorruption (sizes, offsets, hashes, config disagreeing with the index),
 // kLimitExceeded, kFailedPrecondition (compressed, no raw file, no cache_dir).
 Result<std::unique_ptr<dataset::ShardSource>> OpenShard(const Dataset& dataset, std::size_t index,

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "formats/mds/mds_internal.h"
@@ -142,6 +143,72 @@ Status Decompress(const std::string& zip_path, const ShardInfo& shard, const std
   return Status::OK();
 }
 
+// A digest that may name a cached raw shard: one that every decompression
+// checks (so a file under the name holds those bytes), of 64 bits or more
+// (xxh32: about a 1% chance of a collision among 10,000 same-sized shards),
+// and plain lower-case hex of the algorithm's length (it becomes a file name).
+const HashDigest* NamingDigest(const FileRef& ref) {
+  static constexpr struct {
+    std::string_view algorithm;
+    std::size_t hex_digits;
+  } kStrong[] = {{"xxh128", 32}, {"xxh3_128", 32}, {"xxh3_64", 16}, {"xxh64", 16}};
+  for (const auto& want : kStrong) {
+    for (const HashDigest& h : ref.hashes) {
+      if (h.algorithm == want.algorithm && h.hex.size() == want.hex_digits &&
+          h.hex.find_first_not_of("0123456789abcdef") == std::string::npos) {
+        return &h;
+      }
+    }
+  }
+  return nullptr;
+}
+
+// The cache file name for `shard`'s raw bytes (mds.md "Compression and
+// hashes"). Every MDS writer names its first shard shard.00000.mds, so the
+// basename says nothing about which dataset a cached file came from:
+//   raw-<algorithm>-<hex>-<raw bytes>.mds   an index digest of the raw shard
+//   zip-<algorithm>-<hex>-<raw bytes>.mds   else one of the zip (zstd output
+//                                           is a function of its input)
+//   at-<xxh3_64>-<raw bytes>.mds            else the zip file's identity: its
+//                                           real path, size, mtime, device
+//                                           and inode, plus the index entry
+// The last keeps datasets at different paths apart, and a dataset rewritten
+// in place (new inode or mtime) from its old cache file, without reading the
+// zip on every open; the price is that such a cache file is found only
+// while its zip exists unchanged.
+Result<std::string> CacheFileName(const ShardInfo& shard, const std::string& zip_path, const std::string& in_root) {
+  const std::string tail = "-" + std::to_string(shard.raw.bytes) + ".mds";
+  if (const HashDigest* h = NamingDigest(shard.raw)) return "raw-" + h->algorithm + "-" + h->hex + tail;
+  if (const HashDigest* h = NamingDigest(shard.zip)) return "zip-" + h->algorithm + "-" + h->hex + tail;
+  struct stat st;
+  if (lstat(zip_path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return NotFound(zip_path + ": compressed shard not found (nor " + in_root + ")");
+    return IOError(zip_path + ": " + std::strerror(errno), errno);
+  }
+  if (!S_ISREG(st.st_mode)) return Corruption(zip_path + ": not a regular file (symlinks are not followed)");
+  std::unique_ptr<char, decltype(&std::free)> real(realpath(zip_path.c_str(), nullptr), std::free);
+  if (!real) return IOError(zip_path + ": realpath: " + std::strerror(errno), errno);
+  std::string id = std::string(real.get()) + '\0';
+  for (std::uint64_t v : {static_cast<std::uint64_t>(st.st_size), static_cast<std::uint64_t>(st.st_mtim.tv_sec),
+                          static_cast<std::uint64_t>(st.st_mtim.tv_nsec), static_cast<std::uint64_t>(st.st_dev),
+                          static_cast<std::uint64_t>(st.st_ino), shard.zip.bytes, shard.raw.bytes, shard.samples}) {
+    id += std::to_string(v) + ',';
+  }
+  id += shard.compression;
+  return "at-" + Hex(XXH3_64bits(id.data(), id.size()), 16) + tail;
+}
+
+// Whether `cache_dir` is the dataset directory itself (OpenAny's default).
+Result<bool> SameDirectory(const std::string& cache_dir, const std::string& root) {
+  struct stat a, b;
+  if (stat(cache_dir.c_str(), &a) != 0) {
+    if (errno == ENOENT) return false;  // created at decompression
+    return IOError(cache_dir + ": " + std::strerror(errno), errno);
+  }
+  if (stat(root.c_str(), &b) != 0) return IOError(root + ": " + std::strerror(errno), errno);
+  return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 }  // namespace
 
 bool XxhDigest(std::string_view algorithm, std::span<const std::byte> bytes, std::string* hex) {
@@ -192,16 +259,24 @@ Result<std::string> EnsureRawShard(const Dataset& dataset, const ShardInfo& shar
     return FailedPrecondition(in_root + ": not found, and decompressing " + shard.zip.basename +
                               " needs a cache directory (ShardOptions::cache_dir)");
   }
-  TS_RETURN_IF_ERROR(CheckNoSymlinkDirs(options.cache_dir, shard.raw.basename));
-  const std::string cached = options.cache_dir + "/" + shard.raw.basename;
+  TS_RETURN_IF_ERROR(CheckNoSymlinkDirs(root, shard.zip.basename));
+  const std::string zip_path = root + "/" + shard.zip.basename;
+  TS_ASSIGN_OR_RETURN(bool in_place, SameDirectory(options.cache_dir, root));
+  std::string cached = in_root;  // the dataset's own directory: its own name, as StreamingDataset does
+  if (!in_place) {
+    TS_ASSIGN_OR_RETURN(std::string name, CacheFileName(shard, zip_path, in_root));
+    cached = options.cache_dir + "/" + name;
+  }
+  // Reuse by name and size only: a name from an index digest was written
+  // only after decompression checked that digest, and one from the zip's
+  // identity changes when the zip does, so re-hashing the raw shard on every
+  // open (a full read, against O(1) access) is left to verify_existing.
   TS_ASSIGN_OR_RETURN(std::int64_t csize, RegularFileSize(cached));
   if (csize >= 0 && static_cast<std::uint64_t>(csize) == shard.raw.bytes) {
     TS_RETURN_IF_ERROR(verify(cached));
     return cached;
   }
   // Absent or of another size (a stale file): decompress over it.
-  TS_RETURN_IF_ERROR(CheckNoSymlinkDirs(root, shard.zip.basename));
-  const std::string zip_path = root + "/" + shard.zip.basename;
   TS_ASSIGN_OR_RETURN(std::int64_t zsize, RegularFileSize(zip_path));
   if (zsize < 0) return NotFound(zip_path + ": compressed shard not found (nor " + in_root + ")");
   std::size_t slash = cached.rfind('/');

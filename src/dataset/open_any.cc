@@ -33,6 +33,7 @@ class MergedSchemaShard final : public ShardSource {
       : inner_(std::move(inner)), schema_(std::move(schema)) {}
   std::uint64_t num_samples() const override { return inner_->num_samples(); }
   const Schema& schema() const override { return *schema_; }
+  Status VerifyData() const override { return inner_->VerifyData(); }
   Status Read(std::uint64_t i, std::vector<FieldView>& out) const override {
     TS_RETURN_IF_ERROR(inner_->Read(i, out));
     for (std::size_t k = 0; k < out.size() && k < schema_->fields.size(); ++k) out[k].spec = &schema_->fields[k];

@@ -18,6 +18,12 @@ constexpr std::array<std::pair<FieldKind, std::string_view>, 6> kKindNames = {{
 
 }  // namespace
 
+Status ShardSource::VerifyData() const {
+  std::vector<FieldView> views;
+  for (std::uint64_t i = 0; i < num_samples(); ++i) TS_RETURN_IF_ERROR(Read(i, views));
+  return Status::OK();
+}
+
 std::string_view FieldKindName(FieldKind kind) {
   for (const auto& [k, name] : kKindNames) {
     if (k == kind) return name;

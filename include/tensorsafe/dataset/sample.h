@@ -85,6 +85,12 @@ class ShardSource {
   // kOutOfRange for i >= num_samples(), kCorruption (naming the shard, the
   // sample and the numbers) when the stored bytes contradict the format.
   virtual Status Read(std::uint64_t i, std::vector<FieldView>& out) const = 0;
+
+  // Checks the whole shard for Dataset::Verify (a full read): the hashes or
+  // checksums its format keeps of its bytes, and what Read() checks of each
+  // sample. Returns OK or the first problem (kCorruption naming the file and
+  // the numbers, kIOError). The default reads every sample.
+  virtual Status VerifyData() const;
 };
 
 }  // namespace tensorsafe::dataset

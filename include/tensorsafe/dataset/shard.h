@@ -75,8 +75,9 @@ class TsafeShard : public ShardSource {
 
   // The name used in messages (the path unless given).
   const std::string& display_name() const;
-  // Every data checksum of the tsafe file (Reader::Verify).
-  Status VerifyData() const;
+  // Every data checksum of the tsafe file (Reader::Verify), and str/json
+  // values' UTF-8 and syntax.
+  Status VerifyData() const override;
 
   class Impl;
   explicit TsafeShard(std::unique_ptr<Impl> impl);

@@ -1,6 +1,7 @@
 // MDS shard files as dataset::ShardSource (docs/formats/mds.md, "Shard file").
 #include <simdjson.h>
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <utility>
@@ -155,8 +156,31 @@ class MdsShard final : public dataset::ShardSource {
     return Status::OK();
   }
 
-  static Result<std::unique_ptr<dataset::ShardSource>> Open(const std::string& path, const ShardInfo& info,
-                                                            const Limits& limits);
+  // The index's xxh* hashes of the mapped raw shard (whichever copy was
+  // opened: in the dataset directory or the cache), and of the zip with its
+  // size when it is in the dataset directory (StreamingDataset may have
+  // deleted it after decompressing), then every sample.
+  Status VerifyData() const override {
+    const std::string what = name_ + " (raw_data " + QuoteName(raw_.basename) + ")";
+    TS_RETURN_IF_ERROR(internal::VerifyHashes(raw_, region_->bytes(), what));
+    if (!zip_path_.empty() && std::filesystem::is_regular_file(std::filesystem::symlink_status(zip_path_))) {
+      TS_ASSIGN_OR_RETURN(auto zip, tensorsafe::internal::Env::Default()->Map(zip_path_));
+      if (zip->bytes().size() != zip_.bytes) {
+        return Corruption(zip_path_ + ": " + std::to_string(zip->bytes().size()) + " bytes, the index says " +
+                          std::to_string(zip_.bytes));
+      }
+      TS_RETURN_IF_ERROR(internal::VerifyHashes(zip_, zip->bytes(), zip_path_));
+    }
+    return ShardSource::VerifyData();
+  }
+
+  static Result<std::unique_ptr<MdsShard>> Open(const std::string& path, const ShardInfo& info,
+                                                const Limits& limits);
+  // The compressed shard this one came from (OpenShard), for VerifyData.
+  void set_zip(std::string path, FileRef ref) {
+    zip_path_ = std::move(path);
+    zip_ = std::move(ref);
+  }
 
  private:
   std::string Where(std::uint64_t i, std::size_t c) const {
@@ -165,6 +189,9 @@ class MdsShard final : public dataset::ShardSource {
 
   std::string name_;
   std::shared_ptr<tensorsafe::internal::MappedRegion> region_;
+  FileRef raw_;
+  std::string zip_path_;  // empty: not compressed
+  FileRef zip_;
   std::vector<Column> columns_;
   dataset::Schema schema_;
   std::uint64_t n_ = 0;
@@ -203,8 +230,8 @@ Status CheckConfig(std::span<const std::byte> config, const ShardInfo& info, con
   return Status::OK();
 }
 
-Result<std::unique_ptr<dataset::ShardSource>> MdsShard::Open(const std::string& path, const ShardInfo& info,
-                                                             const Limits& limits) {
+Result<std::unique_ptr<MdsShard>> MdsShard::Open(const std::string& path, const ShardInfo& info,
+                                                 const Limits& limits) {
   auto* env = tensorsafe::internal::Env::Default();
   TS_ASSIGN_OR_RETURN(auto region, env->Map(path));
   auto bytes = region->bytes();
@@ -229,6 +256,7 @@ Result<std::unique_ptr<dataset::ShardSource>> MdsShard::Open(const std::string& 
   }
   auto s = std::make_unique<MdsShard>();
   s->name_ = path;
+  s->raw_ = info.raw;
   s->columns_ = info.columns;
   s->n_ = n;
   std::uint64_t fixed = 0;
@@ -296,7 +324,7 @@ Result<std::unique_ptr<dataset::ShardSource>> MdsShard::Open(const std::string& 
     s->schema_.fields.push_back(std::move(*spec));
   }
   s->region_ = std::move(region);
-  return std::unique_ptr<dataset::ShardSource>(std::move(s));
+  return s;
 }
 
 }  // namespace
@@ -336,7 +364,8 @@ Result<dataset::FieldSpec> FieldOf(const Column& column, std::span<const std::by
 
 Result<std::unique_ptr<dataset::ShardSource>> OpenShardFile(const std::string& path, const ShardInfo& info,
                                                             const Limits& limits) {
-  return MdsShard::Open(path, info, limits);
+  TS_ASSIGN_OR_RETURN(auto shard, MdsShard::Open(path, info, limits));
+  return std::unique_ptr<dataset::ShardSource>(std::move(shard));
 }
 
 Result<std::unique_ptr<dataset::ShardSource>> OpenShard(const Dataset& dataset, std::size_t index,
@@ -347,7 +376,9 @@ Result<std::unique_ptr<dataset::ShardSource>> OpenShard(const Dataset& dataset, 
   }
   const ShardInfo& info = dataset.shards[index];
   TS_ASSIGN_OR_RETURN(std::string path, internal::EnsureRawShard(dataset, info, options));
-  return MdsShard::Open(path, info, options.limits);
+  TS_ASSIGN_OR_RETURN(auto shard, MdsShard::Open(path, info, options.limits));
+  if (info.compressed) shard->set_zip(dataset.root + "/" + info.zip.basename, info.zip);
+  return std::unique_ptr<dataset::ShardSource>(std::move(shard));
 }
 
 }  // namespace tensorsafe::mds

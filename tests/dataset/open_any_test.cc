@@ -12,11 +12,13 @@
 
 #include "formats/sample_json.h"
 #include "support/dataset_model.h"
+#include "support/mds_files.h"
 #include "support/nginx_server.h"
 #include "support/status_matchers.h"
 #include "support/temp_dir.h"
 #include "tensorsafe/dataset/dataset.h"
 #include "tensorsafe/dataset/writer.h"
+#include "util/endian.h"
 
 namespace tensorsafe::dataset {
 namespace {
@@ -119,8 +121,71 @@ TEST(OpenAny, MdsZstdDecompressesIntoTheCacheDir) {
   auto ds = OpenAny(kGolden + "mds/zstd", opt);
   ASSERT_TRUE(ds.ok()) << ds.status().ToString();
   ExpectJsonLines(**ds, kGolden + "mds/zstd/expected.jsonl", true);
-  EXPECT_TRUE(fs::exists(cache.path() / "shard.00000.mds"));
+  EXPECT_TRUE(fs::exists(cache.path() / "raw-xxh3_64-43cb3bea525dcb2d-2466.mds"));  // mds.md: by digest
   EXPECT_FALSE(fs::exists(kGolden + "mds/zstd/shard.00000.mds"));  // the golden dir is never written
+}
+
+std::vector<std::int64_t> AllX(const Dataset& ds) {
+  std::vector<std::int64_t> xs;
+  Sample s;
+  for (std::uint64_t i = 0; i < ds.num_samples(); ++i) {
+    Status st = ds.Read(i, s);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    if (!st.ok()) break;
+    xs.push_back(static_cast<std::int64_t>(internal::Load64(s.fields[1].bytes.data())));
+  }
+  return xs;
+}
+
+// Two MDSWriter outputs with the same shard names and sizes but other
+// values, read through one cache directory (Python Dataset(cache_dir=...)
+// and the CLI's --cache-dir come here): each reads its own values and
+// verifies clean (mds.md "Compression and hashes").
+TEST(OpenAny, MdsDatasetsSharingACacheDirReadTheirOwnShards) {
+  for (bool hashes : {true, false}) {
+    SCOPED_TRACE(hashes ? "xxh64 in the index" : "no hashes in the index");
+    TempDir a, b, cache;
+    testing::WriteZstdMds(a.path().string(), 100, "AAA", hashes);
+    testing::WriteZstdMds(b.path().string(), 200, "BBB", hashes);
+    DatasetOptions opt;
+    opt.cache_dir = cache.path().string();
+    for (const auto& [dir, first] : {std::pair{a.path().string(), 100}, std::pair{b.path().string(), 200}}) {
+      auto ds = OpenAny(dir, opt);
+      ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+      EXPECT_EQ(AllX(**ds), (std::vector<std::int64_t>{first, first + 1, first + 2, first + 3})) << dir;
+      Status v = (*ds)->Verify();
+      EXPECT_TRUE(v.ok()) << v.ToString();
+    }
+  }
+}
+
+// `dataset verify --cache-dir`: the raw shard actually read (here the cached
+// copy) is checked against the index's digest, not just read sample by
+// sample; a changed value inside a well-formed shard is kCorruption.
+TEST(OpenAny, MdsVerifyChecksTheCachedRawShardAgainstTheIndex) {
+  TempDir a, cache;
+  testing::WriteZstdMds(a.path().string(), 100, "AAA", /*with_hashes=*/true);
+  DatasetOptions opt;
+  opt.cache_dir = cache.path().string();
+  {
+    auto ds = OpenAny(a.path().string(), opt);
+    ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+    ASSERT_TRUE((*ds)->Verify().ok());
+  }
+  std::vector<fs::path> files;
+  for (auto& e : fs::directory_iterator(cache.path())) files.push_back(e.path());
+  ASSERT_EQ(files.size(), 1u);
+  const std::string cached = files[0].string();
+  std::string raw = testing::ReadFileBytes(cached);
+  raw.back() ^= 1;  // the top byte of the last sample's x: the shard stays well-formed
+  testing::WriteFileBytes(cached, raw);
+  auto ds = OpenAny(a.path().string(), opt);
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();  // opening reuses it unhashed (the fast path)
+  std::vector<Status> problems;
+  Status st = (*ds)->Verify(&problems);
+  EXPECT_STATUS(st, StatusCode::kCorruption, cached + " (raw_data \"shard.00000.mds\"): xxh64 is ");
+  EXPECT_STATUS(st, StatusCode::kCorruption, ", the index says \"");
+  EXPECT_EQ(problems.size(), 1u);
 }
 
 TEST(OpenAny, MdsPickleColumnsAreRefused) {

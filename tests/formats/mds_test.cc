@@ -5,12 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 
 #include <nlohmann/json.hpp>
 
 #include "formats/sample_json.h"
+#include "support/mds_files.h"
 #include "support/status_matchers.h"
 #include "support/temp_dir.h"
 #include "util/endian.h"
@@ -62,8 +64,8 @@ TEST(MdsGolden, PlainDatasetMatchesStreamingDataset) {
 TEST(MdsGolden, ZstdDatasetDecompressesIntoTheCacheAndMatches) {
   TempDir cache;
   ExpectMatchesReference(kGolden + "zstd", cache.path().string());
-  EXPECT_TRUE(fs::exists(cache.File("shard.00000.mds")));
-  EXPECT_TRUE(fs::exists(cache.File("shard.00001.mds")));
+  // Named by the index's strongest xxh digest of the raw shard (mds.md).
+  EXPECT_TRUE(fs::exists(cache.File("raw-xxh3_64-43cb3bea525dcb2d-2466.mds")));
   std::size_t files = 0;
   for (auto& e : fs::directory_iterator(cache.path())) files += e.is_regular_file();
   EXPECT_EQ(files, 2u) << "temporary files left behind";
@@ -309,6 +311,97 @@ TEST_F(MdsShardCorruption, SymlinkedShardIsNotFollowed) {
   auto ds = mds::OpenDataset(dir_.path().string());
   ASSERT_TRUE(ds.ok());
   EXPECT_STATUS(mds::OpenShard(*ds, 0).status(), StatusCode::kCorruption, "not a regular file (symlinks are not followed)");
+}
+
+// The x values of every sample of shard 0 of `dir`, read through `cache`.
+Result<std::vector<std::int64_t>> ReadX(const std::string& dir, const std::string& cache, bool verify = false) {
+  TS_ASSIGN_OR_RETURN(mds::Dataset ds, mds::OpenDataset(dir));
+  mds::ShardOptions opt;
+  opt.cache_dir = cache;
+  opt.verify_existing = verify;
+  TS_ASSIGN_OR_RETURN(auto src, mds::OpenShard(ds, 0, opt));
+  std::vector<std::int64_t> xs;
+  std::vector<dataset::FieldView> views;
+  for (std::uint64_t i = 0; i < src->num_samples(); ++i) {
+    TS_RETURN_IF_ERROR(src->Read(i, views));
+    xs.push_back(static_cast<std::int64_t>(internal::Load64(views[1].bytes.data())));
+  }
+  return xs;
+}
+
+std::vector<std::string> CacheEntries(const TempDir& cache) {
+  std::vector<std::string> names;
+  for (auto& e : fs::directory_iterator(cache.path())) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Every MDSWriter names its first shard shard.00000.mds: a cache keyed by
+// that name (and the size) handed dataset A's values to dataset B
+// (differential test against mosaicml-streaming 0.13.0).
+TEST(MdsCache, DatasetsWithTheSameShardNamesAndSizesKeepTheirOwnValues) {
+  for (bool hashes : {true, false}) {
+    SCOPED_TRACE(hashes ? "xxh64 in the index" : "no hashes in the index");
+    TempDir a, b, cache;
+    testing::WriteZstdMds(a.path().string(), 100, "AAA", hashes);
+    testing::WriteZstdMds(b.path().string(), 200, "BBB", hashes);
+    ASSERT_EQ(ReadFileBytes(a.File("index.json")).size(), ReadFileBytes(b.File("index.json")).size());
+    const std::vector<std::int64_t> want_a = {100, 101, 102, 103}, want_b = {200, 201, 202, 203};
+    for (int round = 0; round < 2; ++round) {  // decompressed, then reused from the cache
+      auto xa = ReadX(a.path().string(), cache.path().string());
+      ASSERT_TRUE(xa.ok()) << xa.status().ToString();
+      EXPECT_EQ(*xa, want_a) << "round " << round;
+      auto xb = ReadX(b.path().string(), cache.path().string());
+      ASSERT_TRUE(xb.ok()) << xb.status().ToString();
+      EXPECT_EQ(*xb, want_b) << "round " << round;
+    }
+    std::vector<std::string> names = CacheEntries(cache);
+    ASSERT_EQ(names.size(), 2u);
+    for (const std::string& n : names) EXPECT_EQ(n.substr(0, hashes ? 10 : 3), hashes ? "raw-xxh64-" : "at-") << n;
+  }
+}
+
+// Without digests the name comes from the zip file's identity: a dataset
+// rewritten in place with other values of the same sizes is decompressed
+// again, not served from the old cache file.
+TEST(MdsCache, DatasetRewrittenInPlaceIsNotServedFromTheOldCacheFile) {
+  TempDir a, cache;
+  testing::WriteZstdMds(a.path().string(), 100, "AAA", /*with_hashes=*/false);
+  auto first = ReadX(a.path().string(), cache.path().string());
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  testing::WriteZstdMds(a.path().string(), 300, "CCC", /*with_hashes=*/false);
+  auto second = ReadX(a.path().string(), cache.path().string());
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(*second, (std::vector<std::int64_t>{300, 301, 302, 303}));
+}
+
+// A cache file under a digest's name holds what decompression checked; one
+// changed since is found by verify_existing (and by Dataset::Verify,
+// open_any_test.cc).
+TEST(MdsCache, TamperedCachedShardFailsVerifyExisting) {
+  TempDir a, cache;
+  testing::WriteZstdMds(a.path().string(), 100, "AAA", /*with_hashes=*/true);
+  ASSERT_TRUE(ReadX(a.path().string(), cache.path().string()).ok());
+  std::vector<std::string> names = CacheEntries(cache);
+  ASSERT_EQ(names.size(), 1u);
+  const std::string cached = cache.File(names[0]);
+  std::string raw = ReadFileBytes(cached);
+  raw.back() ^= 1;  // the top byte of the last sample's x: still a well-formed shard
+  WriteFileBytes(cached, raw);
+  auto xs = ReadX(a.path().string(), cache.path().string(), /*verify=*/true);
+  EXPECT_STATUS(xs.status(), StatusCode::kCorruption, cached + ": xxh64 is ");
+  EXPECT_STATUS(xs.status(), StatusCode::kCorruption, ", the index says \"");
+}
+
+// The dataset directory as the cache (OpenAny's default): the raw shard goes
+// next to the zip under its own name, where StreamingDataset leaves it.
+TEST(MdsCache, DatasetDirectoryAsTheCacheKeepsTheRawName) {
+  TempDir a;
+  testing::WriteZstdMds(a.path().string(), 100, "AAA", /*with_hashes=*/true);
+  auto xs = ReadX(a.path().string(), a.path().string());
+  ASSERT_TRUE(xs.ok()) << xs.status().ToString();
+  EXPECT_EQ(xs->front(), 100);
+  EXPECT_TRUE(fs::exists(a.File("shard.00000.mds")));
 }
 
 class MdsZstdCorruption : public ::testing::Test {

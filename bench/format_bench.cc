@@ -8,9 +8,11 @@
 //   (a) 16 f32 tensors totalling 1 GiB (64 MiB with --quick):
 //       write (sync off/on) vs raw write(), and raw write() after fallocate
 //       beside raw write() for reference; open; full read (ReadInto into a
-//       pre-faulted buffer; mmap and pread) vs memcpy and vs raw pread().
+//       pre-faulted buffer; mmap and pread; the copies shared among the
+//       cores, and on the caller's thread alone) vs memcpy and vs raw pread().
 //   (b) N tensors of 256 f32 (N = 100k and 1M; 10k with --quick) plus a 1k
-//       file: write vs raw write() (and the fallocate reference row); open
+//       file: write vs raw write() (and the fallocate reference row, and the
+//       raw write() of as many bytes as the .tsafe file holds); open
 //       (eager default and lazy); Find() of random names; Names().
 //   (c) cost of the eager whole-index check at open, at 1k/10k/40k tensors.
 //
@@ -374,7 +376,8 @@ void WorkloadA(const Config& c) {
   }
 
   // Full read: open + ReadInto every tensor into the pre-faulted buffer +
-  // close, beside memcpy of the same bytes from memory and raw pread().
+  // close, beside memcpy of the same bytes from memory and raw pread(),
+  // each on one thread.
   for (auto access : {ReaderOptions::Access::kMmap, ReaderOptions::Access::kPread}) {
     ReaderOptions o;
     o.access = access;
@@ -400,6 +403,12 @@ void WorkloadA(const Config& c) {
       ::close(fd);
     });
     AddRow(Ratio(wl, "read " + label + " " + mode + " vs pread", pp, total, "raw pread()", 0, false));
+    // The reads above share each 64 MiB copy among the cores
+    // (ReaderOptions::read_threads 0); the caller's thread alone, for
+    // reference beside the one-thread baselines.
+    o.read_threads = 1;
+    auto p1 = RunPair(reps, nullptr, read_ts, [&] { std::memcpy(dst.data(), src.data(), total); });
+    AddRow(Ratio(wl, "  read " + label + " " + mode + " read_threads=1 vs memcpy", p1, total, "memcpy", 0, false));
   }
   // Verify the copy is right once (outside timing).
   {
@@ -505,7 +514,9 @@ void WorkloadB(const Config& c) {
   const std::uint64_t max_n = counts.back();
   std::printf("\n(b) many tensors of 256 f32 (1 KiB) each: %s\n",
               c.quick ? "10k (+1k for open)" : "100k, 1M (+1k for open)");
-  Buffer src(max_n * kSmallBytes);
+  // A quarter more than the tensors' bytes: the raw write of a whole file's
+  // bytes (data and index) reads this much.
+  Buffer src(max_n * kSmallBytes / 4 * 5);
   src.Fill(2);
   const std::string wl = "b";
 
@@ -528,6 +539,7 @@ void WorkloadB(const Config& c) {
     const int reps = n >= 1000000 ? Reps(c, 3, 3) : Reps(c, 5, 3);
     SmallNames(n);
     WriteSmall(ts_path, src, n);  // warm-up
+    const std::uint64_t file_bytes = std::filesystem::file_size(ts_path);
     auto p = RunPair(
         reps,
         [&] { FreshStart({ts_path, raw_path}); },
@@ -537,6 +549,16 @@ void WorkloadB(const Config& c) {
         reps, [&] { FreshStart({ts_path, raw_path}); }, [&] { RawWrite(ts_path, src.data(), bytes, false, true); },
         [&] { RawWrite(raw_path, src.data(), bytes, false); });
     AddRow(Ratio(wl, "  raw write() after fallocate " + nl, q, bytes, "raw write()", 0, false));
+    // The writer also writes its index (about 100 bytes a tensor): beside a
+    // raw write() of as many bytes as its file holds, the ratio is the
+    // writer's own overhead, without the format's.
+    if (file_bytes <= src.size()) {
+      auto f = RunPair(
+          reps, [&] { FreshStart({ts_path, raw_path}); }, [&] { WriteSmall(ts_path, src, n); },
+          [&] { RawWrite(raw_path, src.data(), file_bytes, false); });
+      AddRow(Ratio(wl, "  write " + nl + " beside raw write() of its file's bytes", f, file_bytes,
+                   "raw write() " + std::to_string(file_bytes) + " B", 0, false));
+    }
     // The floor beside the same raw writes: at 1 KiB a tensor it is about as
     // long as the write itself, which bounds what the writer can reach.
     std::vector<double> floor;

@@ -351,7 +351,7 @@ Status CheckDTypesAndRanks(const TensorSet& set, Format to) {
     if (!FormatHoldsDType(to, t.info.dtype)) {
       std::string why;
       if ((to == Format::kNpy || to == Format::kNpz) && npy::DescrOf(t.info.dtype).ok()) {
-        why = " (NumPy records it as an anonymous 1-byte void, |V1, so the dtype would be lost)";
+        why = " (NumPy records it as an anonymous 1-byte void, <V1, so the dtype would be lost)";
       }
       return Unsupported(What(i, t) + ": dtype " + std::string(DTypeName(t.info.dtype)) + " cannot be stored in " +
                          Fmt(to) + why);
@@ -360,6 +360,15 @@ Status CheckDTypesAndRanks(const TensorSet& set, Format to) {
     if (max_rank != 0 && t.info.shape.size() > max_rank) {
       return Unsupported(What(i, t) + ": rank " + std::to_string(t.info.shape.size()) + " exceeds " + Fmt(to) +
                          "'s limit of " + std::to_string(max_rank));
+    }
+    // A zero-size shape whose other dims multiply past 64 bits ([0, 2^32,
+    // 2^32]): safetensors takes it, tsafe (FORMAT.md R30, NumPy's rule)
+    // and the other writers do not.
+    if (t.info.layout == Layout::kDense) {
+      if (Result<std::uint64_t> n = DenseByteSize(t.info.dtype, t.info.shape);
+          !n.ok() && n.status().code() == StatusCode::kOutOfRange) {
+        return Unsupported(What(i, t) + ": " + n.status().message() + ", so " + Fmt(to) + " cannot hold it");
+      }
     }
   }
   return Status::OK();

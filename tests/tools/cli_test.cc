@@ -4,6 +4,8 @@
 
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "support/cli_runner.h"
@@ -203,6 +205,16 @@ TEST_F(CliTest, NpyAndNpzInputs) {
   EXPECT_EQ(doc["tensors"][0]["offset"], 128);
   EXPECT_TRUE(doc["alignment"].is_null());
   EXPECT_EQ(Run("verify " + golden + "deflated.npz").out, "ok: 3 tensors, 41 bytes verified\n");
+}
+
+// GGUF's data alignment is general.alignment, 32 without the key.
+TEST_F(CliTest, InfoGivesGgufAlignment) {
+  const std::string golden = std::string(TS_SOURCE_DIR) + "/tests/golden/gguf/";
+  for (const auto& [file, want] : std::vector<std::pair<std::string, int>>{{"plain.gguf", 32}, {"align64.gguf", 64}}) {
+    Output info = Run("info --json " + golden + file);
+    ASSERT_EQ(info.rc, 0) << info.err;
+    EXPECT_EQ(nlohmann::json::parse(info.out)["alignment"], want) << file;
+  }
 }
 
 TEST_F(CliTest, ErrorsMapToExitCodes) {

@@ -59,9 +59,16 @@ int Run(const std::string& path, bool json, Format from) {
       bytes += t.info.data_length;
       tensors.push_back(TensorJson(t.info));
     }
-    // Fields the format does not have are null.
+    // Fields the format does not have are null. GGUF aligns its data to
+    // general.alignment, 32 when the key is absent (the reader checked it).
     j["version"] = nullptr;
     j["alignment"] = nullptr;
+    if (src->format == Format::kGguf) {
+      auto md = nlohmann::json::parse(src->set.metadata_json.empty() ? "{}" : src->set.metadata_json, nullptr, false);
+      j["alignment"] = md.is_object() && md.contains("general.alignment") && md["general.alignment"].is_number_unsigned()
+                           ? md["general.alignment"].get<std::uint64_t>()
+                           : 32;
+    }
     j["tensor_count"] = src->set.tensors.size();
     j["data_bytes"] = bytes;
     j["index_offset"] = nullptr;

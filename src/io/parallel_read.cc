@@ -41,8 +41,9 @@ Status ReadAtParallel(const RandomAccessFile& f, std::uint64_t offset, std::span
       }
     }
   };
-  std::vector<std::thread> helpers;
   const unsigned want = static_cast<unsigned>(std::min<std::size_t>(n, pieces)) - 1;
+  std::vector<std::thread> helpers;
+  helpers.reserve(want);  // so only the thread's own start can throw
   for (unsigned t = 0; t < want; ++t) {
     try {
       helpers.emplace_back(work);

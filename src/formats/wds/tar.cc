@@ -42,16 +42,13 @@ std::optional<std::uint64_t> Number(const std::byte* h, std::size_t off, std::si
   std::size_t i = 0;
   while (i < len && p[i] == ' ') ++i;
   std::uint64_t v = 0;
-  bool digits = false;
   for (; i < len && p[i] >= '0' && p[i] <= '7'; ++i) {
     if (v >> 60) return std::nullopt;
     v = v * 8 + (p[i] - '0');
-    digits = true;
   }
   for (; i < len; ++i) {  // only NUL / space may follow
     if (p[i] != 0 && p[i] != ' ') return std::nullopt;
   }
-  (void)digits;
   return v;
 }
 
@@ -132,7 +129,6 @@ Result<std::vector<Member>> ScanTar(std::span<const std::byte> tar, const std::s
   std::uint64_t pending_at = 0;
   std::uint64_t pos = 0;
   const std::uint64_t total = tar.size();
-  std::uint64_t index = 0;
   bool end_marker = false;
   while (total - pos >= kBlock) {
     const std::byte* h = tar.data() + pos;
@@ -243,7 +239,6 @@ Result<std::vector<Member>> ScanTar(std::span<const std::byte> tar, const std::s
     }
     if (pending) pending_at = pos;
     pos = next;
-    ++index;
   }
   // A tar is whole blocks. 1..511 bytes past the last block are a header cut
   // short (the member and all after it lost) unless all zero: an end marker

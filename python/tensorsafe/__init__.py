@@ -5,7 +5,7 @@
 - safetensors' API, on .safetensors and .tsafe files alike:
   :class:`safe_open`, and the modules ``tensorsafe.numpy`` and
   ``tensorsafe.torch`` (save, save_file, load, load_file, save_model,
-  load_model).
+  load_model; storage_ptr and storage_size).
 - Every format through its codec: :func:`read`, :func:`write`,
   :func:`convert`, :func:`detect_format`, ``read_npy``/``write_npy``,
   ``read_npz``/``write_npz``, and likewise for gguf, tenbin, btf and zio.

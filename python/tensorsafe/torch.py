@@ -1,5 +1,6 @@
 """safetensors.torch's API on tensorsafe: save, save_file, load, load_file,
-save_model, load_model.
+save_model, load_model, and the storage helpers storage_ptr and storage_size
+(transformers imports them from safetensors.torch).
 
 ``*.tsafe`` files get the native format, anything else safetensors bytes
 identical to the safetensors package's. Loaded tensors view a copy-on-write
@@ -33,6 +34,33 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 def _format(filename: str) -> str:
     return "tsafe" if filename.endswith(".tsafe") else "safetensors"
+
+
+def storage_ptr(tensor: torch.Tensor) -> int:
+    """The address where ``tensor``'s storage starts (not the tensor's own
+    first element: every view of one storage gives the same number).
+
+    Returns:
+        The address; 0 for storages without memory (meta tensors, empty
+        storages).
+
+    Raises:
+        NotImplementedError: from torch, for tensors without a storage
+            (sparse layouts).
+    """
+    return tensor.untyped_storage().data_ptr()
+
+
+def storage_size(tensor: torch.Tensor) -> int:
+    """The size in bytes of ``tensor``'s whole storage, which may be larger
+    than ``tensor.nbytes`` (a view, or a tensor ``set_`` on part of a
+    storage). A meta tensor's storage has a size but no memory.
+
+    Raises:
+        NotImplementedError: from torch, for tensors without a storage
+            (sparse layouts).
+    """
+    return tensor.untyped_storage().nbytes()
 
 
 def _shared_groups(tensors: Dict[str, torch.Tensor]) -> List[Set[str]]:

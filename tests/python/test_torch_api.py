@@ -153,3 +153,31 @@ def test_load_file_tensors_are_private_copy_on_write(tmp_path):
     again = tst.load_file(p)
     assert again["f"].tolist() == [0, 1, 2, 3, 4, 5] and again["b"].tolist() == [0, 1, 2, 3]
     ts.verify(p)  # raises CorruptionError if a write had reached the file
+
+
+def test_storage_ptr_and_size():
+    """safetensors.torch's public storage helpers, which transformers'
+    pytorch_utils imports: the start and byte size of the whole storage, the
+    same for every view of it."""
+    from tensorsafe.torch import storage_ptr, storage_size
+
+    base = torch.arange(10, dtype=torch.float32)
+    view = base[3:7]
+    assert storage_ptr(view) == storage_ptr(base) == base.data_ptr() != view.data_ptr()
+    assert storage_size(view) == storage_size(base) == 40
+    # A tensor set on the first 16 bytes of the storage: same start, less size.
+    head = torch.empty(0, dtype=torch.float32).set_(base.untyped_storage()[:16])
+    assert storage_ptr(head) == storage_ptr(base) and storage_size(head) == 16
+    meta = torch.zeros((2, 3), device="meta")
+    assert storage_ptr(meta) == 0 and storage_size(meta) == 24
+    assert storage_ptr(torch.empty(0)) == 0 and storage_size(torch.empty(0)) == 0
+    with pytest.raises(NotImplementedError):
+        storage_ptr(torch.zeros(2, 2).to_sparse())
+
+
+def test_storage_helpers_match_safetensors():
+    st_torch = pytest.importorskip("safetensors.torch")
+    base = torch.arange(12, dtype=torch.bfloat16).reshape(3, 4)
+    for t in (base, base[1:], base.T, base[:, 1], torch.zeros(5, device="meta"), torch.empty(0, dtype=torch.int8)):
+        assert tst.storage_ptr(t) == st_torch.storage_ptr(t)
+        assert tst.storage_size(t) == st_torch.storage_size(t)

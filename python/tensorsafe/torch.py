@@ -42,13 +42,13 @@ def storage_ptr(tensor: torch.Tensor) -> int:
 
     Returns:
         The address; 0 for storages without memory (meta tensors, empty
-        storages).
-
-    Raises:
-        NotImplementedError: from torch, for tensors without a storage
-            (sparse layouts).
+        storages) and for tensors without a storage (sparse layouts), as
+        safetensors.torch gives.
     """
-    return tensor.untyped_storage().data_ptr()
+    try:
+        return tensor.untyped_storage().data_ptr()
+    except NotImplementedError:  # "Cannot access storage of SparseTensorImpl"
+        return 0
 
 
 def storage_size(tensor: torch.Tensor) -> int:

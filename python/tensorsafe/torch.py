@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import os
+from collections import defaultdict
 from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 import torch
@@ -262,3 +263,95 @@ def load_model(model: torch.nn.Module, filename: PathLike, strict: bool = True,
             lines.append("    Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in sorted(unexpected)))
         raise RuntimeError("\n".join(lines))
     return missing, unexpected
+
+
+# safetensors.torch's private helpers, which conversion scripts import by name
+# (`from safetensors.torch import _find_shared_tensors, _is_complete`): the
+# same results, except where noted. save/save_model above do not use them.
+
+
+def _end_ptr(tensor: torch.Tensor) -> int:
+    """The address just past the tensor's last element (its ``data_ptr()``
+    when empty). Computed from the strides, so any strided view works."""
+    if tensor.nelement() == 0:
+        return tensor.data_ptr()
+    last = sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
+    return tensor.data_ptr() + (last + 1) * tensor.element_size()
+
+
+def _is_complete(tensor: torch.Tensor) -> bool:
+    """Whether the tensor starts at its storage's start and is as large as
+    the storage (a meta tensor is complete: both are 0)."""
+    return (tensor.data_ptr() == storage_ptr(tensor)
+            and tensor.nelement() * tensor.element_size() == storage_size(tensor))
+
+
+def _find_shared_tensors(state_dict: Dict[str, torch.Tensor]) -> List[Set[str]]:
+    """Names grouped by storage (device, start, size), each storage's names
+    then split into runs whose bytes overlap: a list of sets, one-name sets
+    included, in the order the storages first appear. Meta tensors and
+    storages without memory (empty, sparse) are left out.
+
+    One difference from safetensors 0.8.0: a tensor that overlaps an earlier
+    one but not the one just before it in address order (``a[0:100]``,
+    ``a[10:20]``, ``a[30:40]``) stays in the group; safetensors starts a new
+    group there, so that dropping what its _remove_duplicate_names names
+    leaves ``a[30:40]`` beside ``a``, which its save_file refuses.
+    """
+    by_storage: Dict[Tuple[torch.device, int, int], Set[str]] = {}
+    for name, t in state_dict.items():
+        if t.device.type == "meta":
+            continue
+        ptr = storage_ptr(t)
+        if ptr == 0:
+            continue
+        size = storage_size(t)
+        if size == 0:
+            continue
+        by_storage.setdefault((t.device, ptr, size), set()).add(name)
+    out: List[Set[str]] = []
+    for names in by_storage.values():
+        spans = sorted((state_dict[n].data_ptr(), _end_ptr(state_dict[n]), n) for n in names)
+        current: Set[str] = set()
+        end = 0
+        for start, stop, name in spans:
+            if current and start < end:
+                current.add(name)
+                end = max(end, stop)
+            else:
+                current = {name}
+                out.append(current)
+                end = stop
+    return out
+
+
+def _remove_duplicate_names(state_dict: Dict[str, torch.Tensor], *,
+                            preferred_names: Optional[List[str]] = None,
+                            discard_names: Optional[List[str]] = None) -> Dict[str, List[str]]:
+    """For each group of shared names (``_find_shared_tensors``) with more
+    than one: the name to keep -> the sorted others (a ``defaultdict(list)``).
+    The kept name is the alphabetically first complete one
+    (``_is_complete``), preferring those not in ``discard_names``, and above
+    all those in ``preferred_names``.
+
+    Raises:
+        RuntimeError: a group, even of one name, of which no tensor covers
+            its whole storage (as safetensors raises).
+    """
+    preferred = set(preferred_names or ())
+    discard = set(discard_names or ())
+    out: Dict[str, List[str]] = defaultdict(list)
+    for group in _find_shared_tensors(state_dict):
+        complete = sorted(n for n in group if _is_complete(state_dict[n]))
+        if not complete:
+            raise RuntimeError(
+                f"tensors {sorted(group)} share memory and none of them covers the whole storage: "
+                "no name to keep; clone the ones you want to keep")
+        keep = complete[0]
+        for choice in ([n for n in complete if n not in discard], [n for n in complete if n in preferred]):
+            if choice:
+                keep = choice[0]
+        others = sorted(n for n in group if n != keep)
+        if others:
+            out[keep] = others
+    return out

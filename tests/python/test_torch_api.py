@@ -186,3 +186,63 @@ def test_storage_helpers_match_safetensors():
     sparse = base.float().to_sparse()
     with pytest.warns(UserWarning):  # the peer's fallback goes through TypedStorage
         assert tst.storage_ptr(sparse) == st_torch.storage_ptr(sparse) == 0
+
+
+def _shared_cases():
+    """(state dict, comment) pairs: views of one storage in every relation."""
+    a = torch.arange(16, dtype=torch.float32)
+    m = torch.zeros((3, 4), dtype=torch.float16)
+    meta = torch.zeros((2, 2), device="meta")
+    return [
+        ({"a": a, "head": a[:4]}, "a view inside a complete tensor"),
+        ({"lo": a[:8], "hi": a[8:]}, "two halves: one storage, no overlap"),
+        ({"lo": a[:9], "hi": a[8:]}, "two halves overlapping by one element"),
+        ({"x": a[:8], "y": a[8:], "z": a[:2]}, "overlap in one half only"),
+        ({"t": a, "tied": a, "other": torch.ones(3)}, "the same tensor twice"),
+        ({"m": m, "col": m[:, 1], "row": m[2]}, "2-D views, strided"),
+        ({"meta": meta, "meta_view": meta[:1], "e": torch.empty(0)}, "no memory: left out"),
+        ({"b": torch.zeros(2, dtype=torch.bool), "c": torch.zeros(3, dtype=torch.complex64)}, "separate"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_shared_cases())))
+def test_private_sharing_helpers_match_safetensors(case):
+    """safetensors.torch's private helpers, which conversion scripts import by
+    name, give the peer's results on views of one storage."""
+    st_torch = pytest.importorskip("safetensors.torch")
+    sd, comment = _shared_cases()[case]
+    assert tst._find_shared_tensors(sd) == st_torch._find_shared_tensors(sd), comment
+    for name, t in sd.items():
+        assert tst._is_complete(t) == st_torch._is_complete(t), (comment, name)
+        if t.dim() <= 1 and t.device.type != "meta":
+            assert tst._end_ptr(t) == st_torch._end_ptr(t), (comment, name)
+    for kwargs in ({}, {"preferred_names": ["tied"]}, {"discard_names": ["t", "a"]}):
+        try:
+            theirs = st_torch._remove_duplicate_names(sd, **kwargs)
+        except RuntimeError:
+            with pytest.raises(RuntimeError, match="none of them covers the whole storage"):
+                tst._remove_duplicate_names(sd, **kwargs)
+            continue
+        assert tst._remove_duplicate_names(sd, **kwargs) == theirs, (comment, kwargs)
+
+
+def test_private_sharing_helpers_values():
+    """The same helpers against fixed answers, where safetensors has none
+    (2-D strided end pointers) or differs (a tensor overlapping an earlier
+    one but not its neighbour stays in the group)."""
+    a = torch.arange(100, dtype=torch.float32)
+    groups = tst._find_shared_tensors({"all": a, "b": a[10:20], "c": a[30:40], "other": torch.ones(2)})
+    assert groups == [{"all", "b", "c"}, {"other"}]
+    assert tst._remove_duplicate_names({"all": a, "b": a[10:20], "c": a[30:40]}) == {"all": ["b", "c"]}
+    m = torch.zeros((3, 4), dtype=torch.float64)
+    col = m[:, 1]  # elements at 1, 5, 9
+    assert tst._end_ptr(col) - m.data_ptr() == 10 * 8
+    assert tst._end_ptr(m.T) - m.data_ptr() == 12 * 8
+    assert tst._end_ptr(m[:0]) == m[:0].data_ptr()  # torch gives 0 for an empty view
+    assert tst._is_complete(m) and not tst._is_complete(m[1:]) and not tst._is_complete(m[::2])
+    assert tst._is_complete(m.T)  # a permutation covers its storage
+    # A lone view that does not cover its storage has no name to keep.
+    with pytest.raises(RuntimeError, match=r"\['half'\] share memory"):
+        tst._remove_duplicate_names({"half": a[:50]})
+    keep = tst._remove_duplicate_names({"w": a, "tied": a, "v": a[:3]}, preferred_names=["tied"], discard_names=["w"])
+    assert keep == {"tied": ["v", "w"]}

@@ -5,8 +5,9 @@
 // differ from webdataset; docs/PERMISSIVE.md lists what we accept beyond it.
 //
 // Naming: tenbin has an 8-byte "info" per array. It becomes the tensor name
-// when it is non-empty, unique in the file and not another tensor's
-// positional name; otherwise the tensor is named by its position ("0", "1",
+// when it is non-empty (leading and trailing NULs aside), holds no NUL
+// inside, is unique in the file and not another tensor's positional name;
+// otherwise the tensor is named by its position ("0", "1",
 // ...) and the info, when non-empty, is kept as metadata {"tenbin_info": ...}.
 //
 // Two levels of API: whole files/buffers (Decode, Encode, ReadFile,
@@ -67,8 +68,8 @@ Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& options =
 
 // Encodes every tensor of `set` (dense, little-endian) as header and data
 // chunks. Errors: kUnsupported (a dtype tenbin lacks, e.g. bf16 or bool; rank
-// above max_rank), kInvalidArgument (an info longer than 8 bytes, not ASCII
-// or holding NUL; data size not matching shape; a non-dense tensor).
+// above max_rank), kInvalidArgument (an info longer than 8 bytes or not
+// ASCII; data size not matching shape; a non-dense tensor).
 Result<std::string> Encode(const TensorSet& set, const WriteOptions& options = {});
 // Writes the bytes Encode returns via a temporary file renamed over `path`;
 // on error nothing is left behind. Streams: only headers are built in
@@ -80,7 +81,7 @@ Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptio
 // The header payload of one array: dtype string, info, ndim, dims.
 struct ArrayHeader {
   DType dtype = DType::kF32;
-  std::string info;  // at most 8 ASCII bytes, no NUL
+  std::string info;  // at most 8 ASCII bytes (NULs allowed, as webdataset writes them)
   Shape shape;
 };
 

@@ -48,29 +48,50 @@ std::optional<DType> DTypeOf(std::string_view code) {
   return std::nullopt;
 }
 
-// An 8-byte text field: ASCII bytes 1..127, then NUL padding. Empty = all NUL.
-Result<std::string> ReadText8(const std::byte* p, std::string_view what) {
+// The DTYPE field: ASCII bytes 1..127, then NUL padding. webdataset writes
+// only the codes of its table, so anything else is corrupt.
+Result<std::string> ReadDTypeField(const std::byte* p) {
   std::string s(reinterpret_cast<const char*>(p), 8);
   s.erase(s.find_last_not_of('\0') + 1);
   for (unsigned char c : s) {
     if (c == 0 || c >= 0x80) {
-      return Corruption(std::string(what) + " " + internal::QuoteName(s) +
-                        " is not ASCII text followed by NUL padding");
+      return Corruption("dtype " + internal::QuoteName(s) + " is not ASCII text followed by NUL padding");
     }
   }
   return s;
 }
 
+// The INFO field as written: 8 ASCII bytes without their trailing NULs.
+// webdataset's str64 packs any ASCII text of up to 8 characters, NULs
+// included, and its decoder takes any ASCII (tenbin.md §3); only bytes
+// of 0x80 and above (UnicodeDecodeError there) are corrupt.
+Result<std::string> ReadInfoField(const std::byte* p) {
+  std::string s(reinterpret_cast<const char*>(p), 8);
+  s.erase(s.find_last_not_of('\0') + 1);
+  for (unsigned char c : s) {
+    if (c >= 0x80) return Corruption("info " + internal::QuoteName(s) + " is not ASCII");
+  }
+  return s;
+}
+
+// The name an INFO can give: webdataset's view of it (NULs stripped at both
+// ends), or "" (a positional name) when NULs remain inside.
+std::string NameFromInfo(const std::string& raw) {
+  const std::size_t first = raw.find_first_not_of('\0');
+  if (first == std::string::npos) return std::string();
+  std::string name = raw.substr(first);
+  return name.find('\0') == std::string::npos ? name : std::string();
+}
+
+// As webdataset's str64: at most 8 ASCII characters; NULs are allowed and
+// written as they are.
 Status CheckInfo(std::string_view info) {
   if (info.size() > kInfoBytes) {
     return InvalidArgument("info " + internal::QuoteName(info) + " is " +
                            std::to_string(info.size()) + " bytes; tenbin holds at most 8");
   }
   for (unsigned char c : info) {
-    if (c == 0 || c >= 0x80) {
-      return InvalidArgument("info " + internal::QuoteName(info) +
-                             " must be ASCII without NUL bytes");
-    }
+    if (c >= 0x80) return InvalidArgument("info " + internal::QuoteName(info) + " must be ASCII");
   }
   return Status::OK();
 }
@@ -150,11 +171,11 @@ Result<ArrayHeader> DecodeHeaderPayload(std::span<const std::byte> p, const Read
                       " bytes, shorter than the 24 bytes of dtype, info and ndim");
   }
   ArrayHeader h;
-  TS_ASSIGN_OR_RETURN(std::string code, ReadText8(p.data(), "dtype"));
+  TS_ASSIGN_OR_RETURN(std::string code, ReadDTypeField(p.data()));
   auto dtype = DTypeOf(code);
   if (!dtype) return Unsupported("unknown dtype " + internal::QuoteName(code));
   h.dtype = *dtype;
-  TS_ASSIGN_OR_RETURN(h.info, ReadText8(p.data() + 8, "info"));
+  TS_ASSIGN_OR_RETURN(h.info, ReadInfoField(p.data() + 8));
   const auto ndim = static_cast<std::int64_t>(internal::Load64(p.data() + 16));
   if (ndim < 0) return Corruption("negative ndim " + std::to_string(ndim));
   if (static_cast<std::uint64_t>(ndim) > opt.limits.max_rank) {
@@ -257,7 +278,7 @@ Result<TensorSet> DecodePayloadsAt(std::span<const std::span<const std::byte>> p
                         " bytes, but shape " + ShapeToString(h->shape) + " of " +
                         std::string(*CodeOf(h->dtype)) + " needs " + std::to_string(*size));
     }
-    preferred.push_back(h->info);
+    preferred.push_back(NameFromInfo(h->info));
     headers.push_back(std::move(*h));
   }
   const std::vector<std::string> names = internal::AssignNames(preferred);

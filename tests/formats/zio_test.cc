@@ -330,6 +330,10 @@ TEST(ZioInvalid, TensDefects) {
        "TENS tensor 0: dtype \"z\" with word 4 has no tensorsafe dtype"},
       {"long double", one(R"({"dtype":"f","shape":[2,3],"word":16})"), StatusCode::kUnsupported,
        "dtype \"f\" with word 16 has no tensorsafe dtype"},
+      // ZIO's type_name gives "?" for int8_t (signed char), std::byte and
+      // every type it does not list: no element type can be inferred.
+      {"ZIO's unknown type", one(R"({"dtype":"?","shape":[2,3],"word":1})"), StatusCode::kUnsupported,
+       "dtype \"?\" with word 1 has no tensorsafe dtype"},
       {"part out of range", one(ok + R"(,"part":3})"), StatusCode::kCorruption,
        "TENS tensor 0: part 3, but the message has 1 payload frames"},
       {"size disagrees", one(R"({"dtype":"f","shape":[2,4],"word":4})"), StatusCode::kCorruption,

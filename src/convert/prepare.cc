@@ -173,7 +173,8 @@ std::vector<std::string> ReadBackNames(const TensorSet& set, Format to) {
       auto md = json::parse(info.metadata_json, nullptr, false);
       if (md.is_object() && md.contains(key) && md[key].is_string()) stored = md[key].get<std::string>();
     }
-    preferred.push_back(std::move(stored));
+    // A tenbin reader names an info by webdataset's reading of it.
+    preferred.push_back(to == Format::kTenbin ? tenbin::NameOfInfo(stored) : std::move(stored));
   }
   return internal::AssignNames(preferred);
 }

@@ -23,6 +23,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tensorsafe/options.h"
@@ -96,6 +97,10 @@ struct ArrayRef {
 
 // The 24 + 8*ndim header payload bytes. Errors as for Encode.
 Result<std::string> EncodeHeaderPayload(const ArrayHeader& header, const WriteOptions& options = {});
+// The name an array whose INFO is `info` gets when no other array claims
+// it (the naming rule above): webdataset's reading of the info, its NULs
+// stripped at both ends, or "" (a positional name) when NULs remain inside.
+std::string NameOfInfo(std::string_view info);
 // Parses a header payload. Errors: kCorruption (size, negative ndim or dims),
 // kUnsupported (dtype), kLimitExceeded (rank). Messages carry no context.
 Result<ArrayHeader> DecodeHeaderPayload(std::span<const std::byte> payload,

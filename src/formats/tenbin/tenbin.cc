@@ -74,15 +74,6 @@ Result<std::string> ReadInfoField(const std::byte* p) {
   return s;
 }
 
-// The name an INFO can give: webdataset's view of it (NULs stripped at both
-// ends), or "" (a positional name) when NULs remain inside.
-std::string NameFromInfo(const std::string& raw) {
-  const std::size_t first = raw.find_first_not_of('\0');
-  if (first == std::string::npos) return std::string();
-  std::string name = raw.substr(first);
-  return name.find('\0') == std::string::npos ? name : std::string();
-}
-
 // As webdataset's str64: at most 8 ASCII characters; NULs are allowed and
 // written as they are.
 Status CheckInfo(std::string_view info) {
@@ -140,6 +131,14 @@ Result<std::vector<std::string>> EncodePayloadsImpl(std::span<const ArrayRef> ar
 }
 
 }  // namespace
+
+std::string NameOfInfo(std::string_view info) {
+  const std::size_t first = info.find_first_not_of('\0');
+  if (first == std::string_view::npos) return std::string();
+  const std::size_t last = info.find_last_not_of('\0');
+  std::string_view name = info.substr(first, last - first + 1);
+  return name.find('\0') == std::string_view::npos ? std::string(name) : std::string();
+}
 
 Result<std::string> EncodeHeaderPayload(const ArrayHeader& h, const WriteOptions& opt) {
   auto code = CodeOf(h.dtype);
@@ -278,7 +277,7 @@ Result<TensorSet> DecodePayloadsAt(std::span<const std::span<const std::byte>> p
                         " bytes, but shape " + ShapeToString(h->shape) + " of " +
                         std::string(*CodeOf(h->dtype)) + " needs " + std::to_string(*size));
     }
-    preferred.push_back(NameFromInfo(h->info));
+    preferred.push_back(NameOfInfo(h->info));
     headers.push_back(std::move(*h));
   }
   const std::vector<std::string> names = internal::AssignNames(preferred);

@@ -107,27 +107,33 @@ def _shared_groups(tensors: Dict[str, torch.Tensor]) -> List[Set[str]]:
     return groups
 
 
-def _covers_storage(t: torch.Tensor) -> bool:
-    st = t.untyped_storage()
-    return t.data_ptr() == st.data_ptr() and t.nbytes == st.nbytes()
+def _keep_one(groups: List[Set[str]], tensors: Dict[str, torch.Tensor], preferred: Set[str] = frozenset(),
+              discard: Set[str] = frozenset()) -> Dict[str, List[str]]:
+    """kept name -> the sorted others, for each group of more than one name.
+    The kept name is the alphabetically first that covers the whole storage
+    (``_is_complete``), preferring those not in ``discard``, and above all
+    those in ``preferred``. RuntimeError for a group (even of one name)
+    without such a name."""
+    out: Dict[str, List[str]] = defaultdict(list)
+    for group in groups:
+        complete = sorted(n for n in group if _is_complete(tensors[n]))
+        if not complete:
+            raise RuntimeError(
+                f"tensors {sorted(group)} share memory and none of them covers the whole storage: "
+                "no name to keep; clone the ones you want to keep")
+        keep = complete[0]
+        for choice in ([n for n in complete if n not in discard], [n for n in complete if n in preferred]):
+            if choice:
+                keep = choice[0]
+        others = sorted(n for n in group if n != keep)
+        if others:
+            out[keep] = others
+    return out
 
 
 def _names_to_drop(tensors: Dict[str, torch.Tensor], prefer: Optional[Set[str]] = None) -> Dict[str, List[str]]:
-    """kept name -> names to drop, for each shared group."""
-    out: Dict[str, List[str]] = {}
-    for group in _shared_groups(tensors):
-        complete = sorted(n for n in group if _covers_storage(tensors[n]))
-        if not complete:
-            raise RuntimeError(
-                f"cannot save tensors {sorted(group)}: they share memory and none of them covers the whole "
-                "storage; clone the ones you want to keep")
-        keep = complete[0]
-        if prefer:
-            preferred = [n for n in complete if n in prefer]
-            if preferred:
-                keep = preferred[0]
-        out[keep] = sorted(n for n in group if n != keep)
-    return out
+    """kept name -> names to drop, for each shared group (save_model)."""
+    return _keep_one(_shared_groups(tensors), tensors, preferred=prefer or frozenset())
 
 
 def _check_for_save(tensors: Dict[str, torch.Tensor]) -> None:
@@ -338,20 +344,5 @@ def _remove_duplicate_names(state_dict: Dict[str, torch.Tensor], *,
         RuntimeError: a group, even of one name, of which no tensor covers
             its whole storage (as safetensors raises).
     """
-    preferred = set(preferred_names or ())
-    discard = set(discard_names or ())
-    out: Dict[str, List[str]] = defaultdict(list)
-    for group in _find_shared_tensors(state_dict):
-        complete = sorted(n for n in group if _is_complete(state_dict[n]))
-        if not complete:
-            raise RuntimeError(
-                f"tensors {sorted(group)} share memory and none of them covers the whole storage: "
-                "no name to keep; clone the ones you want to keep")
-        keep = complete[0]
-        for choice in ([n for n in complete if n not in discard], [n for n in complete if n in preferred]):
-            if choice:
-                keep = choice[0]
-        others = sorted(n for n in group if n != keep)
-        if others:
-            out[keep] = others
-    return out
+    return _keep_one(_find_shared_tensors(state_dict), state_dict, set(preferred_names or ()),
+                     set(discard_names or ()))

@@ -246,3 +246,15 @@ def test_private_sharing_helpers_values():
         tst._remove_duplicate_names({"half": a[:50]})
     keep = tst._remove_duplicate_names({"w": a, "tied": a, "v": a[:3]}, preferred_names=["tied"], discard_names=["w"])
     assert keep == {"tied": ["v", "w"]}
+
+
+def test_save_model_refuses_shared_views_without_a_complete_one(tmp_path):
+    """save_model keeps one name per shared group; when no tensor of the
+    group covers its storage there is none to keep: refused, nothing written."""
+    m = torch.nn.Module()
+    base = torch.zeros(10)
+    m.a = torch.nn.Parameter(base[:6])
+    m.b = torch.nn.Parameter(base[4:])
+    with pytest.raises(RuntimeError, match=r"tensors \['a', 'b'\] share memory .* no name to keep"):
+        tst.save_model(m, tmp_path / "m.safetensors")
+    assert list(tmp_path.iterdir()) == []

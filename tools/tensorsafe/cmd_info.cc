@@ -6,6 +6,7 @@
 #include "command.h"
 #include "exit_codes.h"
 #include "source.h"
+#include "tensorsafe/formats/gguf.h"
 
 namespace tensorsafe::cli {
 namespace {
@@ -67,7 +68,7 @@ int Run(const std::string& path, bool json, Format from) {
       auto md = nlohmann::json::parse(src->set.metadata_json.empty() ? "{}" : src->set.metadata_json, nullptr, false);
       j["alignment"] = md.is_object() && md.contains("general.alignment") && md["general.alignment"].is_number_unsigned()
                            ? md["general.alignment"].get<std::uint64_t>()
-                           : 32;
+                           : tensorsafe::gguf::kDefaultAlignment;
     }
     j["tensor_count"] = src->set.tensors.size();
     j["data_bytes"] = bytes;

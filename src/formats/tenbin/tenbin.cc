@@ -48,11 +48,17 @@ std::optional<DType> DTypeOf(std::string_view code) {
   return std::nullopt;
 }
 
+// An 8-byte text field without its trailing NUL padding.
+std::string Field8(const std::byte* p) {
+  std::string s(reinterpret_cast<const char*>(p), 8);
+  s.erase(s.find_last_not_of('\0') + 1);
+  return s;
+}
+
 // The DTYPE field: ASCII bytes 1..127, then NUL padding. webdataset writes
 // only the codes of its table, so anything else is corrupt.
 Result<std::string> ReadDTypeField(const std::byte* p) {
-  std::string s(reinterpret_cast<const char*>(p), 8);
-  s.erase(s.find_last_not_of('\0') + 1);
+  std::string s = Field8(p);
   for (unsigned char c : s) {
     if (c == 0 || c >= 0x80) {
       return Corruption("dtype " + internal::QuoteName(s) + " is not ASCII text followed by NUL padding");
@@ -66,8 +72,7 @@ Result<std::string> ReadDTypeField(const std::byte* p) {
 // included, and its decoder takes any ASCII (tenbin.md §3); only bytes
 // of 0x80 and above (UnicodeDecodeError there) are corrupt.
 Result<std::string> ReadInfoField(const std::byte* p) {
-  std::string s(reinterpret_cast<const char*>(p), 8);
-  s.erase(s.find_last_not_of('\0') + 1);
+  std::string s = Field8(p);
   for (unsigned char c : s) {
     if (c >= 0x80) return Corruption("info " + internal::QuoteName(s) + " is not ASCII");
   }

@@ -432,16 +432,22 @@ const std::vector<std::string>& SmallNames(std::uint64_t n) {
   return names;
 }
 
-void WriteSmall(const std::string& path, const Buffer& src, std::uint64_t n, bool sync = false) {
+// `views`: each tensor through Add(name, TensorView) (its shape a vector)
+// rather than Add(name, dtype, shape, bytes).
+void WriteSmall(const std::string& path, const Buffer& src, std::uint64_t n, bool views = false) {
   const auto& names = SmallNames(n);
   WriterOptions o;
-  o.sync = sync;
+  o.sync = false;
   auto w = Writer::Create(path, o);
   Check(w.status(), "Writer::Create");
+  const std::uint64_t shape[] = {kSmallElems};
   for (std::uint64_t i = 0; i < n; ++i) {
-    Check((*w)->Add(names[i], TensorView::Contiguous(DType::kF32, {kSmallElems},
-                                                          {src.data() + i * kSmallBytes, kSmallBytes})),
-          "Add");
+    const std::span<const std::byte> bytes(src.data() + i * kSmallBytes, kSmallBytes);
+    if (views) {
+      Check((*w)->Add(names[i], TensorView::Contiguous(DType::kF32, {kSmallElems}, bytes)), "Add");
+    } else {
+      Check((*w)->Add(names[i], DType::kF32, shape, bytes), "Add");
+    }
   }
   Check((*w)->Finish(), "Finish");
 }
@@ -559,6 +565,13 @@ void WorkloadB(const Config& c) {
       AddRow(Ratio(wl, "  write " + nl + " beside raw write() of its file's bytes", f, file_bytes,
                    "raw write() " + std::to_string(file_bytes) + " B", 0, false));
     }
+    // The two forms of Add, alternating: what building a TensorView (a
+    // shape vector's malloc and free) costs a small tensor.
+    auto v = RunPair(
+        reps, [&] { FreshStart({ts_path, raw_path}); }, [&] { WriteSmall(ts_path, src, n); },
+        [&] { WriteSmall(raw_path, src, n, /*views=*/true); });
+    AddRow(Ratio(wl, "  write " + nl + ": Add(dtype, shape, bytes) beside Add(TensorView)", v, bytes,
+                 "Add(TensorView)", 0, false));
     // The floor beside the same raw writes: at 1 KiB a tensor it is about as
     // long as the write itself, which bounds what the writer can reach.
     std::vector<double> floor;

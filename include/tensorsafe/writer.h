@@ -63,6 +63,13 @@ class Writer {
   // kFailedPrecondition (a streamed tensor is open, or the writer finished).
   Status Add(std::string_view name, const TensorView& view,
              std::string_view metadata_json = {});
+  // Adds a dense tensor whose row-major bytes are exactly `data`: the same
+  // file as Add with TensorView::Contiguous, without building a view (no
+  // allocation a tensor, which counts at 100,000s of small tensors), and
+  // checked: kInvalidArgument when data.size() is not DenseByteSize(dtype,
+  // shape). Other errors as Add.
+  Status Add(std::string_view name, DType dtype, std::span<const std::uint64_t> shape,
+             std::span<const std::byte> data, std::string_view metadata_json = {});
 
   // Adds a sparse COO tensor of dense shape `shape` (spec 1.1, FORMAT.md
   // §6.2): `indices` holds nnz rows of rank i64 (each within its dimension;

@@ -16,11 +16,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common.h"
 #include "tensorsafe/tensor.h"
 #include "tensorsafe/tensor_set.h"
+#include "tensorsafe/writer.h"
 
 namespace tensorsafe::python {
 
@@ -82,6 +84,8 @@ bool AnyOverlap(const std::vector<Entry>& entries);
 template <typename W>
 Status AddEntry(W& w, const Entry& e) {
   if (e.coo) return w.AddCoo(e.name, e.dtype, e.shape, e.indices, e.bytes(), e.coalesced, e.metadata_json);
+  // The Writer's span form builds no view (a shape copy a tensor).
+  if constexpr (std::is_same_v<W, Writer>) return w.Add(e.name, e.dtype, e.shape, e.bytes(), e.metadata_json);
   return w.Add(e.name, e.view(), e.metadata_json);
 }
 

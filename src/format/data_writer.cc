@@ -185,8 +185,14 @@ bool IsContiguous(const TensorView& v) {
 std::optional<std::uint64_t> DataWriter::StageableSize(const TensorView& v, const Limits& limits) const {
   if (v.shape.size() > limits.max_rank || v.shape.size() > kSpecMaxRank) return std::nullopt;
   if (!v.strides.empty() && (v.strides.size() != v.shape.size() || !IsContiguous(v))) return std::nullopt;
-  const Result<std::uint64_t> size = DenseByteSize(v.dtype, v.shape);
-  if (!size.ok() || *size >= kChunk / 2 || (*size != 0 && v.data == nullptr)) return std::nullopt;
+  return StageableSize(v.dtype, v.shape, v.data, limits);
+}
+
+std::optional<std::uint64_t> DataWriter::StageableSize(DType dtype, std::span<const std::uint64_t> shape,
+                                                       const std::byte* data, const Limits& limits) const {
+  if (shape.size() > limits.max_rank || shape.size() > kSpecMaxRank) return std::nullopt;
+  const Result<std::uint64_t> size = DenseByteSize(dtype, shape);
+  if (!size.ok() || *size >= kChunk / 2 || (*size != 0 && data == nullptr)) return std::nullopt;
   const std::optional<std::uint64_t> aligned = AlignUp(pos_, alignment_);
   if (!aligned || *aligned - pos_ + *size > kChunk) return std::nullopt;
   return *size;

@@ -58,6 +58,9 @@ class DataWriter {
   // duplicate-name probe loads; *offset receives where they start. Commit
   // accepts them; anything else drops them. current() is not updated.
   std::optional<std::uint64_t> StageableSize(const TensorView& view, const Limits& limits) const;
+  // The same for a contiguous tensor of `dtype` and `shape` at `data`.
+  std::optional<std::uint64_t> StageableSize(DType dtype, std::span<const std::uint64_t> shape,
+                                             const std::byte* data, const Limits& limits) const;
   Status Stage(std::span<const std::byte> bytes, std::uint64_t* offset);
   void Commit() {
     used_ += staged_;

@@ -59,18 +59,50 @@ class Writer::Impl {
     name_hash_ = internal::NameHash(name);
     index_.Prefetch(name_hash_);
     if (metadata.empty()) {
-      if (const std::optional<std::uint64_t> n = data_.StageableSize(view, opt_.limits)) return AddSmall(name, view, *n);
+      if (const std::optional<std::uint64_t> n = data_.StageableSize(view, opt_.limits)) {
+        return AddSmall(name, view.dtype, view.shape, view.data, *n);
+      }
     }
+    return AddView(name, view, metadata);
+  }
+
+  Status Add(std::string_view name, DType dtype, std::span<const std::uint64_t> shape,
+             std::span<const std::byte> data, std::string_view metadata) {
+    TS_RETURN_IF_ERROR(CheckOpen());
+    name_hash_ = internal::NameHash(name);
+    index_.Prefetch(name_hash_);
+    if (metadata.empty()) {
+      if (const std::optional<std::uint64_t> n = data_.StageableSize(dtype, shape, data.data(), opt_.limits)) {
+        if (*n != data.size()) return SizeMismatch(name, dtype, shape, *n, data.size());
+        return AddSmall(name, dtype, shape, data.data(), *n);
+      }
+    }
+    // A shape with no size (overflow, rank) gets the view path's error.
+    const Result<std::uint64_t> size = DenseByteSize(dtype, shape);
+    if (size.ok() && *size != data.size()) return SizeMismatch(name, dtype, shape, *size, data.size());
+    return AddView(name, TensorView::Contiguous(dtype, Shape(shape.begin(), shape.end()), data), metadata);
+  }
+
+  // Add's general path: any view, with metadata, or large.
+  Status AddView(std::string_view name, const TensorView& view, std::string_view metadata) {
     TS_RETURN_IF_ERROR(CheckNewName(name, /*hashed=*/true));
     TS_RETURN_IF_ERROR(Check(data_.WriteView(name, view, metadata, opt_.limits)));
     return Record(data_.current());
   }
 
+  static Status SizeMismatch(std::string_view name, DType dtype, std::span<const std::uint64_t> shape,
+                             std::uint64_t want, std::size_t got) {
+    return InvalidArgument("tensor " + QuoteName(name) + ": data holds " + std::to_string(got) + " bytes, but " +
+                           std::string(DTypeName(dtype)) + " " + ShapeToString(shape) + " takes " +
+                           std::to_string(want));
+  }
+
   // Add of a small contiguous tensor without metadata, the common case of
   // a many-tensor file: hashed and copied while the probe loads, then
   // checked in WriteView's order, its entry encoded from the arguments.
-  Status AddSmall(std::string_view name, const TensorView& view, std::uint64_t n) {
-    const std::span<const std::byte> bytes(view.data, static_cast<std::size_t>(n));
+  Status AddSmall(std::string_view name, DType dtype, std::span<const std::uint64_t> shape, const std::byte* data,
+                  std::uint64_t n) {
+    const std::span<const std::byte> bytes(data, static_cast<std::size_t>(n));
     const std::uint64_t checksum = internal::Hash64(bytes);
     std::uint64_t offset = 0;
     TS_RETURN_IF_ERROR(Check(data_.Stage(bytes, &offset)));
@@ -79,8 +111,8 @@ class Writer::Impl {
     data_.Commit();
     internal::EntryFields e;
     e.name = name;
-    e.dtype = view.dtype;
-    e.shape = view.shape;
+    e.dtype = dtype;
+    e.shape = shape;
     e.data_offset = offset;
     e.data_length = n;
     e.data_checksum = checksum;
@@ -248,6 +280,10 @@ Result<std::unique_ptr<Writer>> Writer::ToFile(std::unique_ptr<internal::Writabl
 Status Writer::Add(std::string_view name, const TensorView& view, std::string_view metadata_json) {
   return impl_->Add(name, view, metadata_json);
 }
+Status Writer::Add(std::string_view name, DType dtype, std::span<const std::uint64_t> shape,
+                   std::span<const std::byte> data, std::string_view metadata_json) {
+  return impl_->Add(name, dtype, shape, data, metadata_json);
+}
 Status Writer::AddCoo(std::string_view name, DType dtype, const Shape& shape, std::span<const std::int64_t> indices,
                       std::span<const std::byte> values, bool coalesced, std::string_view metadata_json) {
   return impl_->AddCoo(name, dtype, shape, indices, values, coalesced, metadata_json);
@@ -255,7 +291,7 @@ Status Writer::AddCoo(std::string_view name, DType dtype, const Shape& shape, st
 
 Status Writer::AddTensor(const Tensor& t) {
   if (t.info.layout == Layout::kDense) {
-    return impl_->Add(t.info.name, TensorView::Contiguous(t.info.dtype, t.info.shape, t.data), t.info.metadata_json);
+    return impl_->Add(t.info.name, t.info.dtype, t.info.shape, t.data, t.info.metadata_json);
   }
   TS_ASSIGN_OR_RETURN(CooParts parts, SplitCoo(t.info, t.data));
   // The indices of a mapped file are 8-aligned (FORMAT.md §4 aligns every

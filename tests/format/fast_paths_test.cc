@@ -171,6 +171,88 @@ TEST(FastPaths, LargeAndStridedWritesMatchContiguousBytes) {
   EXPECT_TRUE((*r)->Verify().ok());
 }
 
+// Add(name, dtype, shape, bytes) is Add of a contiguous view: the same file
+// for every kind of tensor (rank 0, empty, packed, with metadata, past the
+// small-tensor path), and a size that is not the shape's is refused with no
+// byte left behind, on both paths.
+TEST(FastPaths, SpanAddGivesTheViewAddsBytesAndChecksTheSize) {
+  testing::TempDir dir;
+  std::vector<std::byte> data(3 << 20);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::byte>(i * 7 + i / 509);
+  struct Item {
+    std::string name;
+    DType dtype;
+    Shape shape;
+    std::string metadata;
+  };
+  const std::vector<Item> items = {
+      {"scalar", DType::kF64, {}, ""},           {"empty", DType::kF32, {0, 3}, ""},
+      {"f4", DType::kF4E2M1, {2, 4}, ""},        {"small", DType::kF32, {5, 7}, ""},
+      {"meta", DType::kI16, {9}, R"({"k":1})"},  {"big", DType::kU8, {600 * 1024}, ""},
+      {"bigger", DType::kF32, {2, 300000}, ""},  {"last", DType::kBF16, {3}, ""},
+  };
+  for (std::uint32_t alignment : {64u, 4096u}) {
+    SCOPED_TRACE(alignment);
+    WriterOptions o;
+    o.alignment = alignment;
+    o.sync = false;
+    auto write = [&](const std::string& path, bool spans) {
+      auto w = Writer::Create(path, o);
+      ASSERT_TRUE(w.ok());
+      std::size_t at = 0;
+      for (const Item& t : items) {
+        const std::size_t n = static_cast<std::size_t>(*DenseByteSize(t.dtype, t.shape));
+        const std::span<const std::byte> longer = std::span(data).subspan(at, n + 1);
+        const std::span<const std::byte> bytes = longer.first(n);
+        at += n + 1;
+        if (!spans) {
+          ASSERT_TRUE((*w)->Add(t.name, TensorView::Contiguous(t.dtype, t.shape, bytes), t.metadata).ok()) << t.name;
+          continue;
+        }
+        if (n != 0) {
+          const std::string want = "tensor \"" + t.name + "\": data holds " + std::to_string(n - 1) + " bytes, but " +
+                                   std::string(DTypeName(t.dtype)) + " " + ShapeToString(t.shape) + " takes " +
+                                   std::to_string(n);
+          const Status s = (*w)->Add(t.name, t.dtype, t.shape, bytes.first(n - 1), t.metadata);
+          EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+          EXPECT_EQ(s.message(), want);
+        }
+        EXPECT_EQ((*w)->Add(t.name, t.dtype, t.shape, longer, t.metadata).code(), StatusCode::kInvalidArgument);
+        ASSERT_TRUE((*w)->Add(t.name, t.dtype, t.shape, bytes, t.metadata).ok()) << t.name;
+        EXPECT_EQ((*w)->Add(t.name, t.dtype, t.shape, bytes).message(), "duplicate tensor name \"" + t.name + "\"");
+      }
+      ASSERT_TRUE((*w)->Finish().ok());
+    };
+    const std::string a = dir.File("view.tsafe"), b = dir.File("span.tsafe");
+    write(a, false);
+    write(b, true);
+    EXPECT_EQ(testing::ReadFileBytes(a), testing::ReadFileBytes(b));
+    auto r = Reader::Open(b);
+    ASSERT_TRUE(r.ok());
+    EXPECT_TRUE((*r)->Verify().ok());
+  }
+}
+
+// AddTensor takes the tensor's bytes at their word: a span shorter than its
+// shape is refused, not read past its end.
+TEST(FastPaths, AddTensorRefusesDataOfTheWrongSize) {
+  testing::TempDir dir;
+  auto w = Writer::Create(dir.File("t.tsafe"));
+  ASSERT_TRUE(w.ok());
+  std::vector<float> x = {1, 2, 3};
+  Tensor t;
+  t.info.name = "x";
+  t.info.dtype = DType::kF32;
+  t.info.shape = {4};
+  t.data = Bytes(x);
+  const Status s = (*w)->AddTensor(t);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "tensor \"x\": data holds 12 bytes, but f32 [4] takes 16");
+  t.info.shape = {3};
+  EXPECT_TRUE((*w)->AddTensor(t).ok());
+  EXPECT_TRUE((*w)->Finish().ok());
+}
+
 // From 4 MiB a piece is hashed on the background thread while the caller
 // writes it. One tensor of 9 MiB + 12 bytes added whole, streamed in small
 // chunks (hashed here) and in 5 MiB chunks (both ways) gives the same file.

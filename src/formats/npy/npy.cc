@@ -32,23 +32,29 @@ Result<DescrInfo> ParseDescr(const std::string& descr, const tensorsafe::npy::Re
   // Quoted with escapes: the descr is untrusted bytes, and messages must
   // stay valid UTF-8 (Python decodes them).
   const std::string q = "descr " + tensorsafe::internal::QuoteName(descr);
-  if (descr.size() < 2) return Corruption(q + " is not a NumPy type string");
-  const char order = descr[0];
-  if (order != '<' && order != '>' && order != '|' && order != '=') {
-    return Corruption(q + " does not start with a byte order ('<', '>', '|' or '=')");
+  // NumPy (np.dtype) reads the byte order as optional and '|' on a
+  // multi-byte number as native, like '=': "f4" and "|f4" are "<f4" on the
+  // little-endian hosts we build for (util/endian.h). NumPy never writes
+  // them; other writers do.
+  const bool has_order = !descr.empty() && std::string_view("<>|=").find(descr[0]) != std::string_view::npos;
+  const char order = has_order ? descr[0] : '=';
+  const std::string rest = descr.substr(has_order ? 1 : 0);
+  if (rest.size() < 2) {
+    if (rest == "O") return Unsupported(q + ": object arrays need pickle, which tensorsafe never runs");
+    return Corruption(q + " is not a type string of the form '<f4' (byte order, kind letter, item size)");
   }
-  const char kind = descr[1];
+  const char kind = rest[0];
   if (kind == 'O') {
     return Unsupported(q + ": object arrays need pickle, which tensorsafe never runs");
   }
-  const std::string digits = descr.substr(2);
+  const std::string digits = rest.substr(1);
   std::uint32_t size = 0;
   if (digits.empty() || digits.size() > 4 || digits[0] == '0' ||
       !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     if (std::string_view("USamMV").find(kind) != std::string_view::npos) {
       return Unsupported(q + ": this NumPy type has no tensorsafe dtype");
     }
-    return Corruption(q + " is not a NumPy type string");
+    return Corruption(q + " is not a type string of the form '<f4' (byte order, kind letter, item size)");
   }
   size = static_cast<std::uint32_t>(std::stoul(digits));
   std::optional<DType> dt;
@@ -95,9 +101,6 @@ Result<DescrInfo> ParseDescr(const std::string& descr, const tensorsafe::npy::Re
       return Corruption(q + ": unknown type kind '" + std::string(1, kind) + "'");
   }
   if (!dt) return Unsupported(q + ": no tensorsafe dtype has this kind and size");
-  if (order == '|' && unit > 1 && kind != 'V') {
-    return Corruption(q + ": byte order '|' (not applicable) on a multi-byte number");
-  }
   return DescrInfo{*dt, size, unit, order == '>'};
 }
 

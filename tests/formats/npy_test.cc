@@ -270,7 +270,11 @@ std::vector<Bad> BadFiles() {
       {"void1", with("'descr': '|V1', 'fortran_order': False, 'shape': (24,)"), StatusCode::kUnsupported, "ReadOptions::void_as"},
       {"void3", with("'descr': '|V3', 'fortran_order': False, 'shape': (8,)"), StatusCode::kUnsupported, "3-byte void"},
       {"rank_over_limit", with("'descr': '<f4', 'fortran_order': False, 'shape': " + rank65), StatusCode::kLimitExceeded, "rank limit"},
-      {"size_overflow", with("'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 8)"), StatusCode::kCorruption, "overflows 64 bits"},
+      {"size_overflow", with("'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 8)"), StatusCode::kCorruption, "exceeds 2^63 - 1 bytes"},
+      // NumPy refuses these empty arrays too ("Maximum allowed dimension
+      // exceeded", "array is too big"): sizes are npy_intp, 63 bits.
+      {"dim_over_int64", with("'descr': '|u1', 'fortran_order': False, 'shape': (9223372036854775808, 0)"), StatusCode::kCorruption, "shape [9223372036854775808, 0] x 1-byte items (zero dimensions aside) exceeds 2^63 - 1 bytes, NumPy's array size limit"},
+      {"empty_over_size_limit", with("'descr': '<f4', 'fortran_order': False, 'shape': (0, 2305843009213693952)"), StatusCode::kCorruption, "exceeds 2^63 - 1 bytes"},
       {"truncated_data", Npy(hdr("'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), "), d6.substr(0, 23)), StatusCode::kCorruption, "truncated: shape [2, 3] of <f4 needs 24 data bytes, only 23 remain"},
       {"trailing_bytes", good + "x", StatusCode::kCorruption, "1 trailing bytes after the 24 data bytes"},
   };
@@ -309,6 +313,19 @@ TEST(NpyInvalid, BitFlipsNeverCrash) {
   }
   // Flips in the padding spaces can stay valid (' ' -> '\t' etc.); most break it.
   EXPECT_GT(rejected, 500);
+}
+
+// NumPy cannot make (or load) an array whose non-zero dimensions times the
+// item size pass 2^63 - 1 bytes, even an empty one; the reader refuses them.
+TEST(NpyWrite, ShapesNumpyCannotHoldAreRefused) {
+  const std::uint64_t big[] = {0, std::uint64_t{1} << 61};
+  auto h = npy::EncodeHeader(DType::kF32, big);
+  ASSERT_EQ(h.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(h.status().message().find("shape [0, 2305843009213693952] of f32 exceeds 2^63 - 1 bytes"), std::string::npos)
+      << h.status().message();
+  // The largest that fits: 2^61 - 1 items of 4 bytes.
+  const std::uint64_t fits[] = {0, (std::uint64_t{1} << 61) - 1};
+  EXPECT_TRUE(npy::EncodeHeader(DType::kF32, fits).ok());
 }
 
 TEST(NpyWrite, PackedDtypesAreRefused) {

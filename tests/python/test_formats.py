@@ -50,6 +50,17 @@ def test_npy_descr_byte_order_is_optional_like_numpy(tmp_path):
         np.testing.assert_array_equal(got, want)
 
 
+def test_npy_refuses_shapes_numpy_cannot_hold(tmp_path):
+    # Empty, but the non-zero dims times the item size pass 2^63 - 1.
+    for shape in [(0, 2**61), (2**63, 0)]:
+        p = tmp_path / "big.npy"
+        _npy_with_header(p, {"descr": "<f4", "fortran_order": False, "shape": shape})
+        with pytest.raises(ValueError):
+            np.load(p)
+        with pytest.raises(ts.CorruptionError, match="NumPy's array size limit"):
+            ts.read_npy(p)
+
+
 def test_npy_refuses_pickles(tmp_path):
     np.save(tmp_path / "o.npy", np.array([{}], dtype=object), allow_pickle=True)
     with pytest.raises(ts.UnsupportedError):

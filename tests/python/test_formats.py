@@ -61,6 +61,17 @@ def test_npy_refuses_shapes_numpy_cannot_hold(tmp_path):
             ts.read_npy(p)
 
 
+def test_npz_empty_name_matches_numpy(tmp_path):
+    # np.savez(**{"": a}) stores member ".npy"; np.load gives it back as "".
+    a = np.arange(3, dtype=np.int32)
+    np.savez(tmp_path / "ref.npz", **{"": a})
+    got = ts.read_npz(tmp_path / "ref.npz")
+    assert list(got) == [""]
+    np.testing.assert_array_equal(got[""], a)
+    ts.write_npz(tmp_path / "t.npz", {"": a})
+    assert (tmp_path / "t.npz").read_bytes() == (tmp_path / "ref.npz").read_bytes()
+
+
 def test_npy_refuses_pickles(tmp_path):
     np.save(tmp_path / "o.npy", np.array([{}], dtype=object), allow_pickle=True)
     with pytest.raises(ts.UnsupportedError):

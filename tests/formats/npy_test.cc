@@ -166,6 +166,15 @@ TEST(Npy, AcceptedHeaderSpellings) {
     EXPECT_EQ(r->tensors[0].info.shape, (Shape{2, 3}));
     EXPECT_EQ(DataOf(r->tensors[0]), data);
   }
+  // A 20000-byte 2.0 header: within our 64 KiB limit though past NumPy's
+  // default max_header_size of 10000 (docs/PERMISSIVE.md).
+  {
+    std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }" + std::string(19900, ' ');
+    auto r = DecodeString(Npy(dict, data, 2));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_GT(r->tensors[0].info.data_offset, 20000u);
+    EXPECT_EQ(DataOf(r->tensors[0]), data);
+  }
   // No trailing newline (some third-party writers) and a rank-0 shape.
   std::string raw = "\x93NUMPY\x01";
   raw.push_back('\0');
@@ -256,6 +265,13 @@ std::vector<Bad> BadFiles() {
       {"negative_dim", with("'descr': '<f4', 'fortran_order': False, 'shape': (-6,)"), StatusCode::kCorruption, "expected a non-negative integer"},
       {"dim_overflow", with("'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)"), StatusCode::kCorruption, "does not fit in 64 bits"},
       {"leading_zero", with("'descr': '<f4', 'fortran_order': False, 'shape': (06,)"), StatusCode::kCorruption, "leading zero"},
+      // Python literal syntax beyond what NumPy writes: ast.literal_eval (so
+      // np.load) takes all of these; we refuse them (docs/formats/npy.md).
+      {"hex_dim", with("'descr': '<f4', 'fortran_order': False, 'shape': (0x6,)"), StatusCode::kCorruption, "expected ',' or ')' in the shape"},
+      {"plus_dim", with("'descr': '<f4', 'fortran_order': False, 'shape': (+6,)"), StatusCode::kCorruption, "expected a non-negative integer"},
+      {"parenthesized_dim", with("'descr': '<f4', 'fortran_order': False, 'shape': ((6),)"), StatusCode::kCorruption, "expected a non-negative integer"},
+      {"string_prefix", with("'descr': u'<f4', 'fortran_order': False, 'shape': (6,)"), StatusCode::kCorruption, "expected a quoted string"},
+      {"comment", with("'descr': '<f4', # c\n'fortran_order': False, 'shape': (6,)"), StatusCode::kCorruption, "expected a quoted string"},
       {"fortran_not_bool", with("'descr': '<f4', 'fortran_order': 0, 'shape': (6,)"), StatusCode::kCorruption, "expected True or False"},
       {"junk_after_dict", Npy("{'descr': '<f4', 'fortran_order': False, 'shape': (6,)} x", d6), StatusCode::kCorruption, "expected only spaces"},
       {"object_dtype", with("'descr': '|O', 'fortran_order': False, 'shape': (6,)"), StatusCode::kUnsupported, "never runs"},

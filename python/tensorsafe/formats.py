@@ -141,7 +141,9 @@ def read_npy(path: PathLike, *, packed: bool = False) -> np.ndarray:
 
 
 def write_npy(path: PathLike, array: Any, *, sync: bool = True) -> None:
-    """Writes one array as .npy, byte-identical to numpy.save."""
+    """Writes one array as .npy, byte-identical to numpy.save for C-order
+    little-endian arrays; others are written in C order, little-endian
+    (np.load reads the same values)."""
     write(path, {"array": array}, None, "npy", sync=sync)
 
 
@@ -151,7 +153,8 @@ def read_npz(path: PathLike, *, packed: bool = False) -> Dict[str, np.ndarray]:
 
 
 def write_npz(path: PathLike, arrays: Dict[str, Any], *, compress: bool = False, sync: bool = True) -> None:
-    """Writes arrays as .npz, byte-identical to numpy.savez (or deflated)."""
+    """Writes arrays as .npz, byte-identical to numpy.savez (or, with
+    compress, numpy.savez_compressed) for C-order little-endian arrays."""
     write(path, arrays, None, "npz", compress=compress, sync=sync)
 
 

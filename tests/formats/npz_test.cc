@@ -56,6 +56,19 @@ TEST(NpzGolden, WriterMatchesNumpyBytes) {
   }
 }
 
+// np.savez(**{"": a}) stores the member ".npy" and np.load reads it as "".
+TEST(NpzGolden, EmptyNameIsTheMemberDotNpy) {
+  auto set = npz::ReadFile(kGolden + "empty_name.npz");
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  ASSERT_EQ(set->tensors.size(), 1u);
+  EXPECT_EQ(set->tensors[0].info.name, "");
+  EXPECT_EQ(set->tensors[0].info.dtype, DType::kI32);
+  EXPECT_EQ(DataOf(set->tensors[0]), std::string("\1\0\0\0\2\0\0\0\3\0\0\0", 12));
+  auto enc = npz::Encode(*set);
+  ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+  EXPECT_EQ(*enc, testing::ReadFileBytes(kGolden + "empty_name.npz"));
+}
+
 TEST(Npz, StoredMembersAreZeroCopy) {
   auto owner = std::make_shared<std::string>(testing::ReadFileBytes(kGolden + "stored.npz"));
   auto set = npz::Decode(Bytes(*owner), owner, "s.npz");

@@ -31,6 +31,47 @@ def test_npy_npz_match_numpy(tmp_path):
     np.testing.assert_array_equal(got["y"], d["y"])
 
 
+def _npy_with_header(path, header, data=b""):
+    # NumPy's own header writer, given a dict np.save would never produce.
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, header)
+        f.write(data)
+
+
+def test_npy_descr_byte_order_is_optional_like_numpy(tmp_path):
+    # np.dtype reads "f4" and "|f4" as native ("=f4").
+    a = np.arange(6, dtype="<f4").reshape(2, 3)
+    for descr in ("f4", "|f4", "=f4"):
+        p = tmp_path / f"{descr.strip('|=')}.npy"
+        _npy_with_header(p, {"descr": descr, "fortran_order": False, "shape": (2, 3)}, a.tobytes())
+        want = np.load(p)
+        got = ts.read_npy(p)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def test_npy_refuses_shapes_numpy_cannot_hold(tmp_path):
+    # Empty, but the non-zero dims times the item size pass 2^63 - 1.
+    for shape in [(0, 2**61), (2**63, 0)]:
+        p = tmp_path / "big.npy"
+        _npy_with_header(p, {"descr": "<f4", "fortran_order": False, "shape": shape})
+        with pytest.raises(ValueError):
+            np.load(p)
+        with pytest.raises(ts.CorruptionError, match="NumPy's array size limit"):
+            ts.read_npy(p)
+
+
+def test_npz_empty_name_matches_numpy(tmp_path):
+    # np.savez(**{"": a}) stores member ".npy"; np.load gives it back as "".
+    a = np.arange(3, dtype=np.int32)
+    np.savez(tmp_path / "ref.npz", **{"": a})
+    got = ts.read_npz(tmp_path / "ref.npz")
+    assert list(got) == [""]
+    np.testing.assert_array_equal(got[""], a)
+    ts.write_npz(tmp_path / "t.npz", {"": a})
+    assert (tmp_path / "t.npz").read_bytes() == (tmp_path / "ref.npz").read_bytes()
+
+
 def test_npy_refuses_pickles(tmp_path):
     np.save(tmp_path / "o.npy", np.array([{}], dtype=object), allow_pickle=True)
     with pytest.raises(ts.UnsupportedError):

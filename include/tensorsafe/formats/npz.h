@@ -50,7 +50,8 @@ Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& options =
 // Writes every tensor of `set` as member "<name>.npy" through a temp file
 // renamed into place; nothing is left behind on error. With default options
 // the bytes equal np.savez's for the same arrays and names. Errors:
-// kInvalidArgument (empty or duplicate names, data size), kUnsupported
+// kInvalidArgument (duplicate names, a NUL in a name, data size; "" is the
+// member ".npy", as np.savez writes it), kUnsupported
 // (dtypes .npy cannot hold), kIOError.
 Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& options = {});
 // The same archive in memory.

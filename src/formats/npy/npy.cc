@@ -3,6 +3,7 @@
 // syntax, dtype, rank, data size.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <new>
 
 #include "formats/common/env_write.h"
@@ -32,23 +33,29 @@ Result<DescrInfo> ParseDescr(const std::string& descr, const tensorsafe::npy::Re
   // Quoted with escapes: the descr is untrusted bytes, and messages must
   // stay valid UTF-8 (Python decodes them).
   const std::string q = "descr " + tensorsafe::internal::QuoteName(descr);
-  if (descr.size() < 2) return Corruption(q + " is not a NumPy type string");
-  const char order = descr[0];
-  if (order != '<' && order != '>' && order != '|' && order != '=') {
-    return Corruption(q + " does not start with a byte order ('<', '>', '|' or '=')");
+  // NumPy (np.dtype) reads the byte order as optional and '|' on a
+  // multi-byte number as native, like '=': "f4" and "|f4" are "<f4" on the
+  // little-endian hosts we build for (util/endian.h). NumPy never writes
+  // them; other writers do.
+  const bool has_order = !descr.empty() && std::string_view("<>|=").find(descr[0]) != std::string_view::npos;
+  const char order = has_order ? descr[0] : '=';
+  const std::string rest = descr.substr(has_order ? 1 : 0);
+  if (rest.size() < 2) {
+    if (rest == "O") return Unsupported(q + ": object arrays need pickle, which tensorsafe never runs");
+    return Corruption(q + " is not a type string of the form '<f4' (byte order, kind letter, item size)");
   }
-  const char kind = descr[1];
+  const char kind = rest[0];
   if (kind == 'O') {
     return Unsupported(q + ": object arrays need pickle, which tensorsafe never runs");
   }
-  const std::string digits = descr.substr(2);
+  const std::string digits = rest.substr(1);
   std::uint32_t size = 0;
   if (digits.empty() || digits.size() > 4 || digits[0] == '0' ||
       !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     if (std::string_view("USamMV").find(kind) != std::string_view::npos) {
       return Unsupported(q + ": this NumPy type has no tensorsafe dtype");
     }
-    return Corruption(q + " is not a NumPy type string");
+    return Corruption(q + " is not a type string of the form '<f4' (byte order, kind letter, item size)");
   }
   size = static_cast<std::uint32_t>(std::stoul(digits));
   std::optional<DType> dt;
@@ -95,11 +102,27 @@ Result<DescrInfo> ParseDescr(const std::string& descr, const tensorsafe::npy::Re
       return Corruption(q + ": unknown type kind '" + std::string(1, kind) + "'");
   }
   if (!dt) return Unsupported(q + ": no tensorsafe dtype has this kind and size");
-  if (order == '|' && unit > 1 && kind != 'V') {
-    return Corruption(q + ": byte order '|' (not applicable) on a multi-byte number");
-  }
   return DescrInfo{*dt, size, unit, order == '>'};
 }
+
+}  // namespace
+
+// NumPy sizes arrays in npy_intp: the product of the non-zero dimensions
+// times the item size must fit in 63 bits, even when a zero dimension makes
+// the array empty (np.empty((0, 2**61), "<f4") raises "array is too big").
+bool WithinNumpySizeLimit(std::span<const std::uint64_t> shape, std::uint64_t itemsize) {
+  constexpr std::uint64_t kMax = std::numeric_limits<std::int64_t>::max();
+  std::uint64_t n = itemsize;
+  for (std::uint64_t d : shape) {
+    if (d == 0) continue;
+    auto m = CheckedMul(n, d);
+    if (!m || *m > kMax) return false;
+    n = *m;
+  }
+  return n <= kMax;
+}
+
+namespace {
 
 void SwapBytes(std::byte* p, std::uint64_t n, std::uint32_t unit) {
   for (std::uint64_t i = 0; i + unit <= n; i += unit) std::reverse(p + i, p + i + unit);
@@ -190,13 +213,15 @@ Result<Tensor> DecodeArray(std::span<const std::byte> bytes, std::shared_ptr<con
   if (!dict.ok()) return err(dict.status());
   auto di = ParseDescr(dict->descr, opt);
   if (!di.ok()) return err(di.status());
-  // 8. Data size: shape product x item size must equal what remains.
+  // 8. Size limit, then data size: shape product x item size must equal
+  // what remains.
+  if (!WithinNumpySizeLimit(dict->shape, di->itemsize)) {
+    return err(Corruption("shape " + ShapeToString(dict->shape) + " x " + N(di->itemsize) +
+                          "-byte items (zero dimensions aside) exceeds 2^63 - 1 bytes, NumPy's array size limit"));
+  }
   auto count = ElementCount(dict->shape);
   std::optional<std::uint64_t> need = count.ok() ? CheckedMul(*count, di->itemsize) : std::nullopt;
-  if (!need) {
-    return err(Corruption("shape " + ShapeToString(dict->shape) + " x " + N(di->itemsize) +
-                          "-byte items overflows 64 bits"));
-  }
+  if (!need) return err(Internal("data size of a shape within the size limit overflows"));
   const std::uint64_t data_off = prefix + hlen, have = size - data_off;
   if (have < *need) {
     return err(Corruption("truncated: shape " + ShapeToString(dict->shape) + " of " + dict->descr +
@@ -301,6 +326,11 @@ Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& options) 
 
 Result<std::string> EncodeHeader(DType dtype, std::span<const std::uint64_t> shape) {
   TS_ASSIGN_OR_RETURN(std::string descr, DescrOf(dtype));
+  // Readable by NumPy, and by us (reader check 8).
+  if (!internal::npy::WithinNumpySizeLimit(shape, ElementSize(dtype))) {
+    return Unsupported("shape " + ShapeToString(shape) + " of " + std::string(DTypeName(dtype)) +
+                       " exceeds 2^63 - 1 bytes (zero dimensions aside), NumPy's array size limit");
+  }
   return internal::npy::WrapHeader(internal::npy::FormatHeaderDict(descr, false, shape));
 }
 

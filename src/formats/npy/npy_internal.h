@@ -19,6 +19,10 @@ Result<Tensor> DecodeArray(std::span<const std::byte> bytes, std::shared_ptr<con
                            const std::string& name, const std::string& where,
                            const tensorsafe::npy::ReadOptions& options);
 
+// Whether NumPy can hold an array of `shape` and `itemsize`: the non-zero
+// dimensions' product times the item size fits in 2^63 - 1 (npy_intp).
+bool WithinNumpySizeLimit(std::span<const std::uint64_t> shape, std::uint64_t itemsize);
+
 // Creates a temp file beside `path`, lets `fill` write it, syncs (when
 // `sync`), closes and renames it over `path`. On any error the temp file is
 // removed and `path` is untouched.

@@ -76,6 +76,8 @@ def main():
               "\u00e9t\u00e9": np.array(True)}
     np.savez(os.path.join(OUT, "stored.npz"), **arrays)
     np.savez_compressed(os.path.join(OUT, "deflated.npz"), **arrays)
+    # The empty key: np.savez names its member ".npy", np.load reads "" back.
+    np.savez(os.path.join(OUT, "empty_name.npz"), **{"": np.array([1, 2, 3], dtype="<i4")})
 
 
 if __name__ == "__main__":

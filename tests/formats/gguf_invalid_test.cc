@@ -115,6 +115,12 @@ std::vector<Case> Cases() {
        StatusCode::kLimitExceeded, "name of 64 bytes exceeds the limit of 63"},
       {"tensor_name_not_utf8", B().Header(1, 0).Info("\xc3", {1}, 0, 0).PadTo(32).Zeros(32).str(),
        StatusCode::kCorruption, "tensor 0 \"\\xc3\": name is not valid UTF-8"},
+      // ggml reads "a" twice (C-string names) and refuses them as duplicates.
+      {"tensor_name_nul",
+       B().Header(2, 0).Info(std::string("a\0x", 3), {1}, 0, 0).Info(std::string("a\0y", 3), {1}, 0, 32)
+           .PadTo(32).Zeros(64).str(),
+       StatusCode::kCorruption,
+       "tensor 0 \"a\\x00x\": name has a NUL byte at position 1; ggml would read it as \"a\""},
       {"duplicate_tensor",
        B().Header(2, 0).Info("w", {1}, 0, 0).Info("w", {1}, 0, 32).PadTo(32).Zeros(64).str(),
        StatusCode::kCorruption, "tensor 1 \"w\" duplicates tensor 0"},
@@ -330,6 +336,10 @@ TEST(GgufWriterInput, RefusalsHaveCodeAndMessage) {
     s = make("");
     s.tensors[0].info.name = std::string(64, 'n');
     cases.push_back({"name_64", s, StatusCode::kInvalidArgument, "name of 64 bytes"});
+    s = make("");
+    s.tensors[0].info.name = std::string("w\0v", 3);
+    cases.push_back({"name_nul", s, StatusCode::kInvalidArgument,
+                     "tensor 0 \"w\\x00v\": name has a NUL byte at position 1; ggml would read it as \"w\""});
     s = make("");
     s.tensors.push_back(s.tensors[0]);
     cases.push_back({"duplicate_name", s, StatusCode::kInvalidArgument,

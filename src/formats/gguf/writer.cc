@@ -104,6 +104,11 @@ Result<InfoFields> CheckTensor(const Tensor& t, std::uint64_t i) {
     return InvalidArgument(ctx + ": name of " + Str(info.name.size()) +
                            " bytes; ggml reads names of at most 63");
   }
+  // ggml reads tensor names as C strings (reader.cc refuses them too).
+  if (const auto nul = info.name.find('\0'); nul != std::string::npos) {
+    return InvalidArgument(ctx + ": name has a NUL byte at position " + Str(nul) +
+                           "; ggml would read it as " + QuoteName(std::string_view(info.name).substr(0, nul)));
+  }
   if (!info.metadata_json.empty() && info.metadata_json.find("gguf.type") != std::string::npos) {
     auto md = nlohmann::json::parse(info.metadata_json, nullptr, /*allow_exceptions=*/false);
     if (md.is_object() && md.contains("gguf.type")) return QuantizedFields(t, md, ctx);

@@ -54,7 +54,7 @@ struct InfoFields {
 
 // A tensor the reader made from ggml blocks: u8 [nbytes] marked
 // {"gguf.type":..., "gguf.shape":[...]} (gguf.h). Written back as that
-// type and shape, its bytes as they are (docs/formats/gguf.md §7), so
+// type and shape, its bytes as they are (docs/formats/gguf.md §6), so
 // GGUF -> TensorSet -> GGUF keeps quantized tensors byte for byte.
 Result<InfoFields> QuantizedFields(const Tensor& t, const nlohmann::json& md, const std::string& ctx) {
   const auto& name = md["gguf.type"];

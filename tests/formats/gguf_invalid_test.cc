@@ -115,6 +115,12 @@ std::vector<Case> Cases() {
        StatusCode::kLimitExceeded, "name of 64 bytes exceeds the limit of 63"},
       {"tensor_name_not_utf8", B().Header(1, 0).Info("\xc3", {1}, 0, 0).PadTo(32).Zeros(32).str(),
        StatusCode::kCorruption, "tensor 0 \"\\xc3\": name is not valid UTF-8"},
+      // ggml reads "a" twice (C-string names) and refuses them as duplicates.
+      {"tensor_name_nul",
+       B().Header(2, 0).Info(std::string("a\0x", 3), {1}, 0, 0).Info(std::string("a\0y", 3), {1}, 0, 32)
+           .PadTo(32).Zeros(64).str(),
+       StatusCode::kCorruption,
+       "tensor 0 \"a\\x00x\": name has a NUL byte at position 1; ggml would read it as \"a\""},
       {"duplicate_tensor",
        B().Header(2, 0).Info("w", {1}, 0, 0).Info("w", {1}, 0, 32).PadTo(32).Zeros(64).str(),
        StatusCode::kCorruption, "tensor 1 \"w\" duplicates tensor 0"},
@@ -132,6 +138,10 @@ std::vector<Case> Cases() {
        "tensor 0 \"w\": row of 16 elements is not a multiple of the Q4_0 block of 32"},
       {"shape_overflow", OneTensor(0, {1ull << 32, 1ull << 32, 1ull << 32}).str(),
        StatusCode::kCorruption, "shape ne=[4294967296, 4294967296, 4294967296] of F32 overflows"},
+      // ggml skips its overflow checks for a tensor with a zero dim; we do
+      // not (gguf.md §7): the other dims must still multiply within 64 bits.
+      {"shape_overflow_beside_zero_dim", OneTensor(0, {0, 1ull << 62, 1ull << 62}).str(),
+       StatusCode::kCorruption, "shape ne=[0, 4611686018427387904, 4611686018427387904] of F32 overflows"},
       {"elements_above_int64", OneTensor(0, {1ull << 62, 3}, 24).str(), StatusCode::kCorruption,
        "shape ne=[4611686018427387904, 3] of I8 overflows"},
       {"offset_unaligned", OneTensor(4).Zeros(96).str(), StatusCode::kCorruption,
@@ -197,7 +207,22 @@ TEST(GgufInvalid, RepairedBasesDecode) {
   r = DecodeString(align.str());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->tensors[0].info.data_offset % 8, 0u);
-  // No tensors: the data section may be absent (ggml writes no padding).
+  // As ggml's test-gguf accepts: alignment 1 (odd offsets), and tensors
+  // with a zero dim, which take no bytes and share their offset.
+  GgufBuilder one;
+  one.Header(2, 1).Key("general.alignment", 4).U32(1).Info("a", {3}, 24, 0).Info("b", {1}, 0, 3).Zeros(7);
+  r = DecodeString(one.str());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->tensors[1].info.data_offset, r->tensors[0].info.data_offset + 3);
+  GgufBuilder zero;
+  zero.Header(3, 0).Info("q", {32, 0}, 2, 0).Info("f", {0, 7}, 0, 0).Info("g", {2}, 0, 0).PadTo(32).Zeros(32);
+  r = DecodeString(zero.str());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->tensors[0].info.shape, Shape{0});
+  EXPECT_EQ(r->tensors[1].info.shape, (Shape{7, 0}));
+  EXPECT_EQ(r->tensors[2].info.data_length, 8u);
+  // No tensors: the data section may be absent (ggml's reader does not
+  // look for it then).
   GgufBuilder bare;
   bare.Header(0, 1).Key("a", 4).U32(1);
   EXPECT_TRUE(DecodeString(bare.str()).ok());
@@ -330,6 +355,10 @@ TEST(GgufWriterInput, RefusalsHaveCodeAndMessage) {
     s = make("");
     s.tensors[0].info.name = std::string(64, 'n');
     cases.push_back({"name_64", s, StatusCode::kInvalidArgument, "name of 64 bytes"});
+    s = make("");
+    s.tensors[0].info.name = std::string("w\0v", 3);
+    cases.push_back({"name_nul", s, StatusCode::kInvalidArgument,
+                     "tensor 0 \"w\\x00v\": name has a NUL byte at position 1; ggml would read it as \"w\""});
     s = make("");
     s.tensors.push_back(s.tensors[0]);
     cases.push_back({"duplicate_name", s, StatusCode::kInvalidArgument,

@@ -86,7 +86,8 @@ std::optional<GgmlType> FindGgmlType(std::string_view name);
 // Errors (each message starts with `display_name`): kCorruption for bytes
 // that contradict the format (including what ggml's reader refuses:
 // duplicate keys or tensor names, bad general.alignment, misplaced offsets,
-// data past the end); kUnsupported for v1, versions above 3, big-endian
+// data past the end; and tensor names with a NUL byte, which ggml would cut
+// short); kUnsupported for v1, versions above 3, big-endian
 // files, more than 4 dims, unknown ggml types and the reserved metadata key;
 // kLimitExceeded when a ReadOptions limit is hit.
 Result<TensorSet> Decode(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
@@ -99,7 +100,7 @@ Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& options =
 // Encodes `set` as GGUF v3, byte-identical to gguf-py's GGUFWriter given the
 // same keys (in the same order), tensors and alignment. Tensors must be
 // dense, of dtype f32 f16 bf16 f64 i8 i16 i32 i64 (others: kUnsupported),
-// rank <= 4, names < 64 bytes and unique, data of exactly the dense size
+// rank <= 4, names < 64 bytes without NUL and unique, data of exactly the dense size
 // (kInvalidArgument). Per-tensor metadata is ignored except on a tensor
 // marked with "gguf.type" as Decode marks ggml blocks: it is written as that
 // ggml type with "gguf.shape" as its dims and its bytes as they are, so a

@@ -115,6 +115,12 @@ class Decoder {
       TS_ASSIGN_OR_RETURN(t.name, c_.String(at + " name", opt_.max_string_bytes));
       const std::string ctx = at + " " + QuoteName(t.name);
       if (!IsValidUtf8(t.name)) return Err(Corruption, ctx + ": name is not valid UTF-8");
+      // ggml keeps tensor names as C strings (ggml_set_name): it would read
+      // this name cut at the NUL, and two names equal up to it as duplicates.
+      if (const auto nul = t.name.find('\0'); nul != std::string_view::npos) {
+        return Err(Corruption, ctx + ": name has a NUL byte at position " + Str(nul) +
+                                   "; ggml would read it as " + QuoteName(t.name.substr(0, nul)));
+      }
       if (t.name.size() > opt_.max_tensor_name_bytes) {
         return Err(LimitExceeded, ctx + ": name of " + Str(t.name.size()) +
                                       " bytes exceeds the limit of " +

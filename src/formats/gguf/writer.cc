@@ -54,7 +54,7 @@ struct InfoFields {
 
 // A tensor the reader made from ggml blocks: u8 [nbytes] marked
 // {"gguf.type":..., "gguf.shape":[...]} (gguf.h). Written back as that
-// type and shape, its bytes as they are (docs/formats/gguf.md §7), so
+// type and shape, its bytes as they are (docs/formats/gguf.md §6), so
 // GGUF -> TensorSet -> GGUF keeps quantized tensors byte for byte.
 Result<InfoFields> QuantizedFields(const Tensor& t, const nlohmann::json& md, const std::string& ctx) {
   const auto& name = md["gguf.type"];
@@ -103,6 +103,11 @@ Result<InfoFields> CheckTensor(const Tensor& t, std::uint64_t i) {
   if (info.name.size() > kMaxNameBytes) {
     return InvalidArgument(ctx + ": name of " + Str(info.name.size()) +
                            " bytes; ggml reads names of at most 63");
+  }
+  // ggml reads tensor names as C strings (reader.cc refuses them too).
+  if (const auto nul = info.name.find('\0'); nul != std::string::npos) {
+    return InvalidArgument(ctx + ": name has a NUL byte at position " + Str(nul) +
+                           "; ggml would read it as " + QuoteName(std::string_view(info.name).substr(0, nul)));
   }
   if (!info.metadata_json.empty() && info.metadata_json.find("gguf.type") != std::string::npos) {
     auto md = nlohmann::json::parse(info.metadata_json, nullptr, /*allow_exceptions=*/false);

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dataset/dataset_internal.h"
+#include "formats/mds/mds_internal.h"
 #include "formats/sample_json.h"
 #include "support/mds_files.h"
 #include "support/status_matchers.h"
@@ -173,6 +175,87 @@ TEST(MdsInvalid, IndexFields) {
   std::string deep = std::string(100, '[') + std::string(100, ']');
   EXPECT_STATUS(mds::ParseIndex({reinterpret_cast<const std::byte*>(deep.data()), deep.size()}, "i").status(),
                 StatusCode::kLimitExceeded, "nested deeper than 32");
+}
+
+// ndarray encodings as MosaicML reads them: encodings.py NDArray.from_str
+// takes Python's int() of each dim, so MDSWriter accepts (and writes into
+// index.json) "2, 3", "+2,03" or "1_0"; "ndarray:" has no arguments and is
+// "ndarray". Verdicts from mosaicml-streaming 0.13.0's is_mds_encoding and
+// get_mds_encoded_size.
+TEST(MdsEncodings, NdarrayArgumentsAsPythonReadsThem) {
+  struct Case {
+    const char* encoding;
+    std::vector<std::int64_t> shape;
+    std::int64_t size;
+  };
+  for (const Case& c : {Case{"ndarray:float32:2, 3", {2, 3}, 24}, Case{"ndarray:float32: 2,3 ", {2, 3}, 24},
+                        Case{"ndarray:float32:+2,03", {2, 3}, 24}, Case{"ndarray:uint8:1_0", {10}, 10},
+                        Case{"ndarray:int8:\t4\n", {4}, 4}}) {
+    mds::Column col;
+    Status s = mds::internal::ParseEncoding(c.encoding, {}, &col);
+    ASSERT_TRUE(s.ok()) << c.encoding << ": " << s.ToString();
+    EXPECT_EQ(col.codec, mds::ColumnCodec::kNdarray) << c.encoding;
+    EXPECT_TRUE(col.dtype_fixed && col.shape_fixed) << c.encoding;
+    EXPECT_EQ(col.shape, c.shape) << c.encoding;
+    EXPECT_EQ(col.size, c.size) << c.encoding;
+  }
+  mds::Column any;
+  ASSERT_TRUE(mds::internal::ParseEncoding("ndarray:", {}, &any).ok());
+  EXPECT_EQ(any.codec, mds::ColumnCodec::kNdarray);
+  EXPECT_FALSE(any.dtype_fixed || any.shape_fixed);
+  EXPECT_EQ(any.size, -1);
+  for (const char* bad : {"ndarray:float32:1__0", "ndarray:float32:_1", "ndarray:float32:1_", "ndarray:float32:-2",
+                          "ndarray:float32:-0", "ndarray:float32:2,", "ndarray:float32:", "ndarray:float32:2 3",
+                          "ndarray:float32:0x10", "ndarray:float32:+-2", "ndarray:float32:2,3:4"}) {
+    SCOPED_TRACE(bad);
+    mds::Column col;
+    EXPECT_STATUS(mds::internal::ParseEncoding(bad, {}, &col), StatusCode::kCorruption,
+                  "shape must be positive decimal dims");
+  }
+  // Through the index: the size must still be the shape's.
+  EXPECT_TRUE(ParseMutated([](auto& j) { j["shards"][0]["column_encodings"][2] = "ndarray:float32:2, 3"; }).ok());
+  EXPECT_TRUE(ParseMutated([](auto& j) { j["shards"][0]["column_encodings"][0] = "ndarray:"; }).ok());
+}
+
+// compression.py names its algorithms "zstd" and f"zstd:{level}", 1..22:
+// nothing else is one (is_compression("zstd:01") is False).
+TEST(MdsInvalid, CompressionSpelledOtherwise) {
+  auto with = [](const char* c) {
+    return ParseMutated([c](auto& j) {
+      j["shards"][0]["compression"] = c;
+      j["shards"][0]["zip_data"] = {{"basename", "shard.00000.mds.zstd"}, {"bytes", 10}, {"hashes", {}}};
+    });
+  };
+  EXPECT_TRUE(with("zstd:1").ok());
+  EXPECT_TRUE(with("zstd:22").ok());
+  for (const char* bad : {"zstd:01", "zstd:0", "zstd:23", "zstd:+1", "zstd: 1", "zstd:"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_STATUS(with(bad), StatusCode::kCorruption, "zstd levels are 1..22");
+  }
+}
+
+// Python's json keeps the last of a repeated key, simdjson's lookup the
+// first: refused wherever we read keys, so no index means two datasets.
+TEST(MdsInvalid, RepeatedKeys) {
+  const std::string text = ReadFileBytes(kGolden + "plain/index.json");
+  auto parse = [&](const std::string& from, const std::string& to) {
+    std::string t = text;
+    std::size_t at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    t.replace(at, from.size(), to);
+    return mds::ParseIndex({reinterpret_cast<const std::byte*>(t.data()), t.size()}, "index.json").status();
+  };
+  EXPECT_TRUE(parse("\"samples\": 4", "\"samples\": 4").ok());
+  EXPECT_STATUS(parse("\"samples\": 4", "\"samples\": 4, \"samples\": 400"), StatusCode::kCorruption,
+                "index.json: shard 0: key \"samples\" appears twice");
+  EXPECT_STATUS(parse("{\"basename\": \"shard.00001.mds\"",
+                      "{\"basename\": \"shard.00000.mds\", \"basename\": \"shard.00001.mds\""),
+                StatusCode::kCorruption, "shard 1 raw_data: key \"basename\" appears twice");
+  EXPECT_STATUS(parse("\"hashes\": {}}, \"samples\": 4",
+                      "\"hashes\": {\"xxh64\": \"00\", \"xxh64\": \"01\"}}, \"samples\": 4"),
+                StatusCode::kCorruption, "shard 0 raw_data hashes: key \"xxh64\" appears twice");
+  EXPECT_STATUS(parse("{\"shards\":", "{\"version\": 2, \"shards\":"), StatusCode::kCorruption,
+                "index.json: key \"version\" appears twice");
 }
 
 // A copy of plain/ whose shard 0 is mutated; the index's raw size follows.

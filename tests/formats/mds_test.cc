@@ -552,6 +552,48 @@ TEST_F(MdsZstdCorruption, RawSizeOtherThanTheFrames) {
   EXPECT_EQ(CacheFiles(), 0u);
 }
 
+// python-zstd's decompress (StreamingDataset's) reads every frame of the
+// file and skips skippable ones; MDSWriter writes one frame, other tools may
+// write several. Only the frames' total must be the raw size.
+TEST_F(MdsZstdCorruption, SeveralFramesAndASkippableOne) {
+  ASSERT_TRUE(Open().ok());
+  std::string raw;
+  for (auto& e : fs::directory_iterator(cache_.path())) raw = ReadFileBytes(e.path().string());
+  ASSERT_FALSE(raw.empty());
+  TempDir parts;
+  std::string zip = std::string("\x50\x2a\x4d\x18\x03\x00\x00\x00" "abc", 11);  // skippable frame, 3 bytes
+  for (std::string part : {raw.substr(0, 1000), raw.substr(1000)}) {
+    WriteFileBytes(parts.File("in"), part);
+    ASSERT_TRUE(dataset::internal_ds::ZstdCompressFile(parts.File("in"), parts.File("out"), 3, false).ok());
+    zip += ReadFileBytes(parts.File("out"));
+  }
+  WriteFileBytes(dir_.File("shard.00000.mds.zstd"), zip);
+  fs::remove_all(cache_.path());
+  fs::create_directories(cache_.path());
+  Status s = Open([&](auto& j) {
+    j["shards"][0]["zip_data"]["bytes"] = zip.size();
+    j["shards"][0]["zip_data"]["hashes"] = nlohmann::json::object();
+  });
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(CacheFiles(), 1u);
+  // A raw size other than the frames' total is still refused, with nothing cached.
+  fs::remove_all(cache_.path());
+  EXPECT_STATUS(Open([&](auto& j) { j["shards"][0]["raw_data"]["bytes"] = raw.size() - 1; }),
+                StatusCode::kCorruption, "decompresses to more than the index's " + std::to_string(raw.size() - 1));
+  EXPECT_EQ(CacheFiles(), 0u);
+}
+
+TEST_F(MdsZstdCorruption, TrailingGarbageAfterTheFrame) {
+  std::string z = ReadFileBytes(dir_.File("shard.00000.mds.zstd"));
+  WriteFileBytes(dir_.File("shard.00000.mds.zstd"), z + "junk");
+  EXPECT_STATUS(Open([&](auto& j) {
+                  j["shards"][0]["zip_data"]["bytes"] = z.size() + 4;
+                  j["shards"][0]["zip_data"]["hashes"] = nlohmann::json::object();
+                }),
+                StatusCode::kCorruption, "shard.00000.mds.zstd: zstd: ");
+  EXPECT_EQ(CacheFiles(), 0u);
+}
+
 TEST_F(MdsZstdCorruption, TruncatedZip) {
   std::string z = ReadFileBytes(dir_.File("shard.00000.mds.zstd"));
   WriteFileBytes(dir_.File("shard.00000.mds.zstd"), z.substr(0, z.size() / 2));

@@ -258,6 +258,31 @@ TEST(MdsInvalid, RepeatedKeys) {
                 "index.json: key \"version\" appears twice");
 }
 
+// PERMISSIVE.md, MDS 3: MosaicML builds MDSReader(**entry) and
+// FileInfo(**raw_data), so each of these raises there (TypeError, KeyError,
+// ValueError for the negative size_limit; checked with 0.13.0). We read
+// only the keys we use.
+TEST(MdsPermissive, ShardEntryKeysMosaicMLWouldRefuse) {
+  for (const auto& mutate : std::vector<std::function<void(nlohmann::json&)>>{
+           [](auto& j) { j["shards"][0].erase("hashes"); },
+           [](auto& j) { j["shards"][0].erase("size_limit"); },
+           [](auto& j) { j["shards"][0]["size_limit"] = -1; },
+           [](auto& j) { j["shards"][0].erase("zip_data"); },
+           [](auto& j) { j["shards"][0]["raw_data"].erase("hashes"); },
+           [](auto& j) { j["shards"][0]["extra"] = 1; },
+           [](auto& j) { j["shards"][0]["raw_data"]["extra"] = 1; },
+       }) {
+    EXPECT_TRUE(ParseMutated(mutate).ok());
+  }
+}
+
+// MDSWriter(columns={"": ...}) writes an empty column name and MosaicML
+// reads it; a tensorsafe field needs a name (mds.md, "Differences").
+TEST(MdsInvalid, EmptyColumnName) {
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["column_names"][1] = ""; }), StatusCode::kCorruption,
+                "shard 0: column 1 has an empty name");
+}
+
 // A copy of plain/ whose shard 0 is mutated; the index's raw size follows.
 class MdsShardCorruption : public ::testing::Test {
  protected:
@@ -386,6 +411,21 @@ TEST_F(MdsShardCorruption, TextThatIsNotUtf8) {
   ASSERT_TRUE(src.ok());
   std::vector<dataset::FieldView> v;
   EXPECT_STATUS((*src)->Read(1, v), StatusCode::kCorruption, "sample 1 column \"name\": text is not valid UTF-8");
+}
+
+// PERMISSIVE.md, MDS 4: str_decimal text is handed out as stored, even
+// text Decimal() refuses (StreamingDataset raises InvalidOperation).
+TEST_F(MdsShardCorruption, StrDecimalTextIsNotParsed) {
+  std::size_t at = bytes_.find("1.25");  // sample 1's "sd"
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_EQ(bytes_.find("1.25", at + 1), std::string::npos);
+  bytes_[at + 3] = 'x';
+  auto src = Open();
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  std::vector<dataset::FieldView> v;
+  ASSERT_TRUE((*src)->Read(1, v).ok());
+  const dataset::FieldView& sd = v[(*src)->schema().Find("sd") - (*src)->schema().fields.data()];
+  EXPECT_EQ(std::string_view(reinterpret_cast<const char*>(sd.bytes.data()), sd.bytes.size()), "1.2x");
 }
 
 TEST_F(MdsShardCorruption, SymlinkedShardIsNotFollowed) {

@@ -71,7 +71,8 @@ def test_mds_sample_for_sample(compat_dump, rng, tmp_path, compression):
     out = tmp_path / "mds"
     written = []
     with streaming.MDSWriter(out=str(out), columns=columns, compression=compression,
-                             hashes=["sha1", "xxh3_64", "xxh64"], size_limit=4000) as w:
+                             hashes=["sha1", "xxh128", "xxh32", "xxh3_128", "xxh3_64", "xxh64"],
+                             size_limit=4000) as w:
         for k in range(60):
             s = {"blob": rng.bytes(int(rng.integers(0, 40))), "text": f"t{k}-ü-{rng.integers(1e9)}",
                  "n": int(rng.integers(-2**63, 2**63 - 1)), "f": np.float32(rng.standard_normal()),

@@ -623,6 +623,20 @@ TEST_F(MdsZstdCorruption, SeveralFramesAndASkippableOne) {
   EXPECT_EQ(CacheFiles(), 0u);
 }
 
+// Errors in a shard decompressed into the cache name the .zstd file it came
+// from, not only the cache file's digest name.
+TEST_F(MdsZstdCorruption, ErrorsInACachedShardNameItsZstdFile) {
+  ASSERT_TRUE(Open().ok());
+  std::string cached;
+  for (auto& e : fs::directory_iterator(cache_.path())) cached = e.path().string();
+  std::string raw = ReadFileBytes(cached);
+  internal::Store32(reinterpret_cast<std::byte*>(raw.data()), 5);
+  WriteFileBytes(cached, raw);
+  EXPECT_STATUS(Open(), StatusCode::kCorruption,
+                dir_.File("shard.00000.mds.zstd") + " (decompressed as " + cached +
+                    "): holds 5 samples, the index says 4");
+}
+
 TEST_F(MdsZstdCorruption, TrailingGarbageAfterTheFrame) {
   std::string z = ReadFileBytes(dir_.File("shard.00000.mds.zstd"));
   WriteFileBytes(dir_.File("shard.00000.mds.zstd"), z + "junk");

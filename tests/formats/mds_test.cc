@@ -648,6 +648,25 @@ TEST_F(MdsZstdCorruption, TrailingGarbageAfterTheFrame) {
   EXPECT_EQ(CacheFiles(), 0u);
 }
 
+// The start of a second frame after a whole one: the output already has the
+// index's size, and the message must not read "decompresses to 2466 bytes
+// (truncated frame), the index says 2466".
+TEST_F(MdsZstdCorruption, TruncatedSecondFrame) {
+  std::string z = ReadFileBytes(dir_.File("shard.00000.mds.zstd"));
+  z += std::string("\x28\xb5\x2f\xfd", 4);  // a zstd frame's magic and nothing more
+  WriteFileBytes(dir_.File("shard.00000.mds.zstd"), z);
+  std::uint64_t raw = 0;
+  EXPECT_STATUS(Open([&](auto& j) {
+                  raw = j["shards"][0]["raw_data"]["bytes"].template get<std::uint64_t>();
+                  j["shards"][0]["zip_data"]["bytes"] = z.size();
+                  j["shards"][0]["zip_data"]["hashes"] = nlohmann::json::object();
+                }),
+                StatusCode::kCorruption,
+                "shard.00000.mds.zstd: the input ends inside a zstd frame (truncated frame) after " +
+                    std::to_string(raw) + " decompressed bytes; the index says " + std::to_string(raw));
+  EXPECT_EQ(CacheFiles(), 0u);
+}
+
 TEST_F(MdsZstdCorruption, TruncatedZip) {
   std::string z = ReadFileBytes(dir_.File("shard.00000.mds.zstd"));
   WriteFileBytes(dir_.File("shard.00000.mds.zstd"), z.substr(0, z.size() / 2));

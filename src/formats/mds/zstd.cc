@@ -123,9 +123,13 @@ Status Decompress(const std::string& zip_path, const ShardInfo& shard, const std
     // Input used up with the frame unfinished and nothing produced: truncated.
     if (in.pos == in.size && ret != 0 && out.pos < out.size && in.pos == before) break;
   } while (in.pos < in.size || ret != 0);
-  if (ret != 0 || total != shard.raw.bytes) {
-    return fail(Corruption(zip_path + ": decompresses to " + std::to_string(total) + " bytes" +
-                           (ret != 0 ? " (truncated frame)" : "") + ", the index says " +
+  if (ret != 0) {  // said apart: the output may already have the index's size
+    return fail(Corruption(zip_path + ": the input ends inside a zstd frame (truncated frame) after " +
+                           std::to_string(total) + " decompressed bytes; the index says " +
+                           std::to_string(shard.raw.bytes)));
+  }
+  if (total != shard.raw.bytes) {
+    return fail(Corruption(zip_path + ": decompresses to " + std::to_string(total) + " bytes, the index says " +
                            std::to_string(shard.raw.bytes)));
   }
   if (Status st = file->Close(); !st.ok()) {

@@ -283,6 +283,16 @@ TEST(MdsInvalid, EmptyColumnName) {
                 "shard 0: column 1 has an empty name");
 }
 
+// MosaicML accepts these through Python's loose tests (2.0 == 2; "" is
+// falsy, so uncompressed); no writer produces them and we refuse them
+// (mds.md, "Differences"; checked with 0.13.0's reader_from_json).
+TEST(MdsInvalid, ValuesOnlyPythonsLooseTestsAccept) {
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["version"] = 2.0; }), StatusCode::kCorruption,
+                "shard 0: \"version\" is not a non-negative integer");
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["compression"] = ""; }), StatusCode::kUnsupported,
+                "shard 0: compression \"\" (only zstd is read)");
+}
+
 // A copy of plain/ whose shard 0 is mutated; the index's raw size follows.
 class MdsShardCorruption : public ::testing::Test {
  protected:

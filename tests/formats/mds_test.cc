@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dataset/dataset_internal.h"
+#include "formats/mds/mds_internal.h"
 #include "formats/sample_json.h"
 #include "support/mds_files.h"
 #include "support/status_matchers.h"
@@ -175,6 +177,122 @@ TEST(MdsInvalid, IndexFields) {
                 StatusCode::kLimitExceeded, "nested deeper than 32");
 }
 
+// ndarray encodings as MosaicML reads them: encodings.py NDArray.from_str
+// takes Python's int() of each dim, so MDSWriter accepts (and writes into
+// index.json) "2, 3", "+2,03" or "1_0"; "ndarray:" has no arguments and is
+// "ndarray". Verdicts from mosaicml-streaming 0.13.0's is_mds_encoding and
+// get_mds_encoded_size.
+TEST(MdsEncodings, NdarrayArgumentsAsPythonReadsThem) {
+  struct Case {
+    const char* encoding;
+    std::vector<std::int64_t> shape;
+    std::int64_t size;
+  };
+  for (const Case& c : {Case{"ndarray:float32:2, 3", {2, 3}, 24}, Case{"ndarray:float32: 2,3 ", {2, 3}, 24},
+                        Case{"ndarray:float32:+2,03", {2, 3}, 24}, Case{"ndarray:uint8:1_0", {10}, 10},
+                        Case{"ndarray:int8:\t4\n", {4}, 4}}) {
+    mds::Column col;
+    Status s = mds::internal::ParseEncoding(c.encoding, {}, &col);
+    ASSERT_TRUE(s.ok()) << c.encoding << ": " << s.ToString();
+    EXPECT_EQ(col.codec, mds::ColumnCodec::kNdarray) << c.encoding;
+    EXPECT_TRUE(col.dtype_fixed && col.shape_fixed) << c.encoding;
+    EXPECT_EQ(col.shape, c.shape) << c.encoding;
+    EXPECT_EQ(col.size, c.size) << c.encoding;
+  }
+  mds::Column any;
+  ASSERT_TRUE(mds::internal::ParseEncoding("ndarray:", {}, &any).ok());
+  EXPECT_EQ(any.codec, mds::ColumnCodec::kNdarray);
+  EXPECT_FALSE(any.dtype_fixed || any.shape_fixed);
+  EXPECT_EQ(any.size, -1);
+  for (const char* bad : {"ndarray:float32:1__0", "ndarray:float32:_1", "ndarray:float32:1_", "ndarray:float32:-2",
+                          "ndarray:float32:-0", "ndarray:float32:2,", "ndarray:float32:", "ndarray:float32:2 3",
+                          "ndarray:float32:0x10", "ndarray:float32:+-2", "ndarray:float32:2,3:4"}) {
+    SCOPED_TRACE(bad);
+    mds::Column col;
+    EXPECT_STATUS(mds::internal::ParseEncoding(bad, {}, &col), StatusCode::kCorruption,
+                  "shape must be positive decimal dims");
+  }
+  // Through the index: the size must still be the shape's.
+  EXPECT_TRUE(ParseMutated([](auto& j) { j["shards"][0]["column_encodings"][2] = "ndarray:float32:2, 3"; }).ok());
+  EXPECT_TRUE(ParseMutated([](auto& j) { j["shards"][0]["column_encodings"][0] = "ndarray:"; }).ok());
+}
+
+// compression.py names its algorithms "zstd" and f"zstd:{level}", 1..22:
+// nothing else is one (is_compression("zstd:01") is False).
+TEST(MdsInvalid, CompressionSpelledOtherwise) {
+  auto with = [](const char* c) {
+    return ParseMutated([c](auto& j) {
+      j["shards"][0]["compression"] = c;
+      j["shards"][0]["zip_data"] = {{"basename", "shard.00000.mds.zstd"}, {"bytes", 10}, {"hashes", {}}};
+    });
+  };
+  EXPECT_TRUE(with("zstd:1").ok());
+  EXPECT_TRUE(with("zstd:22").ok());
+  for (const char* bad : {"zstd:01", "zstd:0", "zstd:23", "zstd:+1", "zstd: 1", "zstd:"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_STATUS(with(bad), StatusCode::kCorruption, "zstd levels are 1..22");
+  }
+}
+
+// Python's json keeps the last of a repeated key, simdjson's lookup the
+// first: refused wherever we read keys, so no index means two datasets.
+TEST(MdsInvalid, RepeatedKeys) {
+  const std::string text = ReadFileBytes(kGolden + "plain/index.json");
+  auto parse = [&](const std::string& from, const std::string& to) {
+    std::string t = text;
+    std::size_t at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    t.replace(at, from.size(), to);
+    return mds::ParseIndex({reinterpret_cast<const std::byte*>(t.data()), t.size()}, "index.json").status();
+  };
+  EXPECT_TRUE(parse("\"samples\": 4", "\"samples\": 4").ok());
+  EXPECT_STATUS(parse("\"samples\": 4", "\"samples\": 4, \"samples\": 400"), StatusCode::kCorruption,
+                "index.json: shard 0: key \"samples\" appears twice");
+  EXPECT_STATUS(parse("{\"basename\": \"shard.00001.mds\"",
+                      "{\"basename\": \"shard.00000.mds\", \"basename\": \"shard.00001.mds\""),
+                StatusCode::kCorruption, "shard 1 raw_data: key \"basename\" appears twice");
+  EXPECT_STATUS(parse("\"hashes\": {}}, \"samples\": 4",
+                      "\"hashes\": {\"xxh64\": \"00\", \"xxh64\": \"01\"}}, \"samples\": 4"),
+                StatusCode::kCorruption, "shard 0 raw_data hashes: key \"xxh64\" appears twice");
+  EXPECT_STATUS(parse("{\"shards\":", "{\"version\": 2, \"shards\":"), StatusCode::kCorruption,
+                "index.json: key \"version\" appears twice");
+}
+
+// PERMISSIVE.md, MDS 3: MosaicML builds MDSReader(**entry) and
+// FileInfo(**raw_data), so each of these raises there (TypeError, KeyError,
+// ValueError for the negative size_limit; checked with 0.13.0). We read
+// only the keys we use.
+TEST(MdsPermissive, ShardEntryKeysMosaicMLWouldRefuse) {
+  for (const auto& mutate : std::vector<std::function<void(nlohmann::json&)>>{
+           [](auto& j) { j["shards"][0].erase("hashes"); },
+           [](auto& j) { j["shards"][0].erase("size_limit"); },
+           [](auto& j) { j["shards"][0]["size_limit"] = -1; },
+           [](auto& j) { j["shards"][0].erase("zip_data"); },
+           [](auto& j) { j["shards"][0]["raw_data"].erase("hashes"); },
+           [](auto& j) { j["shards"][0]["extra"] = 1; },
+           [](auto& j) { j["shards"][0]["raw_data"]["extra"] = 1; },
+       }) {
+    EXPECT_TRUE(ParseMutated(mutate).ok());
+  }
+}
+
+// MDSWriter(columns={"": ...}) writes an empty column name and MosaicML
+// reads it; a tensorsafe field needs a name (mds.md, "Differences").
+TEST(MdsInvalid, EmptyColumnName) {
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["column_names"][1] = ""; }), StatusCode::kCorruption,
+                "shard 0: column 1 has an empty name");
+}
+
+// MosaicML accepts these through Python's loose tests (2.0 == 2; "" is
+// falsy, so uncompressed); no writer produces them and we refuse them
+// (mds.md, "Differences"; checked with 0.13.0's reader_from_json).
+TEST(MdsInvalid, ValuesOnlyPythonsLooseTestsAccept) {
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["version"] = 2.0; }), StatusCode::kCorruption,
+                "shard 0: \"version\" is not a non-negative integer");
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["compression"] = ""; }), StatusCode::kUnsupported,
+                "shard 0: compression \"\" (only zstd is read)");
+}
+
 // A copy of plain/ whose shard 0 is mutated; the index's raw size follows.
 class MdsShardCorruption : public ::testing::Test {
  protected:
@@ -303,6 +421,21 @@ TEST_F(MdsShardCorruption, TextThatIsNotUtf8) {
   ASSERT_TRUE(src.ok());
   std::vector<dataset::FieldView> v;
   EXPECT_STATUS((*src)->Read(1, v), StatusCode::kCorruption, "sample 1 column \"name\": text is not valid UTF-8");
+}
+
+// PERMISSIVE.md, MDS 4: str_decimal text is handed out as stored, even
+// text Decimal() refuses (StreamingDataset raises InvalidOperation).
+TEST_F(MdsShardCorruption, StrDecimalTextIsNotParsed) {
+  std::size_t at = bytes_.find("1.25");  // sample 1's "sd"
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_EQ(bytes_.find("1.25", at + 1), std::string::npos);
+  bytes_[at + 3] = 'x';
+  auto src = Open();
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  std::vector<dataset::FieldView> v;
+  ASSERT_TRUE((*src)->Read(1, v).ok());
+  const dataset::FieldView& sd = v[(*src)->schema().Find("sd") - (*src)->schema().fields.data()];
+  EXPECT_EQ(std::string_view(reinterpret_cast<const char*>(sd.bytes.data()), sd.bytes.size()), "1.2x");
 }
 
 TEST_F(MdsShardCorruption, SymlinkedShardIsNotFollowed) {
@@ -466,6 +599,81 @@ TEST_F(MdsZstdCorruption, RawSizeOtherThanTheFrames) {
                   j["shards"][0]["raw_data"]["bytes"] = raw + 1;
                 }),
                 StatusCode::kCorruption, "bytes, the index says the raw shard has ");
+  EXPECT_EQ(CacheFiles(), 0u);
+}
+
+// python-zstd's decompress (StreamingDataset's) reads every frame of the
+// file and skips skippable ones; MDSWriter writes one frame, other tools may
+// write several. Only the frames' total must be the raw size.
+TEST_F(MdsZstdCorruption, SeveralFramesAndASkippableOne) {
+  ASSERT_TRUE(Open().ok());
+  std::string raw;
+  for (auto& e : fs::directory_iterator(cache_.path())) raw = ReadFileBytes(e.path().string());
+  ASSERT_FALSE(raw.empty());
+  TempDir parts;
+  std::string zip = std::string("\x50\x2a\x4d\x18\x03\x00\x00\x00" "abc", 11);  // skippable frame, 3 bytes
+  for (std::string part : {raw.substr(0, 1000), raw.substr(1000)}) {
+    WriteFileBytes(parts.File("in"), part);
+    ASSERT_TRUE(dataset::internal_ds::ZstdCompressFile(parts.File("in"), parts.File("out"), 3, false).ok());
+    zip += ReadFileBytes(parts.File("out"));
+  }
+  WriteFileBytes(dir_.File("shard.00000.mds.zstd"), zip);
+  fs::remove_all(cache_.path());
+  fs::create_directories(cache_.path());
+  Status s = Open([&](auto& j) {
+    j["shards"][0]["zip_data"]["bytes"] = zip.size();
+    j["shards"][0]["zip_data"]["hashes"] = nlohmann::json::object();
+  });
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(CacheFiles(), 1u);
+  // A raw size other than the frames' total is still refused, with nothing cached.
+  fs::remove_all(cache_.path());
+  EXPECT_STATUS(Open([&](auto& j) { j["shards"][0]["raw_data"]["bytes"] = raw.size() - 1; }),
+                StatusCode::kCorruption, "decompresses to more than the index's " + std::to_string(raw.size() - 1));
+  EXPECT_EQ(CacheFiles(), 0u);
+}
+
+// Errors in a shard decompressed into the cache name the .zstd file it came
+// from, not only the cache file's digest name.
+TEST_F(MdsZstdCorruption, ErrorsInACachedShardNameItsZstdFile) {
+  ASSERT_TRUE(Open().ok());
+  std::string cached;
+  for (auto& e : fs::directory_iterator(cache_.path())) cached = e.path().string();
+  std::string raw = ReadFileBytes(cached);
+  internal::Store32(reinterpret_cast<std::byte*>(raw.data()), 5);
+  WriteFileBytes(cached, raw);
+  EXPECT_STATUS(Open(), StatusCode::kCorruption,
+                dir_.File("shard.00000.mds.zstd") + " (decompressed as " + cached +
+                    "): holds 5 samples, the index says 4");
+}
+
+TEST_F(MdsZstdCorruption, TrailingGarbageAfterTheFrame) {
+  std::string z = ReadFileBytes(dir_.File("shard.00000.mds.zstd"));
+  WriteFileBytes(dir_.File("shard.00000.mds.zstd"), z + "junk");
+  EXPECT_STATUS(Open([&](auto& j) {
+                  j["shards"][0]["zip_data"]["bytes"] = z.size() + 4;
+                  j["shards"][0]["zip_data"]["hashes"] = nlohmann::json::object();
+                }),
+                StatusCode::kCorruption, "shard.00000.mds.zstd: zstd: ");
+  EXPECT_EQ(CacheFiles(), 0u);
+}
+
+// The start of a second frame after a whole one: the output already has the
+// index's size, and the message must not read "decompresses to 2466 bytes
+// (truncated frame), the index says 2466".
+TEST_F(MdsZstdCorruption, TruncatedSecondFrame) {
+  std::string z = ReadFileBytes(dir_.File("shard.00000.mds.zstd"));
+  z += std::string("\x28\xb5\x2f\xfd", 4);  // a zstd frame's magic and nothing more
+  WriteFileBytes(dir_.File("shard.00000.mds.zstd"), z);
+  std::uint64_t raw = 0;
+  EXPECT_STATUS(Open([&](auto& j) {
+                  raw = j["shards"][0]["raw_data"]["bytes"].template get<std::uint64_t>();
+                  j["shards"][0]["zip_data"]["bytes"] = z.size();
+                  j["shards"][0]["zip_data"]["hashes"] = nlohmann::json::object();
+                }),
+                StatusCode::kCorruption,
+                "shard.00000.mds.zstd: the input ends inside a zstd frame (truncated frame) after " +
+                    std::to_string(raw) + " decompressed bytes; the index says " + std::to_string(raw));
   EXPECT_EQ(CacheFiles(), 0u);
 }
 

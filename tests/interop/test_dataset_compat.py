@@ -71,7 +71,8 @@ def test_mds_sample_for_sample(compat_dump, rng, tmp_path, compression):
     out = tmp_path / "mds"
     written = []
     with streaming.MDSWriter(out=str(out), columns=columns, compression=compression,
-                             hashes=["sha1", "xxh3_64", "xxh64"], size_limit=4000) as w:
+                             hashes=["sha1", "xxh128", "xxh32", "xxh3_128", "xxh3_64", "xxh64"],
+                             size_limit=4000) as w:
         for k in range(60):
             s = {"blob": rng.bytes(int(rng.integers(0, 40))), "text": f"t{k}-ü-{rng.integers(1e9)}",
                  "n": int(rng.integers(-2**63, 2**63 - 1)), "f": np.float32(rng.standard_normal()),
@@ -92,6 +93,58 @@ def test_mds_sample_for_sample(compat_dump, rng, tmp_path, compression):
     assert len(got) == len(want) == 60
     for i, (g, w) in enumerate(zip(got, want)):
         assert g == w, f"sample {i}"
+
+
+def streaming_samples(streaming, out, local, columns):
+    ds = streaming.StreamingDataset(remote=str(out), local=str(local), batch_size=1, shuffle=False)
+    return [parsed_json({c: mds_value(columns[c], ds[i][c]) for c in columns}) for i in range(len(ds))]
+
+
+def test_mds_ndarray_encodings_spelled_as_python_int_reads_them(compat_dump, rng, tmp_path):
+    """MDSWriter takes "ndarray:" (no arguments) and shapes whose dims int() reads ("2, 3", "+2,03", "1_0")
+    and writes them into index.json as given; StreamingDataset reads them."""
+    streaming = pytest.importorskip("streaming")
+    columns = {"a": "ndarray:", "b": "ndarray:float32:2, 3", "c": "ndarray:int16: +2,03 ", "d": "ndarray:uint8:1_0"}
+    out = tmp_path / "mds"
+    with streaming.MDSWriter(out=str(out), columns=columns) as w:
+        for k in range(5):
+            w.write({"a": rng.standard_normal((k + 1, 2)), "b": rng.standard_normal((2, 3)).astype(np.float32),
+                     "c": rng.integers(-9, 9, (2, 3), dtype=np.int16), "d": rng.integers(0, 255, 10, dtype=np.uint8)})
+    written = json.loads((out / "index.json").read_text())["shards"][0]["column_encodings"]
+    assert written == [columns[c] for c in sorted(columns)]
+    want = streaming_samples(streaming, out, tmp_path / "local", columns)
+    got = [parsed_json(s) for s in dump(compat_dump, "mds", out, tmp_path / "cache")]
+    assert len(got) == len(want) == 5
+    assert got == want
+
+
+def test_mds_zstd_shards_of_several_frames(compat_dump, rng, tmp_path):
+    """python-zstd's decompress (what StreamingDataset calls) reads every frame of a file and skips skippable
+    frames; MDSWriter writes one frame, other tools may write several."""
+    streaming = pytest.importorskip("streaming")
+    zstd = pytest.importorskip("zstd")
+    xxhash = pytest.importorskip("xxhash")
+    columns = {"x": "int", "v": "ndarray:float32"}
+    out = tmp_path / "mds"
+    with streaming.MDSWriter(out=str(out), columns=columns, compression="zstd", hashes=["xxh64"],
+                             size_limit=3000) as w:
+        for k in range(40):
+            w.write({"x": k, "v": rng.standard_normal(int(rng.integers(1, 50))).astype(np.float32)})
+    index = json.loads((out / "index.json").read_text())
+    assert len(index["shards"]) >= 2
+    skippable = (0x184D2A50).to_bytes(4, "little") + (3).to_bytes(4, "little") + b"abc"
+    for shard in index["shards"]:
+        path = out / shard["zip_data"]["basename"]
+        raw = zstd.decompress(path.read_bytes())
+        cut = len(raw) // 3
+        data = skippable + zstd.compress(raw[:cut], 3) + zstd.compress(raw[cut:], 3)
+        path.write_bytes(data)
+        shard["zip_data"].update(bytes=len(data), hashes={"xxh64": xxhash.xxh64(data).hexdigest()})
+    (out / "index.json").write_text(json.dumps(index))
+    got = [parsed_json(s) for s in dump(compat_dump, "mds", out, tmp_path / "cache")]
+    want = streaming_samples(streaming, out, tmp_path / "local", columns)
+    assert len(got) == len(want) == 40
+    assert got == want
 
 
 def test_wds_sample_for_sample(compat_dump, rng, tmp_path):

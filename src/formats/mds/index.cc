@@ -41,13 +41,34 @@ constexpr std::array<NumpyName, 11> kNumpyNames = {{
 constexpr std::array<std::string_view, 8> kBytesEncodings = {
     "bytes", "jpeg", "png", "pil", "jpeg_array", "jpegarray", "list[pil]", "list[jpeg]"};
 
-bool ParseDecimal(std::string_view s, std::uint64_t* out) {
-  if (s.empty() || s.size() > 19) return false;
+// One dim of an `ndarray:<dtype>:<dims>` encoding as Python's int() reads
+// it (encodings.py NDArray.from_str maps int over the comma-separated dims):
+// ASCII whitespace around it, an optional sign, decimal digits with single
+// '_' between them, leading zeros allowed. So "2, 3", " 2", "+2", "02" and
+// "1_0" are dims MDSWriter writes and StreamingDataset reads. False for
+// anything else, for a negative value or one above 2^62.
+bool ParsePythonDim(std::string_view s, std::uint64_t* out) {
+  auto space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f'); };
+  while (!s.empty() && space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && space(s.back())) s.remove_suffix(1);
+  bool negative = false;
+  if (!s.empty() && (s.front() == '+' || s.front() == '-')) {
+    negative = s.front() == '-';
+    s.remove_prefix(1);
+  }
+  if (s.empty() || s.front() == '_' || s.back() == '_') return false;
   std::uint64_t v = 0;
-  for (char c : s) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '_') {
+      if (s[i + 1] == '_') return false;  // the last char is a digit: i + 1 is in range
+      continue;
+    }
     if (c < '0' || c > '9') return false;
+    if (v > ((1ull << 62) - static_cast<std::uint64_t>(c - '0')) / 10) return false;
     v = v * 10 + static_cast<std::uint64_t>(c - '0');
   }
+  if (negative && v != 0) return false;
   *out = v;
   return true;
 }
@@ -111,7 +132,8 @@ Status ParseEncoding(std::string_view enc, const Limits& limits, Column* c) {
   }
   if (enc == "ndarray" || enc.starts_with("ndarray:")) {
     c->codec = ColumnCodec::kNdarray;
-    if (enc == "ndarray") return Status::OK();
+    // "ndarray:" is "ndarray" to MosaicML (from_str of "" has no arguments).
+    if (enc == "ndarray" || enc == "ndarray:") return Status::OK();
     std::string_view rest = enc.substr(8);
     std::string_view dtype_name = rest.substr(0, rest.find(':'));
     if (!DTypeOfNumpyName(dtype_name, &dt)) {
@@ -128,7 +150,7 @@ Status ParseEncoding(std::string_view enc, const Limits& limits, Column* c) {
       std::size_t comma = dims.find(',');
       std::uint64_t d;
       // The writer asserts every fixed dim >= 1.
-      if (!ParseDecimal(dims.substr(0, comma), &d) || d == 0 || d > (1ull << 62)) {
+      if (!ParsePythonDim(dims.substr(0, comma), &d) || d == 0) {
         return Corruption("encoding " + q + ": shape must be positive decimal dims joined by ','");
       }
       if (c->shape.size() >= limits.max_rank) {
@@ -175,6 +197,19 @@ namespace dom = simdjson::dom;
 using internal::CheckRelativePath;
 using tensorsafe::internal::QuoteName;
 
+// Python's json.load keeps the last of a repeated key, simdjson's lookup the
+// first: such an index would name other files, sizes or hashes to MosaicML
+// than to us, so a repeated key is refused (as in safetensors headers).
+Status CheckUniqueKeys(dom::object obj, const std::string& what) {
+  std::set<std::string_view> keys;
+  for (auto field : obj) {
+    if (!keys.insert(field.key).second) {
+      return Corruption(what + ": key " + QuoteName(field.key) + " appears twice");
+    }
+  }
+  return Status::OK();
+}
+
 // Reads `obj[key]` as an unsigned integer in [0, max].
 Status GetUint(dom::object obj, std::string_view key, std::uint64_t max, std::uint64_t* out,
                const std::string& what) {
@@ -204,6 +239,7 @@ Status GetString(dom::object obj, std::string_view key, std::string_view* out, c
 Status ParseFileRef(dom::element e, const Limits& limits, FileRef* ref, const std::string& what) {
   dom::object obj;
   if (e.get_object().get(obj)) return Corruption(what + " is not an object");
+  TS_RETURN_IF_ERROR(CheckUniqueKeys(obj, what));
   std::string_view basename;
   TS_RETURN_IF_ERROR(GetString(obj, "basename", &basename, what));
   if (basename.size() > limits.max_name_bytes) {
@@ -219,6 +255,7 @@ Status ParseFileRef(dom::element e, const Limits& limits, FileRef* ref, const st
   if (!obj["hashes"].get(h) && !h.is_null()) {
     dom::object hashes;
     if (h.get_object().get(hashes)) return Corruption(what + ": \"hashes\" is not an object");
+    TS_RETURN_IF_ERROR(CheckUniqueKeys(hashes, what + " hashes"));
     for (auto [algo, digest] : hashes) {
       std::string_view hex;
       if (digest.get_string().get(hex)) {
@@ -234,6 +271,7 @@ Status ParseShard(dom::element e, std::size_t i, const Limits& limits, ShardInfo
   const std::string what = "shard " + std::to_string(i);
   dom::object obj;
   if (e.get_object().get(obj)) return Corruption(what + " is not an object");
+  TS_RETURN_IF_ERROR(CheckUniqueKeys(obj, what));
   std::uint64_t version;
   TS_RETURN_IF_ERROR(GetUint(obj, "version", ~0ull, &version, what));
   if (version != 2) return Unsupported(what + ": version " + std::to_string(version) + " (only 2 is read)");
@@ -302,7 +340,8 @@ Status ParseShard(dom::element e, std::size_t i, const Limits& limits, ShardInfo
     bool ok = c == "zstd";
     if (c.starts_with("zstd:")) {
       std::string_view l = c.substr(5);
-      ok = !l.empty() && l.size() <= 2 && std::all_of(l.begin(), l.end(), [](char ch) {
+      // compression.py names levels f"zstd:{level}": no sign, no leading zero.
+      ok = !l.empty() && l.size() <= 2 && l[0] != '0' && std::all_of(l.begin(), l.end(), [](char ch) {
              return ch >= '0' && ch <= '9';
            });
       if (ok) level = std::stoull(std::string(l));
@@ -354,6 +393,7 @@ Result<Dataset> ParseIndex(std::span<const std::byte> bytes, const std::string& 
   if (err) return Corruption(ctx + "not JSON: " + simdjson::error_message(err));
   dom::object top;
   if (doc.get_object().get(top)) return Corruption(ctx + "not a JSON object");
+  TS_RETURN_IF_ERROR(CheckUniqueKeys(top, display_name));
   std::uint64_t version;
   TS_RETURN_IF_ERROR(GetUint(top, "version", ~0ull, &version, display_name));
   if (version != 2) {

@@ -161,7 +161,7 @@ class MdsShard final : public dataset::ShardSource {
   // size when it is in the dataset directory (StreamingDataset may have
   // deleted it after decompressing), then every sample.
   Status VerifyData() const override {
-    const std::string what = name_ + " (raw_data " + QuoteName(raw_.basename) + ")";
+    const std::string what = file_ + " (raw_data " + QuoteName(raw_.basename) + ")";
     TS_RETURN_IF_ERROR(internal::VerifyHashes(raw_, region_->bytes(), what));
     if (!zip_path_.empty() && std::filesystem::is_regular_file(std::filesystem::symlink_status(zip_path_))) {
       TS_ASSIGN_OR_RETURN(auto zip, tensorsafe::internal::Env::Default()->Map(zip_path_));
@@ -174,8 +174,9 @@ class MdsShard final : public dataset::ShardSource {
     return ShardSource::VerifyData();
   }
 
-  static Result<std::unique_ptr<MdsShard>> Open(const std::string& path, const ShardInfo& info,
-                                                const Limits& limits);
+  // `display` names the shard in messages (default: `file`).
+  static Result<std::unique_ptr<MdsShard>> Open(const std::string& file, const ShardInfo& info,
+                                                const Limits& limits, const std::string& display = {});
   // The compressed shard this one came from (OpenShard), for VerifyData.
   void set_zip(std::string path, FileRef ref) {
     zip_path_ = std::move(path);
@@ -187,7 +188,8 @@ class MdsShard final : public dataset::ShardSource {
     return name_ + ": sample " + std::to_string(i) + " column " + QuoteName(columns_[c].name) + ": ";
   }
 
-  std::string name_;
+  std::string name_;  // in messages
+  std::string file_;  // the mapped file (a cache file when decompressed)
   std::shared_ptr<tensorsafe::internal::MappedRegion> region_;
   FileRef raw_;
   std::string zip_path_;  // empty: not compressed
@@ -230,10 +232,11 @@ Status CheckConfig(std::span<const std::byte> config, const ShardInfo& info, con
   return Status::OK();
 }
 
-Result<std::unique_ptr<MdsShard>> MdsShard::Open(const std::string& path, const ShardInfo& info,
-                                                 const Limits& limits) {
+Result<std::unique_ptr<MdsShard>> MdsShard::Open(const std::string& file, const ShardInfo& info,
+                                                 const Limits& limits, const std::string& display) {
+  const std::string& path = display.empty() ? file : display;
   auto* env = tensorsafe::internal::Env::Default();
-  TS_ASSIGN_OR_RETURN(auto region, env->Map(path));
+  TS_ASSIGN_OR_RETURN(auto region, env->Map(file));
   auto bytes = region->bytes();
   const std::uint64_t size = bytes.size();
   if (size != info.raw.bytes) {
@@ -256,6 +259,7 @@ Result<std::unique_ptr<MdsShard>> MdsShard::Open(const std::string& path, const 
   }
   auto s = std::make_unique<MdsShard>();
   s->name_ = path;
+  s->file_ = file;
   s->raw_ = info.raw;
   s->columns_ = info.columns;
   s->n_ = n;
@@ -376,7 +380,13 @@ Result<std::unique_ptr<dataset::ShardSource>> OpenShard(const Dataset& dataset, 
   }
   const ShardInfo& info = dataset.shards[index];
   TS_ASSIGN_OR_RETURN(std::string path, internal::EnsureRawShard(dataset, info, options));
-  TS_ASSIGN_OR_RETURN(auto shard, MdsShard::Open(path, info, options.limits));
+  // A shard decompressed into the cache has a name the user never gave
+  // (raw-xxh64-...-466.mds): messages name the .zstd file it came from too.
+  std::string display;
+  if (info.compressed && path != dataset.root + "/" + info.raw.basename) {
+    display = dataset.root + "/" + info.zip.basename + " (decompressed as " + path + ")";
+  }
+  TS_ASSIGN_OR_RETURN(auto shard, MdsShard::Open(path, info, options.limits, display));
   if (info.compressed) shard->set_zip(dataset.root + "/" + info.zip.basename, info.zip);
   return std::unique_ptr<dataset::ShardSource>(std::move(shard));
 }

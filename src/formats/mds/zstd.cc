@@ -81,11 +81,18 @@ Status Decompress(const std::string& zip_path, const ShardInfo& shard, const std
                       std::to_string(shard.zip.bytes));
   }
   TS_RETURN_IF_ERROR(VerifyHashes(shard.zip, zip, zip_path));
-  unsigned long long declared = ZSTD_getFrameContentSize(zip.data(), zip.size());
-  if (declared == ZSTD_CONTENTSIZE_ERROR) return Corruption(zip_path + ": not a zstd frame");
-  if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != shard.raw.bytes) {
-    return Corruption(zip_path + ": frame declares " + std::to_string(declared) +
-                      " bytes, the index says the raw shard has " + std::to_string(shard.raw.bytes));
+  // MDSWriter writes one frame with its content size: a wrong raw size fails
+  // here before anything is written. Several frames (skippable ones too) are
+  // read one after another, as python-zstd's decompress in StreamingDataset
+  // does, and only their total is checked, below.
+  if (std::size_t first = ZSTD_findFrameCompressedSize(zip.data(), zip.size());
+      !ZSTD_isError(first) && first == zip.size()) {
+    unsigned long long declared = ZSTD_getFrameContentSize(zip.data(), zip.size());
+    if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != ZSTD_CONTENTSIZE_ERROR &&
+        declared != shard.raw.bytes) {
+      return Corruption(zip_path + ": frame declares " + std::to_string(declared) +
+                        " bytes, the index says the raw shard has " + std::to_string(shard.raw.bytes));
+    }
   }
   // Streams through a 1 MiB buffer into a temporary file: memory does not
   // depend on what the index claims, and output past its raw size stops us.
@@ -116,9 +123,13 @@ Status Decompress(const std::string& zip_path, const ShardInfo& shard, const std
     // Input used up with the frame unfinished and nothing produced: truncated.
     if (in.pos == in.size && ret != 0 && out.pos < out.size && in.pos == before) break;
   } while (in.pos < in.size || ret != 0);
-  if (ret != 0 || total != shard.raw.bytes) {
-    return fail(Corruption(zip_path + ": decompresses to " + std::to_string(total) + " bytes" +
-                           (ret != 0 ? " (truncated frame)" : "") + ", the index says " +
+  if (ret != 0) {  // said apart: the output may already have the index's size
+    return fail(Corruption(zip_path + ": the input ends inside a zstd frame (truncated frame) after " +
+                           std::to_string(total) + " decompressed bytes; the index says " +
+                           std::to_string(shard.raw.bytes)));
+  }
+  if (total != shard.raw.bytes) {
+    return fail(Corruption(zip_path + ": decompresses to " + std::to_string(total) + " bytes, the index says " +
                            std::to_string(shard.raw.bytes)));
   }
   if (Status st = file->Close(); !st.ok()) {

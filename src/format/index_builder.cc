@@ -30,25 +30,53 @@ Status IndexBuilder::Add(const EntryFields& t, std::optional<std::uint64_t> name
   Store64(slot + 8, off);
   ++count_;
   data_bytes_ += t.data_length;
+  if (8 * count_ > 64 * filter_.size()) {
+    GrowFilter();
+  } else {
+    filter_[FilterWord(h)] |= FilterBits(h);
+  }
   // Load factor <= 1/2 keeps probes short. Every entry is placed again in
   // file order, so the table stays the file's own.
-  const std::uint64_t capacity = dedup_.size() / 8;
+  const std::uint64_t capacity = table_.size() / 8;
   if (2 * count_ > capacity) {
     const std::uint64_t grown = std::max<std::uint64_t>(64, 2 * capacity);
-    dedup_ = PageBuffer();
-    dedup_.Grow(grown * 8);  // zero: every slot empty
-    dedup_mask_ = grown - 1;
-    PlaceAll(dedup_.data(), dedup_mask_);
-  } else {
-    PlaceIn(dedup_.data(), dedup_mask_, h, off);
+    table_ = PageBuffer();
+    table_.Grow(grown * 8);  // zero: every slot empty
+    table_mask_ = grown - 1;
+    placed_ = 0;
   }
+  // The entry before this one, whose home slot the previous Add started to
+  // load, is placed now; this one's slot starts loading for the next.
+  Place(placed_, count_ - 1);
+  placed_ = count_ - 1;
+  __builtin_prefetch(table_.data() + 8 * (h & table_mask_), 1);
   return Status::OK();
 }
 
-void IndexBuilder::PlaceAll(std::byte* table, std::uint64_t mask) const {
+void IndexBuilder::GrowFilter() {
+  filter_ = std::vector<std::uint64_t>(2 * filter_.size());
+  filter_mask_ = filter_.size() - 1;
   for (std::uint64_t k = 0; k < count_; ++k) {
-    PlaceIn(table, mask, Load64(slots_.data() + 16 * k), Load64(slots_.data() + 16 * k + 8));
+    const std::uint64_t h = Load64(slots_.data() + 16 * k);
+    filter_[FilterWord(h)] |= FilterBits(h);
   }
+}
+
+void IndexBuilder::Place(std::uint64_t from, std::uint64_t to) {
+  // Each home slot is a cache miss in a table past the caches: a table
+  // placed again after growing loads them kAhead entries before use.
+  constexpr std::uint64_t kAhead = 8;
+  const std::byte* hashes = slots_.data();
+  std::byte* table = table_.data();
+  for (std::uint64_t k = from; k < to; ++k) {
+    if (k + kAhead < to) __builtin_prefetch(table + 8 * (Load64(hashes + 16 * (k + kAhead)) & table_mask_), 1);
+    PlaceIn(table, table_mask_, Load64(hashes + 16 * k), Load64(hashes + 16 * k + 8));
+  }
+}
+
+void IndexBuilder::PlaceAll() {
+  Place(placed_, count_);
+  placed_ = count_;
 }
 
 std::string_view IndexBuilder::EntryName(std::uint64_t entry_off) const {
@@ -57,17 +85,19 @@ std::string_view IndexBuilder::EntryName(std::uint64_t entry_off) const {
   return {reinterpret_cast<const char*>(p + kEntryFixedSize + 8 * rank), Load32(p + 12)};
 }
 
-bool IndexBuilder::Contains(std::string_view name, std::uint64_t h) const {
-  if (dedup_.empty()) return false;
+bool IndexBuilder::Contains(std::string_view name, std::uint64_t h) {
+  const std::uint64_t bits = FilterBits(h);
+  if ((filter_[FilterWord(h)] & bits) != bits) return false;
+  PlaceAll();
   const std::uint64_t tag = h >> kSlotPosBits;
-  for (std::uint64_t i = h & dedup_mask_;; i = (i + 1) & dedup_mask_) {
-    const std::uint64_t v = Load64(dedup_.data() + 8 * i);
+  for (std::uint64_t i = h & table_mask_;; i = (i + 1) & table_mask_) {
+    const std::uint64_t v = Load64(table_.data() + 8 * i);
     if (v == 0) return false;
     if ((v >> kSlotPosBits) == tag && EntryName(((v & kPosMask) - 1) * 8) == name) return true;
   }
 }
 
-Status IndexBuilder::WriteTo(DataWriter& out, std::string_view metadata, IndexPointer* ptr) const {
+Status IndexBuilder::WriteTo(DataWriter& out, std::string_view metadata, IndexPointer* ptr) {
   const std::uint64_t index_offset = out.position();
   IndexRoot root;
   root.tensor_count = count_;
@@ -80,14 +110,18 @@ Status IndexBuilder::WriteTo(DataWriter& out, std::string_view metadata, IndexPo
   const std::uint64_t length = IndexLength(entries_.size(), root.hash_capacity, metadata.size());
 
   // FORMAT.md §6.3: open addressing, linear probing, entries in file order:
-  // dedup_ once it has the file's capacity (32 entries and more). Written as
+  // table_ once it has the file's capacity (32 entries and more). Written as
   // host words: endian.h allows only little-endian hosts.
+  PlaceAll();
   std::vector<std::uint64_t> small;
-  std::span<const std::byte> table(dedup_.data(), dedup_.size());
-  if (dedup_.size() != root.hash_capacity * 8) {  // below dedup_'s minimum of 64 slots
+  std::span<const std::byte> table(table_.data(), table_.size());
+  if (table_.size() != root.hash_capacity * 8) {  // below table_'s minimum of 64 slots
     small.assign(root.hash_capacity, 0);
     table = std::as_bytes(std::span<const std::uint64_t>(small));
-    PlaceAll(reinterpret_cast<std::byte*>(small.data()), root.hash_capacity - 1);
+    for (std::uint64_t k = 0; k < count_; ++k) {
+      PlaceIn(reinterpret_cast<std::byte*>(small.data()), root.hash_capacity - 1, Load64(slots_.data() + 16 * k),
+              Load64(slots_.data() + 16 * k + 8));
+    }
   }
   const std::span<const std::byte> entries(entries_.data(), entries_.size());
   root.entries_checksum = Hash64(entries);

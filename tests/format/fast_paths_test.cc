@@ -60,6 +60,67 @@ TEST(FastPaths, DuplicateNamesAreRejectedAtEveryTableSize) {
   ASSERT_TRUE((*w)->Finish().ok());
 }
 
+// The writer keeps the file's hash table up to date lazily (a filter in
+// front, entries placed one Add late or when the filter cannot rule a name
+// out): whenever that happens, the table must be the one FORMAT.md §6.3
+// defines, every entry placed in file order into HashCapacity(n) slots.
+// Rebuilt here from the file's entries by a plain reference, past the
+// filter's and the table's growth, with duplicates refused at random moments.
+TEST(FastPaths, HashTableIsTheCanonicalOneWhenEverTheWriterPlacesEntries) {
+  const std::uint32_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  testing::TempDir dir;
+  const std::string path = dir.File("t.tsafe");
+  auto w = Writer::Create(path);
+  ASSERT_TRUE(w.ok());
+  const std::uint64_t shape[] = {1};
+  const std::byte one[4] = {};
+  std::vector<std::string> names;
+  for (int i = 0; i < 40000; ++i) {
+    std::string name = "n" + std::to_string(rng()) + std::string(rng() % 20, 'x') + std::to_string(i);
+    ASSERT_TRUE((*w)->Add(name, DType::kF32, shape, one).ok()) << i;
+    names.push_back(std::move(name));
+    if (rng() % 50 == 0) {
+      const std::string& again = names[rng() % names.size()];
+      EXPECT_EQ((*w)->Add(again, DType::kF32, shape, one).message(), "duplicate tensor name \"" + again + "\"");
+    }
+  }
+  ASSERT_TRUE((*w)->Finish().ok());
+
+  const std::string f = testing::ReadFileBytes(path);
+  auto u64 = [&](std::size_t at) {
+    std::uint64_t v;
+    std::memcpy(&v, f.data() + at, 8);
+    return v;
+  };
+  const std::size_t index = u64(f.size() - 48 + 8);
+  ASSERT_EQ(u64(index + 8), names.size());
+  const std::size_t entries_length = u64(index + 24), capacity = u64(index + 48);
+  ASSERT_EQ(capacity, std::uint64_t{1} << 17);  // the smallest power of two >= 2 x 40000
+  std::vector<std::uint64_t> want(capacity, 0);
+  std::size_t k = 0;
+  for (std::size_t off = 0; off < entries_length; ++k) {
+    const char* e = f.data() + index + 128 + off;
+    std::uint32_t len, name_len;
+    std::memcpy(&len, e, 4);
+    std::memcpy(&name_len, e + 12, 4);
+    const std::string_view name(e + 40 + 8 * static_cast<std::uint8_t>(e[10]), name_len);
+    ASSERT_EQ(name, names[k]);
+    const std::uint64_t h = internal::NameHash(name);
+    std::uint64_t i = h & (capacity - 1);
+    while (want[i] != 0) i = (i + 1) & (capacity - 1);
+    want[i] = (h >> 40 << 40) | (off / 8 + 1);
+    off += len;
+  }
+  ASSERT_EQ(k, names.size());
+  std::vector<std::uint64_t> got(capacity);
+  std::memcpy(got.data(), f.data() + index + 128 + entries_length, 8 * capacity);
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < capacity; ++i) differ += got[i] != want[i];
+  EXPECT_EQ(differ, 0u);
+}
+
 // A small Add copies its bytes into the buffer before it checks the name:
 // a refused one (duplicate, not UTF-8, too long) must leave no byte behind,
 // also when its copy made the buffer go to the file first. Sizes vary so

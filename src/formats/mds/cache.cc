@@ -138,8 +138,13 @@ const HashDigest* NamingDigest(const FileRef& ref) {
 // hashes"). Every MDS writer names its first shard shard.00000.mds, so the
 // basename says nothing about which dataset a cached file came from:
 //   raw-<algorithm>-<hex>-<raw bytes>.mds   an index digest of the raw shard
-//   zip-<algorithm>-<hex>-<raw bytes>.mds   else one of the zip (zstd output
-//                                           is a function of its input)
+//                                           (whichever codec made it)
+//   zip-<codec>-<algorithm>-<hex>-<raw bytes>.mds
+//                                           else one of the zip: the raw
+//                                           bytes are a function of the zip
+//                                           and its codec (the same bytes may
+//                                           decode under two codecs: brotli
+//                                           and snappy have no magic)
 //   at-<xxh3_64>-<raw bytes>.mds            else the zip file's identity: its
 //                                           real path, size, mtime, device
 //                                           and inode, plus the index entry
@@ -150,7 +155,10 @@ const HashDigest* NamingDigest(const FileRef& ref) {
 Result<std::string> CacheFileName(const ShardInfo& shard, const std::string& zip_path, const std::string& in_root) {
   const std::string tail = "-" + std::to_string(shard.raw.bytes) + ".mds";
   if (const HashDigest* h = NamingDigest(shard.raw)) return "raw-" + h->algorithm + "-" + h->hex + tail;
-  if (const HashDigest* h = NamingDigest(shard.zip)) return "zip-" + h->algorithm + "-" + h->hex + tail;
+  if (const HashDigest* h = NamingDigest(shard.zip)) {
+    TS_ASSIGN_OR_RETURN(Codec codec, ParseCompression(shard.compression));
+    return "zip-" + std::string(CodecName(codec)) + "-" + h->algorithm + "-" + h->hex + tail;
+  }
   struct stat st;
   if (lstat(zip_path.c_str(), &st) != 0) {
     if (errno == ENOENT) return NotFound(zip_path + ": compressed shard not found (nor " + in_root + ")");

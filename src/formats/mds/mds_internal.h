@@ -39,12 +39,15 @@ Status VerifyHashes(const FileRef& ref, std::span<const std::byte> bytes, const 
 
 // The compression families of MosaicML's streaming/base/compression.py
 // (mds.md, "Compression and hashes").
-enum class Codec : std::uint8_t { kZstd };
+enum class Codec : std::uint8_t { kBrotli, kBzip2, kGzip, kSnappy, kZstd };
 
-// The codec of an index's "compression" value ("zstd", "zstd:7"), spelled as
-// compression.py names them. kCorruption for a family we know with a level
+// The codec of an index's "compression" value ("gz", "zstd:7", "snappy"),
+// spelled as compression.py names them: "<family>" or "<family>:<level>",
+// the level in decimal without sign or leading zero, in the family's range. kCorruption for a family we know with a level
 // it does not have or spells otherwise, kUnsupported for anything else.
 Result<Codec> ParseCompression(std::string_view compression);
+// The family's name in an index: "br", "bz2", "gz", "snappy", "zstd".
+std::string_view CodecName(Codec codec);
 
 // Decodes the whole compressed shard `zip` into `out` (empty, at position
 // 0), as MosaicML's decompress() for `codec` reads it, through a 1 MiB

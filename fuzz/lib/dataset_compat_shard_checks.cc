@@ -6,7 +6,9 @@
 
 #include "dataset_checks.h"
 #include "dataset_compat_shard_checks.h"
+#include "formats/mds/mds_internal.h"
 #include "fuzz_util.h"
+#include "mem_env.h"
 #include "tensorsafe/formats/mds.h"
 
 namespace tensorsafe::fuzz {
@@ -41,6 +43,34 @@ void OpenAndRead(const std::string& path, const mds::ShardInfo& info, const std:
   TS_FUZZ_CHECK(CheckSourceSamples(**src, what) == first, what + ": a second read differs");
 }
 
+// Decodes `zip` as the index's codec says. OK only with exactly the index's
+// raw size; otherwise kCorruption, never more output than the index's raw
+// size; the same twice. What decodes opens and reads as a raw shard.
+void DecodeAndRead(std::span<const std::byte> zip, const mds::ShardInfo& info) {
+  auto codec = mds::internal::ParseCompression(info.compression);
+  TS_FUZZ_CHECK(codec.ok(), "the index accepted compression \"" + info.compression + "\" that does not parse");
+  std::string raw[2];
+  Status st[2];
+  for (int pass = 0; pass < 2; ++pass) {
+    MemWritableFile out(&raw[pass], /*seekable=*/true);
+    st[pass] = mds::internal::DecodeShard(*codec, zip, info.raw.bytes, "fuzz/zip", out);
+    TS_FUZZ_CHECK(raw[pass].size() <= info.raw.bytes, "decoded " + std::to_string(raw[pass].size()) +
+                                                          " bytes, past the index's " + std::to_string(info.raw.bytes));
+    if (st[pass].ok()) {
+      TS_FUZZ_CHECK(raw[pass].size() == info.raw.bytes, "decoded OK to other than the index's raw size");
+    } else {
+      TS_FUZZ_CHECK(st[pass].code() == StatusCode::kCorruption, "unexpected decode error " + Describe(st[pass]));
+      TS_FUZZ_CHECK(st[pass].message().starts_with("fuzz/zip: "), "the message does not name the file: " +
+                                                                      Describe(st[pass]));
+    }
+  }
+  TS_FUZZ_CHECK(st[0].code() == st[1].code() && st[0].message() == st[1].message() && raw[0] == raw[1],
+                "decoding twice differs");
+  if (!st[0].ok()) return;
+  const std::string& path = WriteScratch({reinterpret_cast<const std::byte*>(raw[0].data()), raw[0].size()});
+  OpenAndRead(path, info, "mds shard (decompressed as " + info.compression + ")");
+}
+
 }  // namespace
 
 void CheckMdsShard(std::span<const std::byte> data) {
@@ -51,8 +81,11 @@ void CheckMdsShard(std::span<const std::byte> data) {
   auto index = mds::ParseIndex(data.subspan(2, n), "fuzz/index.json", SmallLimits());
   if (!index.ok() || index->shards.empty()) return;
   const std::span<const std::byte> shard = data.subspan(2 + n);
-  const std::string& path = WriteScratch(shard);
   mds::ShardInfo info = index->shards[0];
+  // A compressed shard 0: the bytes as its compressed file, then (below) as
+  // its raw shard too, as before.
+  if (info.compressed) DecodeAndRead(shard, info);
+  const std::string& path = WriteScratch(shard);
   OpenAndRead(path, info, "mds shard");
   // The size and sample count taken from the bytes, so mutated shards get
   // past those two checks to the offsets and the columns.

@@ -15,7 +15,11 @@ namespace tensorsafe::fuzz {
 // is, and with its size and sample count taken from the bytes. Whatever
 // opens has the index's sample count and one field per column, and every
 // sample reads (or fails with kCorruption) with views that satisfy
-// CheckSourceSamples, the same on a second pass.
+// CheckSourceSamples, the same on a second pass. When the index says shard
+// 0 is compressed, the bytes are also read as its compressed file: DecodeShard
+// (src/formats/mds/codecs.cc) succeeds with exactly the index's raw size or
+// fails with kCorruption naming the file, never writes past that size, does
+// the same twice, and what it decodes is opened and read as above.
 void CheckMdsShard(std::span<const std::byte> data);
 
 }  // namespace tensorsafe::fuzz

@@ -48,4 +48,10 @@ Status MemWritableFile::WriteAt(std::uint64_t offset, std::span<const std::byte>
   return Status::OK();
 }
 
+Result<std::span<std::byte>> MemWritableFile::MapForWrite(std::uint64_t size) {
+  if (!out_->empty()) return WritableFile::MapForWrite(size);
+  out_->resize(size);
+  return std::span<std::byte>(reinterpret_cast<std::byte*>(out_->data()), out_->size());
+}
+
 }  // namespace tensorsafe::fuzz

@@ -31,6 +31,8 @@ class MemWritableFile final : public internal::WritableFile {
   Status Close() override { return Status::OK(); }
   std::uint64_t position() const override { return out_->size(); }
   const std::string& name() const override { return name_; }
+  // The string itself, sized, while it is still empty.
+  Result<std::span<std::byte>> MapForWrite(std::uint64_t size) override;
 
  private:
   std::string* out_;

@@ -417,7 +417,8 @@ class Dataset(_TorchDataset):
         path: any dataset location (docs/DATASET.md §6.1): a native or MDS
             directory (holding index.json), an http(s) base URL of a native
             dataset, a WebDataset .tar, brace pattern or directory of .tar.
-        cache_dir: where zstd shards are decompressed (default: the dataset
+        cache_dir: where compressed shards (native zstd; MDS br, bz2, gz,
+            snappy, zstd) are decompressed (default: the dataset
             directory) and remote shards downloaded (default:
             ``$TENSORSAFE_CACHE_DIR`` or ``~/.cache/tensorsafe/shards``).
         max_open_shards: shards kept mapped at once.

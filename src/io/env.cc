@@ -50,6 +50,7 @@ class FdWritableFile final : public WritableFile {
         positional_(positional),
         preallocate_(preallocate) {}
   ~FdWritableFile() override {
+    Unmap();
     if (owned_ && fd_ >= 0) ::close(fd_);
   }
   Status Append(std::span<const std::byte> bytes) override {
@@ -92,7 +93,26 @@ class FdWritableFile final : public WritableFile {
     if (::fdatasync(fd_) != 0) return ErrnoStatus("fdatasync", name_, errno);
     return Status::OK();
   }
+  Result<std::span<std::byte>> MapForWrite(std::uint64_t size) override {
+    if (!seekable_ || positional_ || pos_ != 0 || map_ != nullptr || fd_ < 0) {
+      return WritableFile::MapForWrite(size);
+    }
+    if (size == 0) return std::span<std::byte>();
+    if (size > static_cast<std::uint64_t>(std::numeric_limits<off_t>::max())) {
+      return InvalidArgument(name_ + ": cannot map " + std::to_string(size) + " bytes");
+    }
+    if (int err = ::posix_fallocate(fd_, 0, static_cast<off_t>(size)); err != 0) {
+      return ErrnoStatus("fallocate of " + std::to_string(size) + " bytes", name_, err);
+    }
+    void* p = ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    if (p == MAP_FAILED) return ErrnoStatus("mmap of " + std::to_string(size) + " bytes", name_, errno);
+    map_ = p;
+    map_size_ = static_cast<std::size_t>(size);
+    pos_ = size;
+    return std::span<std::byte>(static_cast<std::byte*>(p), map_size_);
+  }
   Status Close() override {
+    Unmap();
     if (fd_ >= 0) TS_RETURN_IF_ERROR(TrimPreallocation());
     if (owned_ && fd_ >= 0) {
       int fd = fd_;
@@ -135,6 +155,10 @@ class FdWritableFile final : public WritableFile {
     }
     prealloc_end_ = to;
   }
+  void Unmap() {
+    if (map_ != nullptr) ::munmap(map_, map_size_);
+    map_ = nullptr;
+  }
   // Ends reservation and gives back what is reserved, if anything.
   Status TrimPreallocation() {
     if (prealloc_end_ == 0) return Status::OK();
@@ -158,6 +182,8 @@ class FdWritableFile final : public WritableFile {
   bool preallocate_;
   std::uint64_t pos_ = 0;
   std::uint64_t prealloc_end_ = 0;  // reserved up to here (0: nothing reserved)
+  void* map_ = nullptr;             // MapForWrite's mapping, until Close
+  std::size_t map_size_ = 0;
 };
 
 class FdRandomAccessFile final : public RandomAccessFile {
@@ -239,7 +265,8 @@ Result<std::unique_ptr<WritableFile>> Env::NewTempFile(const std::string& final_
                             (counter.fetch_add(1) * 0x9e3779b97f4a7c15ull);
     std::snprintf(suffix, sizeof suffix, ".tmp-%012llx", static_cast<unsigned long long>(r & 0xffffffffffffull));
     std::string name = final_path + suffix;
-    int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    // Read and write: MapForWrite's shared mapping needs both.
+    int fd = ::open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0) {
       if (errno == EEXIST) continue;
       return ErrnoStatus("cannot create temporary file", name, errno);

@@ -83,6 +83,34 @@ TEST(MdsGolden, ZstdDatasetDecompressesIntoTheCacheAndMatches) {
   EXPECT_TRUE(mds::OpenShard(*ds, 0, opt).ok());
 }
 
+// The other codecs of compression.py (tests/golden/mds/make.py): the same
+// samples as plain/, decompressed into the cache under the name mds.md
+// gives (a raw digest where the index has one, else the .bz2 file's identity).
+struct GoldenCodec {
+  const char* dir;
+  const char* cache_name;  // of shard 0; "at-" is followed by a digest of the zip's identity
+};
+
+class MdsGoldenCodec : public ::testing::TestWithParam<GoldenCodec> {};
+
+TEST_P(MdsGoldenCodec, DecompressesIntoTheCacheAndMatches) {
+  TempDir cache;
+  ExpectMatchesReference(kGolden + GetParam().dir, cache.path().string());
+  std::vector<std::string> names;
+  for (auto& e : fs::directory_iterator(cache.path())) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  ASSERT_EQ(names.size(), 2u) << "temporary files left behind";
+  const std::string want = GetParam().cache_name;
+  EXPECT_TRUE(names[0] == want || (want == "at-" && names[0].starts_with("at-"))) << names[0];
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, MdsGoldenCodec,
+                         ::testing::Values(GoldenCodec{"gz", "raw-xxh64-74bead15590c7da7-2443.mds"},
+                                           GoldenCodec{"bz2", "at-"},
+                                           GoldenCodec{"br", "raw-xxh3_64-697b7e5cbfe4e3f7-2455.mds"},
+                                           GoldenCodec{"snappy", "raw-xxh128-99b5c2a0d5cef78ef7c580a716405ca9-2448.mds"}),
+                         [](const auto& info) { return std::string(info.param.dir); });
+
 TEST(MdsGolden, ColumnsMapToFields) {
   TempDir cache;
   auto ds = mds::OpenDataset(kGolden + "plain");
@@ -139,8 +167,8 @@ TEST(MdsInvalid, IndexFields) {
                 StatusCode::kCorruption, "shard 0 raw_data: unsafe basename \"../x.mds\"");
   EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["raw_data"]["basename"] = "/etc/passwd"; }),
                 StatusCode::kCorruption, "absolute path");
-  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["compression"] = "gz:9"; }), StatusCode::kUnsupported,
-                "compression \"gz:9\" (only zstd is read)");
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["compression"] = "lz4"; }), StatusCode::kUnsupported,
+                "shard 0: compression \"lz4\" (read: br, bz2, gz, snappy, zstd)");
   EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["compression"] = "zstd:99"; }), StatusCode::kCorruption,
                 "zstd levels are 1..22");
   EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["compression"] = "zstd"; }), StatusCode::kCorruption,
@@ -217,20 +245,49 @@ TEST(MdsEncodings, NdarrayArgumentsAsPythonReadsThem) {
   EXPECT_TRUE(ParseMutated([](auto& j) { j["shards"][0]["column_encodings"][0] = "ndarray:"; }).ok());
 }
 
-// compression.py names its algorithms "zstd" and f"zstd:{level}", 1..22:
-// nothing else is one (is_compression("zstd:01") is False).
+// compression.py names its algorithms by extension, alone or with a level
+// as f"{extension}:{level}" in the family's range (br 0..11, bz2 1..9, gz
+// 0..9, zstd 1..22; snappy has no levels): nothing else is one
+// (is_compression("zstd:01") is False). Every spelling it has is read.
 TEST(MdsInvalid, CompressionSpelledOtherwise) {
-  auto with = [](const char* c) {
+  auto with = [](const std::string& c) {
     return ParseMutated([c](auto& j) {
       j["shards"][0]["compression"] = c;
-      j["shards"][0]["zip_data"] = {{"basename", "shard.00000.mds.zstd"}, {"bytes", 10}, {"hashes", {}}};
+      j["shards"][0]["zip_data"] = {{"basename", "shard.00000.mds.z"}, {"bytes", 10}, {"hashes", {}}};
     });
   };
-  EXPECT_TRUE(with("zstd:1").ok());
-  EXPECT_TRUE(with("zstd:22").ok());
-  for (const char* bad : {"zstd:01", "zstd:0", "zstd:23", "zstd:+1", "zstd: 1", "zstd:"}) {
-    SCOPED_TRACE(bad);
-    EXPECT_STATUS(with(bad), StatusCode::kCorruption, "zstd levels are 1..22");
+  struct Family {
+    const char* name;
+    int min, max;  // -1: no levels
+  };
+  std::size_t accepted = 0;
+  for (const Family& f : {Family{"br", 0, 11}, Family{"bz2", 1, 9}, Family{"gz", 0, 9}, Family{"snappy", -1, -1},
+                          Family{"zstd", 1, 22}}) {
+    const std::string name = f.name;
+    EXPECT_TRUE(with(name).ok()) << name;
+    accepted += with(name).ok();
+    for (int level = -1; level <= 24; ++level) {
+      const std::string c = name + ":" + std::to_string(level);
+      SCOPED_TRACE(c);
+      if (f.min >= 0 && level >= f.min && level <= f.max) {
+        EXPECT_TRUE(with(c).ok());
+        accepted += with(c).ok();
+      } else {
+        EXPECT_STATUS(with(c), StatusCode::kCorruption,
+                      f.min < 0 ? "(snappy has no levels)"
+                                : name + " levels are " + std::to_string(f.min) + ".." + std::to_string(f.max));
+      }
+    }
+    for (const std::string& bad : {name + ":01", name + ":+1", name + ": 1", name + ":", name + ":1 ", name + ":1:1",
+                                   name + ":100", name + ":x"}) {
+      SCOPED_TRACE(bad);
+      EXPECT_EQ(with(bad).code(), StatusCode::kCorruption) << with(bad).ToString();
+    }
+  }
+  EXPECT_EQ(accepted, 13u + 10u + 11u + 1u + 23u);  // len(compression.get_compressions()) in 0.13.0
+  for (const char* other : {"lz4", "gzip", "GZ", "Zstd:3", "brotli", "bz2 ", " gz", "snappy1", "zstd9", ":9", ""}) {
+    SCOPED_TRACE(other);
+    EXPECT_STATUS(with(other), StatusCode::kUnsupported, "(read: br, bz2, gz, snappy, zstd)");
   }
 }
 
@@ -290,7 +347,7 @@ TEST(MdsInvalid, ValuesOnlyPythonsLooseTestsAccept) {
   EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["version"] = 2.0; }), StatusCode::kCorruption,
                 "shard 0: \"version\" is not a non-negative integer");
   EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["compression"] = ""; }), StatusCode::kUnsupported,
-                "shard 0: compression \"\" (only zstd is read)");
+                "shard 0: compression \"\" (read: br, bz2, gz, snappy, zstd)");
 }
 
 // A copy of plain/ whose shard 0 is mutated; the index's raw size follows.

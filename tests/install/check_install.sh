@@ -16,5 +16,5 @@ CXX_COMPILER=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$BUILD/CMakeCache.txt"
 cmake -S "$SRC/tests/install/consumer" -B "$TMP/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$TMP/prefix" \
   ${CXX_COMPILER:+-DCMAKE_CXX_COMPILER="$CXX_COMPILER"} >/dev/null
 cmake --build "$TMP/consumer" >/dev/null
-"$TMP/consumer/consumer" "$TMP/x.tsafe"
+"$TMP/consumer/consumer" "$TMP/x.tsafe" "$SRC/tests/golden/mds" "$TMP/mds-cache"
 "$TMP/prefix/bin/tensorsafe" verify "$TMP/x.tsafe"

@@ -147,6 +147,139 @@ def test_mds_zstd_shards_of_several_frames(compat_dump, rng, tmp_path):
     assert got == want
 
 
+def write_small_mds(streaming, out, rng, compression, hashes=("xxh64",), n=30, size_limit=3000):
+    """A few shards of samples both compressible (repeats, zeros) and not (random bytes)."""
+    columns = {"x": "int", "b": "bytes", "v": "ndarray:float32", "t": "str"}
+    with streaming.MDSWriter(out=str(out), columns=columns, compression=compression, hashes=list(hashes),
+                             size_limit=size_limit) as w:
+        for k in range(n):
+            w.write({"x": k, "b": rng.bytes(int(rng.integers(0, 30))) * int(rng.integers(1, 4)),
+                     "v": rng.standard_normal(int(rng.integers(1, 40))).astype(np.float32),
+                     "t": "zz" * int(rng.integers(0, 50)) + f"-{k}"})
+    return columns
+
+
+def test_mds_every_compression_spelling(compat_dump, rng, tmp_path):
+    """Every algorithm of compression.py's get_compressions() (br, br:0..11, bz2, bz2:1..9, gz, gz:0..9,
+    snappy, zstd, zstd:1..22), written by MDSWriter and read by StreamingDataset and by us alike."""
+    streaming = pytest.importorskip("streaming")
+    from streaming.base.compression import get_compression_extension, get_compressions
+    algos = sorted(get_compressions())
+    assert len(algos) == 58
+    for algo in algos:
+        out = tmp_path / algo.replace(":", "-")
+        columns = write_small_mds(streaming, out, rng, algo, hashes=() if algo.endswith("1") else ("xxh64",))
+        index = json.loads((out / "index.json").read_text())
+        assert len(index["shards"]) >= 2, algo
+        ext = get_compression_extension(algo)
+        assert all(s["compression"] == algo and s["zip_data"]["basename"].endswith("." + ext) for s in index["shards"])
+        assert not list(out.glob("*.mds")), "only compressed shards should be there"
+        want = streaming_samples(streaming, out, tmp_path / "local" / out.name, columns)
+        got = [parsed_json(s) for s in dump(compat_dump, "mds", out, tmp_path / "cache")]
+        assert len(got) == len(want) == 30, algo
+        assert got == want, algo
+
+
+def gzip_member(data, level, flags=0, rng=None):
+    """A gzip member as RFC 1952 lays it out, with optional FEXTRA/FNAME/FCOMMENT/FHCRC fields (the header
+    CRC deliberately wrong: gzip.decompress skips it) and reserved flag bits."""
+    import zlib
+    head = bytes([0x1F, 0x8B, 8, flags]) + (1234).to_bytes(4, "little") + bytes([0, 255])
+    if flags & 4:
+        head += (3).to_bytes(2, "little") + b"abc"
+    if flags & 8:
+        head += b"shard.mds\0"
+    if flags & 16:
+        head += b"comment\0"
+    if flags & 2:
+        head += b"\xde\xad"
+    c = zlib.compressobj(level, zlib.DEFLATED, -15)
+    body = c.compress(data) + c.flush()
+    return head + body + zlib.crc32(data).to_bytes(4, "little") + (len(data) & 0xFFFFFFFF).to_bytes(4, "little")
+
+
+def pieces(raw, rng, k):
+    cuts = sorted(int(c) for c in rng.integers(0, len(raw) + 1, k - 1))
+    return [raw[a:b] for a, b in zip([0] + cuts, cuts + [len(raw)])]
+
+
+def variants(codec, raw, zip_bytes, rng):
+    """(name, compressed bytes) built around a shard's raw bytes: what each codec's Python reader does with
+    several members or streams, padding, bytes after the end, cuts and damage."""
+    import bz2
+    import gzip
+    cut = int(rng.integers(1, len(zip_bytes)))
+    yield "whole", zip_bytes
+    yield "truncated", zip_bytes[:cut]
+    yield "trailing junk", zip_bytes + b"junk"
+    yield "trailing NUL", zip_bytes + b"\0"
+    yield "twice", zip_bytes + zip_bytes
+    damaged = bytearray(zip_bytes)
+    damaged[cut] ^= 0x40
+    yield "damaged", bytes(damaged)
+    if codec == "gz":
+        parts = pieces(raw, rng, 4)
+        yield "members", b"".join(gzip.compress(p, int(rng.integers(0, 10))) for p in parts)
+        yield "members and NULs", b"".join(gzip.compress(p) + b"\0" * int(rng.integers(0, 5)) for p in parts)
+        yield "header fields", b"".join(gzip_member(p, 6, flags) for p, flags in zip(parts, (2 | 4 | 8 | 16, 8, 0xE0, 0)))
+        yield "leading NUL", b"\0" + zip_bytes
+        yield "NULs then junk", zip_bytes + b"\0\0x"
+        yield "empty member", zip_bytes + gzip.compress(b"")
+        yield "cut header", zip_bytes + b"\x1f\x8b\x08\x00"
+    if codec == "bz2":
+        parts = pieces(raw, rng, 3)
+        yield "streams", b"".join(bz2.compress(p, int(rng.integers(1, 10))) for p in parts)
+        bad = bytearray(bz2.compress(raw[: len(raw) // 2]))
+        bad[10] ^= 1  # block CRC
+        yield "damaged trailing stream", zip_bytes + bytes(bad)
+        yield "stream then half a damaged one", bz2.compress(raw[: len(raw) // 2]) + bytes(bad)
+        yield "cut trailing stream", zip_bytes + b"BZh9"
+        yield "trailing BZh0", zip_bytes + b"BZh0"
+        yield "empty trailing stream", zip_bytes + bz2.compress(b"")
+    if codec == "snappy":
+        import snappy
+        yield "framed", snappy.StreamCompressor().add_chunk(raw)
+
+
+@pytest.mark.parametrize("codec", ["gz", "bz2", "br", "snappy"])
+def test_mds_compressed_files_read_as_python_reads_them(compat_dump, rng, tmp_path, codec):
+    """Compressed shards rewritten around their raw bytes (members, streams, padding, trailing bytes, cuts,
+    damage): we read exactly those that streaming's decompress() turns into the raw shard, with the same
+    samples as StreamingDataset, and refuse (kCorruption) those it raises on."""
+    streaming = pytest.importorskip("streaming")
+    xxhash = pytest.importorskip("xxhash")
+    from streaming.base.compression import decompress
+    out = tmp_path / "mds"
+    columns = write_small_mds(streaming, out, rng, codec, n=12, size_limit=100_000)
+    index = json.loads((out / "index.json").read_text())
+    assert len(index["shards"]) == 1
+    shard = index["shards"][0]
+    path = out / shard["zip_data"]["basename"]
+    original = path.read_bytes()
+    raw = decompress(codec, original)
+    want = streaming_samples(streaming, out, tmp_path / "local", columns)
+    seen = {True: 0, False: 0}
+    for n, (name, data) in enumerate(variants(codec, raw, original, rng)):
+        try:
+            python_reads = decompress(codec, data) == raw
+        except Exception:
+            python_reads = False
+        path.write_bytes(data)
+        shard["zip_data"].update(bytes=len(data), hashes={"xxh64": xxhash.xxh64(data).hexdigest()})
+        (out / "index.json").write_text(json.dumps(index))
+        p = subprocess.run([str(compat_dump), "mds", str(out), str(tmp_path / f"cache{n}")], capture_output=True,
+                           text=True)
+        if python_reads:
+            assert p.returncode == 0, f"{name}: Python reads it, we refuse: {p.stderr}"
+            got = [parsed_json(json.loads(line)["fields"]) for line in p.stdout.splitlines() if "fields" in line]
+            assert got == want, name
+        else:
+            assert p.returncode == 1 and "compat_dump: corruption: " in p.stderr, f"{name}: Python refuses it, we: {p.stderr or 'read it'}"
+            assert not any((tmp_path / f"cache{n}").glob("*")), f"{name}: left files in the cache"
+        seen[python_reads] += 1
+    assert seen[True] >= 1 and seen[False] >= 3, seen
+
+
 def test_wds_sample_for_sample(compat_dump, rng, tmp_path):
     wds = pytest.importorskip("webdataset")
     pattern = str(tmp_path / "ds-%06d.tar")

@@ -47,6 +47,12 @@ class FaultFile final : public internal::WritableFile {
   const std::string& name() const override { return base_->name(); }
   Status SetAppendPosition(std::uint64_t pos) override { return base_->SetAppendPosition(pos); }
   Status Truncate(std::uint64_t size) override { return base_->Truncate(size); }
+  // One write: the bytes of the mapping are written by whoever holds it.
+  Result<std::span<std::byte>> MapForWrite(std::uint64_t size) override {
+    MaybeCrash(nullptr);
+    if (++env_->writes == env_->fail_write) return IOError(name() + ": fallocate: injected failure", env_->error_number);
+    return base_->MapForWrite(size);
+  }
 
  private:
   std::unique_ptr<internal::WritableFile> base_;

@@ -4,7 +4,8 @@
 //
 // A dataset is a directory with index.json (version 2) listing shards; each
 // shard is an MDS file (`u32 n, u32 offsets[n+1], config JSON, samples`),
-// possibly zstd-compressed as `<basename>.zstd`. OpenDataset parses and
+// possibly compressed as MDSWriter does it (`<basename>.br`, `.bz2`, `.gz`,
+// `.snappy`, `.zstd`). OpenDataset parses and
 // validates the index; OpenShard gives one shard as a dataset::ShardSource
 // with O(1) Read(i) over the mapped raw shard, decompressing a compressed
 // shard into a cache directory first (temp + rename, hash-checked).
@@ -80,7 +81,7 @@ struct FileRef {
 struct ShardInfo {
   std::uint64_t samples = 0;
   std::vector<Column> columns;  // in stored order (the writer sorts them by name)
-  std::string compression;      // "" or "zstd" / "zstd:<level>"
+  std::string compression;      // "" or compression.py's name: "gz", "zstd:7", "snappy", ...
   FileRef raw;
   bool compressed = false;
   FileRef zip;  // when compressed
@@ -96,7 +97,8 @@ struct Dataset {
 // checks"). `display_name` prefixes messages. Errors: kCorruption (not JSON,
 // a field missing or of the wrong type, sizes that contradict the encodings,
 // unsafe basenames), kUnsupported (version != 2, format != "mds",
-// compression other than zstd, pkl or unknown encodings), kLimitExceeded.
+// compression other than br, bz2, gz, snappy, zstd, pkl or unknown
+// encodings), kLimitExceeded.
 Result<Dataset> ParseIndex(std::span<const std::byte> bytes, const std::string& display_name,
                            const Limits& limits = {});
 // Reads `<dir>/index.json` and parses it; sets root = dir. Adds kIOError.

@@ -336,21 +336,7 @@ Status ParseShard(dom::element e, std::size_t i, const Limits& limits, ShardInfo
   if (!comp.is_null()) {
     std::string_view c;
     if (comp.get_string().get(c)) return Corruption(what + ": \"compression\" is not a string or null");
-    std::uint64_t level = 3;
-    bool ok = c == "zstd";
-    if (c.starts_with("zstd:")) {
-      std::string_view l = c.substr(5);
-      // compression.py names levels f"zstd:{level}": no sign, no leading zero.
-      ok = !l.empty() && l.size() <= 2 && l[0] != '0' && std::all_of(l.begin(), l.end(), [](char ch) {
-             return ch >= '0' && ch <= '9';
-           });
-      if (ok) level = std::stoull(std::string(l));
-      ok = ok && level >= 1 && level <= 22;
-      if (!ok) return Corruption(what + ": compression " + QuoteName(c) + " (zstd levels are 1..22)");
-    }
-    if (!ok) {
-      return Unsupported(what + ": compression " + QuoteName(c) + " (only zstd is read)");
-    }
+    if (auto codec = internal::ParseCompression(c); !codec.ok()) return codec.status().WithContext(what);
     shard->compression = std::string(c);
     shard->compressed = true;
   }

@@ -1,4 +1,4 @@
-// Pieces of the MDS reader shared by its files (index, shard, zstd cache).
+// Pieces of the MDS reader shared by its files (index, shard, codecs, cache).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,10 @@
 
 #include "tensorsafe/formats/mds.h"
 #include "tensorsafe/status.h"
+
+namespace tensorsafe::internal {
+class WritableFile;
+}  // namespace tensorsafe::internal
 
 namespace tensorsafe::mds::internal {
 
@@ -33,8 +37,31 @@ bool XxhDigest(std::string_view algorithm, std::span<const std::byte> bytes, std
 // skipped. kCorruption names the file, the algorithm and both digests.
 Status VerifyHashes(const FileRef& ref, std::span<const std::byte> bytes, const std::string& what);
 
+// The compression families of MosaicML's streaming/base/compression.py
+// (mds.md, "Compression and hashes").
+enum class Codec : std::uint8_t { kBrotli, kBzip2, kGzip, kSnappy, kZstd };
+
+// The codec of an index's "compression" value ("gz", "zstd:7", "snappy"),
+// spelled as compression.py names them: "<family>" or "<family>:<level>",
+// the level in decimal without sign or leading zero, in the family's range. kCorruption for a family we know with a level
+// it does not have or spells otherwise, kUnsupported for anything else.
+Result<Codec> ParseCompression(std::string_view compression);
+// The family's name in an index: "br", "bz2", "gz", "snappy", "zstd".
+std::string_view CodecName(Codec codec);
+
+// Decodes the whole compressed shard `zip` into `out` (empty, at position
+// 0), as MosaicML's decompress() for `codec` reads it, through a 1 MiB
+// buffer whatever `raw_bytes` says. Output past `raw_bytes` stops the decoder.
+// `name` (the compressed file) starts every message. OK only when exactly
+// `raw_bytes` bytes were written. Errors: kCorruption (damaged, truncated,
+// trailing bytes the codec's Python reader refuses, other than `raw_bytes`
+// bytes), kIOError from `out`. On error `out` holds a prefix of garbage: the
+// caller removes it.
+Status DecodeShard(Codec codec, std::span<const std::byte> zip, std::uint64_t raw_bytes, const std::string& name,
+                   tensorsafe::internal::WritableFile& out);
+
 // The path of the raw shard to map for `shard`, decompressing it into the
-// cache when needed (zstd.cc).
+// cache when needed (cache.cc).
 Result<std::string> EnsureRawShard(const Dataset& dataset, const ShardInfo& shard,
                                    const ShardOptions& options);
 

@@ -6,7 +6,9 @@ compares tensorsafe's reading with it).
 Run from the repository root: .venv/bin/python tests/golden/mds/make.py
 Deterministic: sample k's values are functions of k.
 """
+import contextlib
 import decimal
+import gzip
 import io
 import json
 import shutil
@@ -91,8 +93,27 @@ def write(out, n, **kw):
     assert not any(out.glob("*.mds")) or not kw.get("compression"), "raw shards left beside zstd ones"
 
 
+@contextlib.contextmanager
+def gzip_mtime(seconds):
+    """gzip.compress (compression.py's gz) stamps each member with time.time();
+    pinned here so that gz/ comes out the same on every run."""
+    real = gzip.time
+    gzip.time = type("PinnedTime", (), {"time": staticmethod(lambda: seconds)})
+    try:
+        yield
+    finally:
+        gzip.time = real
+
+
 write(HERE / "plain", 7, size_limit=2500)
 write(HERE / "zstd", 7, size_limit=2500, compression="zstd:7", hashes=["sha1", "xxh3_64", "xxh64"])
+# The other codecs of compression.py, each with the same samples, spelled and
+# hashed differently so every cache-name rule (mds.md) has a dataset.
+with gzip_mtime(1_700_000_000):
+    write(HERE / "gz", 7, size_limit=2500, compression="gz", hashes=["xxh64"])
+write(HERE / "bz2", 7, size_limit=2500, compression="bz2:3")
+write(HERE / "br", 7, size_limit=2500, compression="br:0", hashes=["sha1", "xxh3_64"])
+write(HERE / "snappy", 7, size_limit=2500, compression="snappy", hashes=["xxh128"])
 # A pkl column (refused by tensorsafe, never unpickled).
 shutil.rmtree(HERE / "pkl", ignore_errors=True)
 with MDSWriter(out=str(HERE / "pkl"), columns={"obj": "pkl", "id": "int"}) as w:

@@ -1,8 +1,7 @@
-// Compressed MDS shards: hashes and decompression into a cache directory
-// (docs/formats/mds.md, "Compression and hashes").
+// Compressed MDS shards: hashes, and decompression (codecs.cc) into a cache
+// directory (docs/formats/mds.md, "Compression and hashes").
 #include <sys/stat.h>
 #include <xxhash.h>
-#include <zstd.h>
 
 #include <cerrno>
 #include <climits>
@@ -72,8 +71,12 @@ Status MakeDirs(const std::string& path) {
   return Status::OK();
 }
 
+// Decompresses `zip_path` into a temporary file renamed to `out_path` once
+// its size and every xxh digest of both files check out: concurrent readers
+// never see a partial shard, and a failure leaves nothing behind.
 Status Decompress(const std::string& zip_path, const ShardInfo& shard, const std::string& out_path) {
   Env* env = Env::Default();
+  TS_ASSIGN_OR_RETURN(Codec codec, ParseCompression(shard.compression));
   TS_ASSIGN_OR_RETURN(auto region, env->Map(zip_path));
   auto zip = region->bytes();
   if (zip.size() != shard.zip.bytes) {
@@ -81,23 +84,6 @@ Status Decompress(const std::string& zip_path, const ShardInfo& shard, const std
                       std::to_string(shard.zip.bytes));
   }
   TS_RETURN_IF_ERROR(VerifyHashes(shard.zip, zip, zip_path));
-  // MDSWriter writes one frame with its content size: a wrong raw size fails
-  // here before anything is written. Several frames (skippable ones too) are
-  // read one after another, as python-zstd's decompress in StreamingDataset
-  // does, and only their total is checked, below.
-  if (std::size_t first = ZSTD_findFrameCompressedSize(zip.data(), zip.size());
-      !ZSTD_isError(first) && first == zip.size()) {
-    unsigned long long declared = ZSTD_getFrameContentSize(zip.data(), zip.size());
-    if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != ZSTD_CONTENTSIZE_ERROR &&
-        declared != shard.raw.bytes) {
-      return Corruption(zip_path + ": frame declares " + std::to_string(declared) +
-                        " bytes, the index says the raw shard has " + std::to_string(shard.raw.bytes));
-    }
-  }
-  // Streams through a 1 MiB buffer into a temporary file: memory does not
-  // depend on what the index claims, and output past its raw size stops us.
-  std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
-  if (!dctx) return Internal("ZSTD_createDCtx failed");
   std::string tmp;
   TS_ASSIGN_OR_RETURN(auto file, env->NewTempFile(out_path, &tmp));
   auto fail = [&](Status st) {
@@ -105,33 +91,7 @@ Status Decompress(const std::string& zip_path, const ShardInfo& shard, const std
     (void)env->Remove(tmp);
     return st;
   };
-  std::vector<std::byte> buf(1 << 20);
-  ZSTD_inBuffer in{zip.data(), zip.size(), 0};
-  std::uint64_t total = 0;
-  std::size_t ret = 0;
-  do {
-    ZSTD_outBuffer out{buf.data(), buf.size(), 0};
-    std::size_t before = in.pos;
-    ret = ZSTD_decompressStream(dctx.get(), &out, &in);
-    if (ZSTD_isError(ret)) return fail(Corruption(zip_path + ": zstd: " + ZSTD_getErrorName(ret)));
-    total += out.pos;
-    if (total > shard.raw.bytes) {
-      return fail(Corruption(zip_path + ": decompresses to more than the index's " +
-                             std::to_string(shard.raw.bytes) + " bytes"));
-    }
-    if (Status st = file->Append(std::span<const std::byte>(buf.data(), out.pos)); !st.ok()) return fail(st);
-    // Input used up with the frame unfinished and nothing produced: truncated.
-    if (in.pos == in.size && ret != 0 && out.pos < out.size && in.pos == before) break;
-  } while (in.pos < in.size || ret != 0);
-  if (ret != 0) {  // said apart: the output may already have the index's size
-    return fail(Corruption(zip_path + ": the input ends inside a zstd frame (truncated frame) after " +
-                           std::to_string(total) + " decompressed bytes; the index says " +
-                           std::to_string(shard.raw.bytes)));
-  }
-  if (total != shard.raw.bytes) {
-    return fail(Corruption(zip_path + ": decompresses to " + std::to_string(total) + " bytes, the index says " +
-                           std::to_string(shard.raw.bytes)));
-  }
+  if (Status st = DecodeShard(codec, zip, shard.raw.bytes, zip_path, *file); !st.ok()) return fail(st);
   if (Status st = file->Close(); !st.ok()) {
     (void)env->Remove(tmp);
     return st;
@@ -178,8 +138,13 @@ const HashDigest* NamingDigest(const FileRef& ref) {
 // hashes"). Every MDS writer names its first shard shard.00000.mds, so the
 // basename says nothing about which dataset a cached file came from:
 //   raw-<algorithm>-<hex>-<raw bytes>.mds   an index digest of the raw shard
-//   zip-<algorithm>-<hex>-<raw bytes>.mds   else one of the zip (zstd output
-//                                           is a function of its input)
+//                                           (whichever codec made it)
+//   zip-<codec>-<algorithm>-<hex>-<raw bytes>.mds
+//                                           else one of the zip: the raw
+//                                           bytes are a function of the zip
+//                                           and its codec (the same bytes may
+//                                           decode under two codecs: brotli
+//                                           and snappy have no magic)
 //   at-<xxh3_64>-<raw bytes>.mds            else the zip file's identity: its
 //                                           real path, size, mtime, device
 //                                           and inode, plus the index entry
@@ -190,7 +155,10 @@ const HashDigest* NamingDigest(const FileRef& ref) {
 Result<std::string> CacheFileName(const ShardInfo& shard, const std::string& zip_path, const std::string& in_root) {
   const std::string tail = "-" + std::to_string(shard.raw.bytes) + ".mds";
   if (const HashDigest* h = NamingDigest(shard.raw)) return "raw-" + h->algorithm + "-" + h->hex + tail;
-  if (const HashDigest* h = NamingDigest(shard.zip)) return "zip-" + h->algorithm + "-" + h->hex + tail;
+  if (const HashDigest* h = NamingDigest(shard.zip)) {
+    TS_ASSIGN_OR_RETURN(Codec codec, ParseCompression(shard.compression));
+    return "zip-" + std::string(CodecName(codec)) + "-" + h->algorithm + "-" + h->hex + tail;
+  }
   struct stat st;
   if (lstat(zip_path.c_str(), &st) != 0) {
     if (errno == ENOENT) return NotFound(zip_path + ": compressed shard not found (nor " + in_root + ")");

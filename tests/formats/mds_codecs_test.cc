@@ -17,6 +17,7 @@
 
 #include "formats/mds/mds_internal.h"
 #include "io/env.h"
+#include "support/fault_env.h"
 #include "support/status_matchers.h"
 #include "support/temp_dir.h"
 #include "tensorsafe/formats/mds.h"
@@ -405,6 +406,34 @@ TEST(MdsSnappy, CopiesFromFarBack) {
                                            {reinterpret_cast<const std::byte*>(block.data()), block.size()},
                                            lit.size() + 64, "far.snappy", **again),
                 StatusCode::kCorruption, "far.snappy: the raw snappy block's 70012 bytes do not decode");
+}
+
+// A full disk while decoding: every codec's first write into the output
+// (snappy's is the reservation of its mapped file) fails with the errno, the
+// message naming the output, and nothing is decoded past it.
+TEST(MdsCodecFaults, AFailedWriteIsAnIOErrorWithItsErrno) {
+  const std::pair<std::string, mds::internal::Codec> codecs[] = {
+      {"br", mds::internal::Codec::kBrotli}, {"bz2", mds::internal::Codec::kBzip2},
+      {"gz", mds::internal::Codec::kGzip}, {"snappy", mds::internal::Codec::kSnappy}};
+  for (const auto& [ext, codec] : codecs) {
+    SCOPED_TRACE(ext);
+    const std::string zip = ReadFileBytes(kGolden + ext + "/shard.00000.mds." + ext);
+    const nlohmann::json index = nlohmann::json::parse(ReadFileBytes(kGolden + ext + "/index.json"));
+    const std::uint64_t raw = index["shards"][0]["raw_data"]["bytes"];
+    TempDir dir;
+    testing::FaultEnv env;
+    env.fail_write = 1;
+    env.error_number = ENOSPC;
+    std::string tmp;
+    auto file = env.NewTempFile(dir.File("out.mds"), &tmp);
+    ASSERT_TRUE(file.ok());
+    Status s = mds::internal::DecodeShard(codec, {reinterpret_cast<const std::byte*>(zip.data()), zip.size()}, raw,
+                                          "in." + ext, **file);
+    EXPECT_EQ(s.code(), StatusCode::kIOError) << s.ToString();
+    EXPECT_EQ(s.error_number(), ENOSPC) << s.ToString();
+    EXPECT_NE(s.message().find(tmp), std::string::npos) << s.ToString();
+    EXPECT_EQ(env.writes, 1);
+  }
 }
 
 // --- the cache keeps codecs apart ------------------------------------------

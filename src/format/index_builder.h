@@ -51,7 +51,8 @@ class IndexBuilder {
   // file's hash table is 16 bytes a name (load factor <= 1/2), which past
   // the caches made its probe a miss in every Add (36% of the caller's time
   // at 1M names, perf); the filter, 1 MiB at 1M names, stays in L2 and
-  // rules out all but about 3% of new names (docs/format-bench.md).
+  // lets about 1.5% of new names through (measured at 100k and 1M;
+  // docs/format-bench.md).
   std::size_t FilterWord(std::uint64_t h) const { return static_cast<std::size_t>((h >> 24) & filter_mask_); }
   static std::uint64_t FilterBits(std::uint64_t h) {
     return (std::uint64_t{1} << (h & 63)) | (std::uint64_t{1} << ((h >> 6) & 63)) |

@@ -13,6 +13,7 @@
 #include <xxhash.h>
 
 #include <random>
+#include <set>
 
 #include "support/temp_dir.h"
 #include "util/hash.h"
@@ -119,6 +120,43 @@ TEST(FastPaths, HashTableIsTheCanonicalOneWhenEverTheWriterPlacesEntries) {
   std::size_t differ = 0;
   for (std::size_t i = 0; i < capacity; ++i) differ += got[i] != want[i];
   EXPECT_EQ(differ, 0u);
+}
+
+// Small tensors reach the buffer through non-temporal 16-byte stores after a
+// head copied up to 16-byte alignment (data_writer.cc): with alignment 1
+// every destination residue mod 16 occurs, with sources at every residue
+// too and sizes on both sides of the 256-byte threshold; every byte must
+// read back, across buffer hand-offs to the background thread.
+TEST(FastPaths, SmallCopiesAtEveryOffsetReadBack) {
+  testing::TempDir dir;
+  const std::string path = dir.File("c.tsafe");
+  std::vector<std::byte> src(4096 + 64);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 131 + i / 7 + 1);
+  WriterOptions o;
+  o.alignment = 1;
+  auto w = Writer::Create(path, o);
+  ASSERT_TRUE(w.ok());
+  std::vector<std::pair<std::size_t, std::size_t>> added;  // (source offset, size)
+  for (int i = 0; i < 6000; ++i) {
+    const std::size_t at = static_cast<std::size_t>(i) % 61, n = 200 + (static_cast<std::size_t>(i) * 37) % 1100;
+    const std::uint64_t shape[] = {n};
+    ASSERT_TRUE((*w)->Add(Name(i), DType::kU8, shape, std::span(src).subspan(at, n)).ok()) << i;
+    added.emplace_back(at, n);
+  }
+  ASSERT_TRUE((*w)->Finish().ok());
+  auto r = Reader::Open(path);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE((*r)->Verify().ok());
+  std::set<std::uint64_t> residues;
+  for (int i = 0; i < 6000; ++i) {
+    auto t = (*r)->Get(Name(i));
+    ASSERT_TRUE(t.ok());
+    residues.insert(t->info.data_offset % 16);
+    const auto [at, n] = added[static_cast<std::size_t>(i)];
+    ASSERT_EQ(t->data.size(), n);
+    ASSERT_EQ(std::memcmp(t->data.data(), src.data() + at, n), 0) << i;
+  }
+  EXPECT_EQ(residues.size(), 16u);
 }
 
 // A small Add copies its bytes into the buffer before it checks the name:

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -459,6 +460,10 @@ void CheckTsafeUpdate(std::span<const std::byte> input) {
     return;
   }
   Updater& up = **u;
+  // A live sequence of 2^64 - 1 has no successor: the commit is refused and
+  // the file keeps what it had (FORMAT.md §10.1 step 4).
+  const bool last_sequence = up.sequence() == std::numeric_limits<std::uint64_t>::max();
+  const std::optional<Model> before = model;
   // A fixed transaction over whatever the file holds; each step's outcome is
   // predicted from the model when the file verified.
   const std::string new_name = "fuzz.added";
@@ -520,7 +525,12 @@ void CheckTsafeUpdate(std::span<const std::byte> input) {
   }
   Status c = up.Commit();
   if (!model) return;  // a damaged file: no crash is all we ask
-  TS_FUZZ_CHECK(c.ok(), "Commit: " + Describe(c));
+  if (last_sequence) {
+    TS_FUZZ_CHECK(c.code() == StatusCode::kOutOfRange, "Commit after sequence 2^64 - 1: " + Describe(c));
+    model = before;
+  } else {
+    TS_FUZZ_CHECK(c.ok(), "Commit: " + Describe(c));
+  }
   u->reset();
   std::optional<Model> after = ReadModel(path, &why);
   TS_FUZZ_CHECK(after.has_value(), "the committed file does not verify: " + why);

@@ -2,6 +2,7 @@
 #include "tensorsafe/updater.h"
 
 #include <algorithm>
+#include <limits>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -280,6 +281,14 @@ class Updater::Impl {
   }
 
   Status WriteAndPublish() {
+    // FORMAT.md §10.1 step 4: the new slot's sequence is the live one + 1.
+    // After 2^64 - 1 that would be 0, an empty slot: the commit would be
+    // lost while this said OK. Refused before anything is written.
+    if (sequence_ == std::numeric_limits<std::uint64_t>::max()) {
+      return OutOfRange(path_ + ": the live header slot's sequence is " + std::to_string(sequence_) +
+                        ", the last one: no commit can follow it (`tensorsafe compact` rewrites the file from "
+                        "sequence 1)");
+    }
     internal::IndexBuilder index;
     // Live entries keep their order; renamed ones map back to their original.
     std::unordered_map<std::string, const Record*> by_original;

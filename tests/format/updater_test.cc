@@ -5,6 +5,8 @@
 #include <thread>
 
 #include "support/fault_env.h"
+#include "support/status_matchers.h"
+#include "support/tsafe_image.h"
 #include "support/temp_dir.h"
 #include "support/update_model.h"
 #include "tensorsafe/updater.h"
@@ -116,6 +118,45 @@ TEST(Updater, AbortLeavesTheFileAsItWas) {
     // destroyed with a staged change: aborted too
   }
   EXPECT_EQ(ReadFileBytes(path), before);
+}
+
+// A live slot whose sequence is 2^64 - 1 has no successor (FORMAT.md §10.1
+// step 4): a commit there would write sequence 0, an empty slot, and the
+// file would silently keep its old state while Commit said OK (found by
+// tsafe_update_fuzz). The commit is refused before anything is written, the
+// file stays as it was, and compact rewrites it from sequence 1.
+TEST(Updater, LastSequenceRefusesToCommitAndCompactResets) {
+  TempDir dir;
+  const std::string path = dir.File("u.tsafe");
+  ASSERT_TRUE(WriteModel(path, Initial()).ok());
+  TsafeImage img(ReadFileBytes(path));
+  img.Set64(32, ~std::uint64_t{0});  // slot 0's sequence
+  img.Reseal();
+  WriteFileBytes(path, img.bytes());
+  const std::string before = ReadFileBytes(path);
+  {
+    auto u = Updater::Open(path, Fast());
+    ASSERT_TRUE(u.ok()) << u.status().ToString();
+    EXPECT_EQ((*u)->sequence(), ~std::uint64_t{0});
+    std::vector<float> x = {1, 2};
+    ASSERT_TRUE((*u)->Add("x", TensorView::Contiguous(DType::kF32, {2}, std::as_bytes(std::span(x)))).ok());
+    EXPECT_STATUS((*u)->Commit(), StatusCode::kOutOfRange,
+                  path + ": the live header slot's sequence is 18446744073709551615, the last one: no commit can "
+                         "follow it (`tensorsafe compact` rewrites the file from sequence 1)");
+  }
+  EXPECT_EQ(ReadFileBytes(path), before);
+  ASSERT_TRUE(Compact(path, Fast()).ok());
+  auto u = Updater::Open(path, Fast());
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ((*u)->sequence(), 1u);
+  ASSERT_TRUE((*u)->Remove("w0").ok());
+  ASSERT_TRUE((*u)->Commit().ok());
+  Model want = Initial();
+  want.tensors.erase("w0");
+  want.order.erase(want.order.begin());
+  auto got = LoadModel(path);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, want) << Describe(*got);
 }
 
 TEST(Updater, OneWriterAtATime) {

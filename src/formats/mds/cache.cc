@@ -23,12 +23,6 @@ namespace {
 using tensorsafe::internal::Env;
 using tensorsafe::internal::QuoteName;
 
-std::string Hex(std::uint64_t v, int digits) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%0*llx", digits, static_cast<unsigned long long>(v));
-  return buf;
-}
-
 // stat() without following a final symlink: the kind of file at `path`.
 // Returns -1 when absent, else the size; kCorruption for a symlink or a
 // non-regular file (issue: readers never leave the dataset directory).
@@ -189,6 +183,12 @@ Result<bool> SameDirectory(const std::string& cache_dir, const std::string& root
 }
 
 }  // namespace
+
+std::string Hex(std::uint64_t v, int digits) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%0*llx", digits, static_cast<unsigned long long>(v));
+  return buf;
+}
 
 bool XxhDigest(std::string_view algorithm, std::span<const std::byte> bytes, std::string* hex) {
   if (algorithm == "xxh3_64") {

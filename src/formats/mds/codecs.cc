@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <cstdio>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -35,12 +34,6 @@ using tensorsafe::internal::WritableFile;
 constexpr std::size_t kBufferBytes = std::size_t{1} << 20;
 // zlib's and libbz2's avail_in are 32-bit: input goes in slices this large.
 constexpr std::size_t kInputSlice = std::size_t{1} << 30;
-
-std::string Hex(std::uint32_t v, int digits) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%0*x", digits, v);
-  return buf;
-}
 
 // Counts the output against the index's raw size and appends it.
 class Output {

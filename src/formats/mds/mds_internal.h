@@ -37,6 +37,10 @@ bool XxhDigest(std::string_view algorithm, std::span<const std::byte> bytes, std
 // skipped. kCorruption names the file, the algorithm and both digests.
 Status VerifyHashes(const FileRef& ref, std::span<const std::byte> bytes, const std::string& what);
 
+// `v` in lower-case hex, zero-padded to `digits` (at most 16): digests as
+// Python's xxhash prints them, and bytes in messages.
+std::string Hex(std::uint64_t v, int digits);
+
 // The compression families of MosaicML's streaming/base/compression.py
 // (mds.md, "Compression and hashes").
 enum class Codec : std::uint8_t { kBrotli, kBzip2, kGzip, kSnappy, kZstd };

@@ -47,7 +47,7 @@ Status IndexBuilder::Add(const EntryFields& t, std::optional<std::uint64_t> name
   }
   // The entry before this one, whose home slot the previous Add started to
   // load, is placed now; this one's slot starts loading for the next.
-  Place(placed_, count_ - 1);
+  Place(table_.data(), table_mask_, placed_, count_ - 1);
   placed_ = count_ - 1;
   __builtin_prefetch(table_.data() + 8 * (h & table_mask_), 1);
   return Status::OK();
@@ -62,20 +62,19 @@ void IndexBuilder::GrowFilter() {
   }
 }
 
-void IndexBuilder::Place(std::uint64_t from, std::uint64_t to) {
+void IndexBuilder::Place(std::byte* table, std::uint64_t mask, std::uint64_t from, std::uint64_t to) const {
   // Each home slot is a cache miss in a table past the caches: a table
   // placed again after growing loads them kAhead entries before use.
   constexpr std::uint64_t kAhead = 8;
   const std::byte* hashes = slots_.data();
-  std::byte* table = table_.data();
   for (std::uint64_t k = from; k < to; ++k) {
-    if (k + kAhead < to) __builtin_prefetch(table + 8 * (Load64(hashes + 16 * (k + kAhead)) & table_mask_), 1);
-    PlaceIn(table, table_mask_, Load64(hashes + 16 * k), Load64(hashes + 16 * k + 8));
+    if (k + kAhead < to) __builtin_prefetch(table + 8 * (Load64(hashes + 16 * (k + kAhead)) & mask), 1);
+    PlaceIn(table, mask, Load64(hashes + 16 * k), Load64(hashes + 16 * k + 8));
   }
 }
 
 void IndexBuilder::PlaceAll() {
-  Place(placed_, count_);
+  Place(table_.data(), table_mask_, placed_, count_);
   placed_ = count_;
 }
 
@@ -118,10 +117,7 @@ Status IndexBuilder::WriteTo(DataWriter& out, std::string_view metadata, IndexPo
   if (table_.size() != root.hash_capacity * 8) {  // below table_'s minimum of 64 slots
     small.assign(root.hash_capacity, 0);
     table = std::as_bytes(std::span<const std::uint64_t>(small));
-    for (std::uint64_t k = 0; k < count_; ++k) {
-      PlaceIn(reinterpret_cast<std::byte*>(small.data()), root.hash_capacity - 1, Load64(slots_.data() + 16 * k),
-              Load64(slots_.data() + 16 * k + 8));
-    }
+    Place(reinterpret_cast<std::byte*>(small.data()), root.hash_capacity - 1, 0, count_);
   }
   const std::span<const std::byte> entries(entries_.data(), entries_.size());
   root.entries_checksum = Hash64(entries);

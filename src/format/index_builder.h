@@ -60,8 +60,9 @@ class IndexBuilder {
   }
   // Grows the filter to keep at least 8 bits a name, re-adding every hash.
   void GrowFilter();
-  // Places entries [from, to) of slots_, in file order, into table_.
-  void Place(std::uint64_t from, std::uint64_t to);
+  // Places entries [from, to) of slots_, in file order, into `table` of
+  // mask + 1 slots (table_, or the small table WriteTo builds).
+  void Place(std::byte* table, std::uint64_t mask, std::uint64_t from, std::uint64_t to) const;
   // Places every entry not yet placed.
   void PlaceAll();
 

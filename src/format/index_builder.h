@@ -47,11 +47,11 @@ class IndexBuilder {
  private:
   std::string_view EntryName(std::uint64_t entry_off) const;
   // The filter: a blocked Bloom filter of the names' hashes, one u64 word a
-  // name with 4 bits set in it, at least 8 bits a name. The
-  // file's hash table is 16 bytes a name (load factor <= 1/2), which past
-  // the caches made its probe a miss in every Add (36% of the caller's time
-  // at 1M names, perf); the filter, 1 MiB at 1M names, stays in L2 and
-  // lets about 1.5% of new names through (measured at 100k and 1M;
+  // name with 4 bits set in it, at least 8 bits a name. The file's hash
+  // table is 16 bytes a name (load factor <= 1/2), which past the caches
+  // made its probe a miss in every Add (36% of the caller's time at 1M
+  // names, perf); the filter, 1 MiB at 1M names, stays in L2 and lets about
+  // 1.5% of new names through (measured at 100k and 1M;
   // docs/format-bench.md).
   std::size_t FilterWord(std::uint64_t h) const { return static_cast<std::size_t>((h >> 24) & filter_mask_); }
   static std::uint64_t FilterBits(std::uint64_t h) {

@@ -7,7 +7,7 @@
 namespace tensorsafe::fuzz {
 namespace {
 
-class MemFile final : public internal::RandomAccessFile {
+class MemFile final : public RandomAccessFile {
  public:
   MemFile(std::span<const std::byte> bytes, std::string name) : bytes_(bytes), name_(std::move(name)) {}
   // The same contract and message as the fd-backed file (io/env.cc).
@@ -30,8 +30,8 @@ class MemFile final : public internal::RandomAccessFile {
 
 }  // namespace
 
-Result<std::unique_ptr<internal::RandomAccessFile>> MemReadEnv::OpenRead(const std::string& path) {
-  return std::unique_ptr<internal::RandomAccessFile>(std::make_unique<MemFile>(bytes_, path));
+Result<std::unique_ptr<RandomAccessFile>> MemReadEnv::OpenRead(const std::string& path) {
+  return std::unique_ptr<RandomAccessFile>(std::make_unique<MemFile>(bytes_, path));
 }
 
 Status MemWritableFile::Append(std::span<const std::byte> bytes) {

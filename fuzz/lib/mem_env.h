@@ -6,22 +6,22 @@
 #include <span>
 #include <string>
 
-#include "io/env.h"
+#include "tensorsafe/env.h"
 
 namespace tensorsafe::fuzz {
 
 // Serves OpenRead(any path) from `bytes` (which must outlive the readers).
-class MemReadEnv final : public internal::Env {
+class MemReadEnv final : public Env {
  public:
   explicit MemReadEnv(std::span<const std::byte> bytes) : bytes_(bytes) {}
-  Result<std::unique_ptr<internal::RandomAccessFile>> OpenRead(const std::string& path) override;
+  Result<std::unique_ptr<RandomAccessFile>> OpenRead(const std::string& path) override;
 
  private:
   std::span<const std::byte> bytes_;
 };
 
 // A seekable or non-seekable in-memory file for the Writer.
-class MemWritableFile final : public internal::WritableFile {
+class MemWritableFile final : public WritableFile {
  public:
   MemWritableFile(std::string* out, bool seekable) : out_(out), seekable_(seekable) {}
   Status Append(std::span<const std::byte> bytes) override;

@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "format/reader_internal.h"
 #include "fuzz_checks.h"
 #include "fuzz_util.h"
 #include "mem_env.h"
@@ -234,7 +233,8 @@ Opened OpenAndObserve(std::span<const std::byte> data, const std::string& path, 
   } else {
     opt.access = ReaderOptions::Access::kPread;
     MemReadEnv env(data);
-    r = internal::OpenReaderWithEnv(path, opt, &env);
+    opt.env = &env;
+    r = Reader::Open(path, opt);
   }
   if (!r.ok()) {
     out.open = r.status();

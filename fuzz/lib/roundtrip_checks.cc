@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "format/reader_internal.h"
 #include "fuzz_checks.h"
 #include "fuzz_util.h"
 #include "mem_env.h"
@@ -216,7 +215,8 @@ void RoundTripTsafe(std::span<const std::byte> data) {
     CompareNative(**r, w, alignment);
     ro.access = ReaderOptions::Access::kPread;
     MemReadEnv env(AsBytes(*buf));
-    auto p = internal::OpenReaderWithEnv("rt.tsafe", ro, &env);
+    ro.env = &env;
+    auto p = Reader::Open("rt.tsafe", ro);
     TS_FUZZ_CHECK(p.ok(), "a written file does not open with pread: " + Describe(p.status()));
     CompareNative(**p, w, alignment);
   }

@@ -1,5 +1,5 @@
-// Options of the native reader and writer, with the resource limits that
-// bound what an untrusted file can make a reader do (docs/SECURITY.md).
+// Options of the native .tsafe reader and writer (the resource limits that
+// bound what an untrusted file can make a reader do are in limits.h).
 //
 // Thread safety: plain values.
 #pragma once
@@ -7,18 +7,10 @@
 #include <cstdint>
 #include <string>
 
-namespace tensorsafe {
+#include "tensorsafe/env.h"
+#include "tensorsafe/limits.h"
 
-// Every resource a file can claim is bounded here. Defaults are generous for
-// real models and small enough that a hostile file cannot exhaust memory.
-struct Limits {
-  std::uint64_t max_index_bytes = std::uint64_t{4} << 30;    // 4 GiB of index
-  std::uint64_t max_tensor_count = std::uint64_t{100} << 20;  // ~100 M tensors
-  std::uint32_t max_rank = 64;                 // spec maximum is 255
-  std::uint32_t max_name_bytes = 65535;        // spec maximum is 65535
-  std::uint64_t max_metadata_bytes = std::uint64_t{64} << 20;  // each JSON text
-  std::uint32_t max_json_depth = 64;           // nesting of metadata JSON
-};
+namespace tensorsafe {
 
 struct ReaderOptions {
   enum class Access {
@@ -37,6 +29,9 @@ struct ReaderOptions {
   // alone (as in a data-loader worker that already has a core to itself);
   // at most 64.
   unsigned read_threads = 0;
+  // File operations (tensorsafe/env.h, for tests and embedders); nullptr:
+  // Env::Default().
+  Env* env = nullptr;
 };
 
 struct WriterOptions {
@@ -46,6 +41,9 @@ struct WriterOptions {
   // fsync the file (and its directory after the rename) in Finish().
   bool sync = true;
   Limits limits;
+  // File operations (tensorsafe/env.h, for tests and embedders); nullptr:
+  // Env::Default(). Create() makes its temporary file through it.
+  Env* env = nullptr;
 };
 
 }  // namespace tensorsafe

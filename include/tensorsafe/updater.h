@@ -29,10 +29,6 @@
 
 namespace tensorsafe {
 
-namespace internal {
-class Env;
-}
-
 struct UpdaterOptions {
   // How long Open() waits for another updater to release the file; zero fails
   // at once with kFailedPrecondition.
@@ -41,6 +37,9 @@ struct UpdaterOptions {
   // throwaway files: without it a power failure can lose a commit.
   bool sync = true;
   Limits limits;
+  // File operations (tensorsafe/env.h, for tests and embedders); nullptr:
+  // Env::Default().
+  Env* env = nullptr;
 };
 
 class Updater {
@@ -110,12 +109,5 @@ struct CompactResult {
 // holding the updater lock meanwhile; readers of the old file keep their
 // snapshot. Keeps names, order, metadata and alignment.
 Result<CompactResult> Compact(const std::string& path, const UpdaterOptions& options = {});
-
-namespace internal {
-// For tests: an updater whose file operations go through `env` (fault
-// injection, crash points).
-Result<std::unique_ptr<Updater>> OpenUpdaterWithEnv(const std::string& path, const UpdaterOptions& options,
-                                                    Env* env);
-}  // namespace internal
 
 }  // namespace tensorsafe

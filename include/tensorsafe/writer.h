@@ -29,15 +29,12 @@
 #include <string>
 #include <string_view>
 
+#include "tensorsafe/env.h"
 #include "tensorsafe/options.h"
 #include "tensorsafe/status.h"
 #include "tensorsafe/tensor.h"
 
 namespace tensorsafe {
-
-namespace internal {
-class WritableFile;
-}
 
 class Writer {
  public:
@@ -50,7 +47,7 @@ class Writer {
   // must be 0 for the result to be a valid file on its own.
   static Result<std::unique_ptr<Writer>> ToFd(int fd, const WriterOptions& options = {});
   // For tests and embedders: writes through a file object (fault injection).
-  static Result<std::unique_ptr<Writer>> ToFile(std::unique_ptr<internal::WritableFile> file,
+  static Result<std::unique_ptr<Writer>> ToFile(std::unique_ptr<WritableFile> file,
                                                 const WriterOptions& options = {});
 
   ~Writer();  // abandons an unfinished file

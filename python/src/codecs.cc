@@ -1,6 +1,6 @@
-// tensorsafe._native codec functions: read, decode, encode and write every
-// format through its codec in include/tensorsafe/formats/, and .tsafe
-// through Reader/Writer, all as TensorSets (tensor_set.h).
+// tensorsafe._native codec functions over the format table
+// (tensorsafe/formats/registry.h): read, decode, encode, write and convert
+// every format, .tsafe included, as TensorSets. No format is named here.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -11,149 +11,35 @@
 #include "common.h"
 #include "entries.h"
 #include "tensorsafe/convert.h"
-#include "tensorsafe/formats/btf.h"
-#include "tensorsafe/formats/detect.h"
-#include "tensorsafe/formats/gguf.h"
-#include "tensorsafe/formats/npy.h"
-#include "tensorsafe/formats/npz.h"
-#include "tensorsafe/formats/safetensors.h"
-#include "tensorsafe/formats/tenbin.h"
-#include "tensorsafe/formats/zio.h"
-#include "tensorsafe/reader.h"
-#include "tensorsafe/writer.h"
+#include "tensorsafe/formats/registry.h"
 
 namespace tensorsafe::python {
 namespace {
 
-// Options that the Python side may pass; each codec uses what it has.
-struct WriteParams {
-  bool sync = true;
-  bool compress = false;    // npz
-  std::uint32_t alignment = 64;  // tsafe
-};
-
-Result<TensorSet> ReadTsafe(const std::string& path, ReaderOptions::Access access) {
-  ReaderOptions options;
-  options.access = access;
-  TS_ASSIGN_OR_RETURN(std::shared_ptr<Reader> r, Reader::Open(path, options));
-  TensorSet set;
-  TS_ASSIGN_OR_RETURN(std::string meta, r->Metadata());
-  if (meta != "{}") set.metadata_json = std::move(meta);
-  set.tensors.reserve(r->size());
-  Status inner;
-  Status s = r->ForEach([&](const TensorInfo& info) {
-    Result<Tensor> t = r->Get(info.name);
-    if (!t.ok()) {
-      inner = t.status();
-      return false;
-    }
-    set.tensors.push_back(std::move(t).value());
-    return true;
-  });
-  TS_RETURN_IF_ERROR(s);
-  TS_RETURN_IF_ERROR(inner);
-  return set;
+// A format by name ("auto" or "": kUnknown, detected), or InvalidArgument.
+Format FormatArg(const std::string& name, const char* which) {
+  if (name.empty() || name == "auto") return Format::kUnknown;
+  std::optional<Format> f = ParseFormat(name);
+  if (!f) Throw(InvalidArgument(std::string(which) + " format \"" + name + "\" is not one of " + FormatList()));
+  return *f;
 }
 
-Result<TensorSet> ReadAny(const std::string& path, std::string format, bool pread) {
-  if (format.empty() || format == "auto") {
-    TS_ASSIGN_OR_RETURN(Format f, DetectFormat(path));
-    if (f == Format::kUnknown) return Unsupported(path + ": unrecognised file format");
-    format = std::string(FormatName(f));
-  }
-  if (format == "tsafe") {
-    return ReadTsafe(path, pread ? ReaderOptions::Access::kPread : ReaderOptions::Access::kMmap);
-  }
-  if (format == "safetensors") return safetensors::ReadFile(path);
-  if (format == "npy") return npy::ReadFile(path);
-  if (format == "npz") return npz::ReadFile(path);
-  if (format == "gguf") return gguf::ReadFile(path);
-  if (format == "tenbin") return tenbin::ReadFile(path);
-  if (format == "btf") return btf::ReadFile(path);
-  if (format == "zio") return zio::ReadFile(path);
-  return InvalidArgument("unknown format \"" + format + "\"");
+Format KnownFormatArg(const std::string& name) {
+  const Format f = FormatArg(name, "the");
+  if (f == Format::kUnknown) Throw(InvalidArgument("name a format: one of " + FormatList()));
+  return f;
 }
 
-Result<TensorSet> DecodeAny(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
-                            const std::string& format, const std::string& name) {
-  if (format == "safetensors") return safetensors::Decode(bytes, owner, name);
-  if (format == "npy") return npy::Decode(bytes, owner, name);
-  if (format == "npz") return npz::Decode(bytes, owner, name);
-  if (format == "gguf") return gguf::Decode(bytes, owner, name);
-  if (format == "tenbin") return tenbin::Decode(bytes, owner, name);
-  if (format == "btf") return btf::Decode(bytes, owner, name);
-  if (format == "zio") return zio::Decode(bytes, owner, name);
-  if (format == "tsafe") {
-    TS_ASSIGN_OR_RETURN(std::shared_ptr<Reader> r, Reader::OpenBuffer(bytes, owner, name));
-    TensorSet set;
-    TS_ASSIGN_OR_RETURN(std::string meta, r->Metadata());
-    if (meta != "{}") set.metadata_json = std::move(meta);
-    Status inner;
-    TS_RETURN_IF_ERROR(r->ForEach([&](const TensorInfo& info) {
-      Result<Tensor> t = r->Get(info.name);
-      if (!t.ok()) {
-        inner = t.status();
-        return false;
-      }
-      set.tensors.push_back(std::move(t).value());
-      return true;
-    }));
-    TS_RETURN_IF_ERROR(inner);
-    return set;
-  }
-  return InvalidArgument("unknown format \"" + format + "\"");
-}
-
-// Python entries to .tsafe, sparse COO included (a TensorSet cannot carry
-// a COO tensor whose indices and values are separate buffers).
-Status WriteTsafeEntries(const std::string& path, const std::vector<Entry>& entries, const std::string& metadata,
-                         const WriteParams& p) {
-  WriterOptions options;
-  options.sync = p.sync;
-  options.alignment = p.alignment;
-  TS_ASSIGN_OR_RETURN(std::unique_ptr<Writer> w, Writer::Create(path, options));
-  for (const Entry& e : entries) TS_RETURN_IF_ERROR(AddEntry(*w, e));
-  if (!metadata.empty()) TS_RETURN_IF_ERROR(w->SetMetadata(metadata));
-  return w->Finish();
-}
-
-Status WriteTsafe(const std::string& path, const TensorSet& set, const WriteParams& p) {
-  WriterOptions options;
-  options.sync = p.sync;
-  options.alignment = p.alignment;
-  TS_ASSIGN_OR_RETURN(std::unique_ptr<Writer> w, Writer::Create(path, options));
-  for (const Tensor& t : set.tensors) {
-    TensorView v = TensorView::Contiguous(t.info.dtype, t.info.shape, t.data);
-    TS_RETURN_IF_ERROR(w->Add(t.info.name, v, t.info.metadata_json));
-  }
-  if (!set.metadata_json.empty()) TS_RETURN_IF_ERROR(w->SetMetadata(set.metadata_json));
-  return w->Finish();
-}
-
-Status WriteAny(const std::string& path, const std::string& format, const TensorSet& set, const WriteParams& p) {
-  if (format == "tsafe") return WriteTsafe(path, set, p);
-  if (format == "safetensors") return safetensors::WriteFile(path, set, {.sync = p.sync});
-  if (format == "npy") return npy::WriteFile(path, set, {.sync = p.sync});
-  if (format == "npz") return npz::WriteFile(path, set, {.compress = p.compress, .sync = p.sync});
-  if (format == "gguf") return gguf::WriteFile(path, set, {.sync = p.sync});
-  if (format == "tenbin") return tenbin::WriteFile(path, set, {.sync = p.sync});
-  if (format == "btf") return btf::WriteFile(path, set, {.sync = p.sync});
-  if (format == "zio") return zio::WriteFile(path, set, {.sync = p.sync});
-  return InvalidArgument("unknown format \"" + format + "\"");
-}
-
-Result<std::string> EncodeAny(const std::string& format, const TensorSet& set, const WriteParams& p) {
-  if (format == "safetensors") return safetensors::Encode(set);
-  if (format == "npy") {
-    if (set.tensors.size() != 1) return InvalidArgument("npy holds exactly one tensor");
-    return npy::Encode(set.tensors[0]);
-  }
-  if (format == "npz") return npz::Encode(set, {.compress = p.compress});
-  if (format == "gguf") return gguf::Encode(set);
-  if (format == "tenbin") return tenbin::Encode(set);
-  if (format == "btf") return btf::Encode(set);
-  if (format == "zio") return zio::Encode(set);
-  return InvalidArgument("cannot encode format \"" + format + "\" in memory");
+// What Python's write and encode consent to (tensorsafe.formats.write).
+Consent ConsentArg(bool stringify_metadata, bool drop_metadata, bool drop_tensor_metadata, bool drop_names,
+                   bool densify) {
+  Consent c;
+  c.stringify_metadata = stringify_metadata;
+  c.drop_metadata = drop_metadata;
+  c.drop_tensor_metadata = drop_tensor_metadata;
+  c.drop_names = drop_names;
+  c.densify = densify;
+  return c;
 }
 
 // (list of TensorBuffer in the set's order, metadata JSON text or "").
@@ -163,9 +49,43 @@ py::tuple SetToPython(TensorSet&& set) {
   return py::make_tuple(tensors, py::str(set.metadata_json));
 }
 
+// One row of the table as Python sees it (tensorsafe.formats.FORMATS).
+py::dict RowToPython(const FormatInfo& row) {
+  py::dict d;
+  d["name"] = std::string(row.name);
+  d["description"] = std::string(row.description);
+  py::list aliases, extensions;
+  for (std::string_view a : row.aliases) aliases.append(std::string(a));
+  for (std::string_view e : row.extensions) extensions.append(std::string(e));
+  d["aliases"] = aliases;
+  d["extensions"] = extensions;
+  d["readable"] = row.read_file != nullptr;
+  d["writable"] = row.write_file != nullptr;
+  d["encodable"] = row.encode != nullptr;
+  const Capabilities& c = row.caps;
+  auto md = [](Capabilities::Metadata m) {
+    return m == Capabilities::Metadata::kAny ? "any" : m == Capabilities::Metadata::kStrings ? "strings" : "none";
+  };
+  d["file_metadata"] = md(c.file_metadata);
+  d["tensor_metadata"] = md(c.tensor_metadata);
+  d["names"] = c.check_names == nullptr;
+  d["sparse_coo"] = c.sparse_coo;
+  d["alignment"] = c.alignment;
+  d["compress"] = c.compress;
+  d["checksums"] = c.checksums;
+  d["max_rank"] = c.max_rank;
+  return d;
+}
+
 }  // namespace
 
 void RegisterCodecs(py::module_& m) {
+  m.def("formats", [] {
+    py::list rows;
+    for (const FormatInfo& row : AllFormats()) rows.append(RowToPython(row));
+    return rows;
+  });
+
   m.def("detect_format", [](const std::string& path) {
     Result<Format> f = [&] {
       py::gil_scoped_release nogil;
@@ -175,14 +95,18 @@ void RegisterCodecs(py::module_& m) {
   }, py::arg("path"));
 
   m.def("read_file", [](const std::string& path, const std::string& format, bool pread) {
+    const Format f = FormatArg(format, "the");
     Result<TensorSet> r = [&] {
       py::gil_scoped_release nogil;
-      return ReadAny(path, format, pread);
+      FormatReadOptions o;
+      o.pread = pread;
+      return ReadTensorSet(path, f, o);
     }();
     return SetToPython(Unwrap(std::move(r)));
   }, py::arg("path"), py::arg("format") = "auto", py::arg("pread") = false);
 
   m.def("decode", [](py::bytes data, const std::string& format, const std::string& name) {
+    const Format f = KnownFormatArg(format);
     // The bytes are copied once into memory the tensors can share without
     // holding a Python object (whose release would need the GIL).
     std::string_view view = data;
@@ -190,73 +114,74 @@ void RegisterCodecs(py::module_& m) {
     Result<TensorSet> r = [&] {
       py::gil_scoped_release nogil;
       std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(owned->data()), owned->size());
-      return DecodeAny(bytes, owned, format, name);
+      return DecodeTensorSet(bytes, owned, f, name);
     }();
     return SetToPython(Unwrap(std::move(r)));
   }, py::arg("data"), py::arg("format"), py::arg("name") = "<bytes>");
 
   m.def("write_file", [](const std::string& path, const std::string& format, const py::iterable& items,
                          const std::string& metadata_json, bool sync, bool compress, std::uint32_t alignment,
-                         py::object on_overlap) {
+                         py::object on_overlap, bool stringify_metadata, bool drop_metadata, bool drop_tensor_metadata,
+                         bool drop_names, bool densify) {
+    const Format f = KnownFormatArg(format);
     std::vector<Entry> entries = ParseEntries(items);
-    Check(RefuseSparse(entries, format));
     // Before anything is written: `on_overlap()` (which may raise) when the
     // bytes of two dense entries overlap in memory (shared tensors).
     if (!on_overlap.is_none() && AnyOverlap(entries)) on_overlap();
-    WriteParams p{sync, compress, alignment};
+    const Consent consent = ConsentArg(stringify_metadata, drop_metadata, drop_tensor_metadata, drop_names, densify);
+    TensorSet set = ToTensorSet(entries, metadata_json);
     Status s;
-    if (format == "tsafe") {
+    {
       py::gil_scoped_release nogil;
-      s = WriteTsafeEntries(path, entries, metadata_json, p);
-    } else {
-      TensorSet set = ToTensorSet(entries, metadata_json);
-      py::gil_scoped_release nogil;
-      s = WriteAny(path, format, set, p);
+      FormatWriteOptions o;
+      o.sync = sync;
+      o.compress = compress;
+      o.alignment = alignment;
+      s = WriteTensorSet(path, set, f, o, consent);
     }
     Check(s);
   }, py::arg("path"), py::arg("format"), py::arg("entries"), py::arg("metadata_json") = "",
-     py::arg("sync") = true, py::arg("compress") = false, py::arg("alignment") = 64,
-     py::arg("on_overlap") = py::none());
+     py::arg("sync") = true, py::arg("compress") = false, py::arg("alignment") = 0,
+     py::arg("on_overlap") = py::none(), py::arg("stringify_metadata") = false, py::arg("drop_metadata") = false,
+     py::arg("drop_tensor_metadata") = false, py::arg("drop_names") = false, py::arg("densify") = false);
 
   m.def("encode", [](const std::string& format, const py::iterable& items, const std::string& metadata_json,
-                     bool compress) {
+                     bool compress, bool stringify_metadata, bool drop_metadata, bool drop_tensor_metadata,
+                     bool drop_names, bool densify) {
+    const Format f = KnownFormatArg(format);
     std::vector<Entry> entries = ParseEntries(items);
-    Check(RefuseSparse(entries, format));
+    const Consent consent = ConsentArg(stringify_metadata, drop_metadata, drop_tensor_metadata, drop_names, densify);
     TensorSet set = ToTensorSet(entries, metadata_json);
     Result<std::string> r = [&] {
       py::gil_scoped_release nogil;
-      return EncodeAny(format, set, WriteParams{true, compress, 64});
+      FormatWriteOptions o;
+      o.compress = compress;
+      return EncodeTensorSet(set, f, o, consent);
     }();
     return py::bytes(Unwrap(std::move(r)));
-  }, py::arg("format"), py::arg("entries"), py::arg("metadata_json") = "", py::arg("compress") = false);
+  }, py::arg("format"), py::arg("entries"), py::arg("metadata_json") = "", py::arg("compress") = false,
+     py::arg("stringify_metadata") = false, py::arg("drop_metadata") = false, py::arg("drop_tensor_metadata") = false,
+     py::arg("drop_names") = false, py::arg("densify") = false);
 
   // tensorsafe.convert: the C++ Convert() (convert.h), as `tensorsafe convert`
   // runs it, so both write the same bytes and refuse the same things.
   m.def("convert", [](const std::string& src, const std::string& dst, const std::string& dst_format,
                       const std::string& src_format, std::vector<std::string> tensors, bool stringify_metadata,
-                      bool drop_metadata, bool drop_tensor_metadata, bool drop_names, std::uint32_t alignment,
-                      bool compress, bool verify, bool sync, py::object progress) {
+                      bool drop_metadata, bool drop_tensor_metadata, bool drop_names, bool densify,
+                      std::uint32_t alignment, bool compress, bool verify, bool sync, py::object progress) {
     ConvertOptions o;
-    auto format = [](const std::string& name, const char* which) {
-      if (name.empty() || name == "auto") return Format::kUnknown;
-      std::optional<Format> f = ParseFormat(name);
-      if (!f) Throw(InvalidArgument(std::string(which) + " format \"" + name + "\" is not one of tsafe, "
-                                    "safetensors, npy, npz, gguf, tenbin, btf, zio"));
-      return *f;
-    };
-    o.from = format(src_format, "source");
-    o.to = format(dst_format, "destination");
+    o.from = FormatArg(src_format, "source");
+    o.to = FormatArg(dst_format, "destination");
     o.tensors = std::move(tensors);
-    o.stringify_metadata = stringify_metadata;
-    o.drop_metadata = drop_metadata;
-    o.drop_tensor_metadata = drop_tensor_metadata;
-    o.drop_names = drop_names;
+    static_cast<Consent&>(o) =
+        ConsentArg(stringify_metadata, drop_metadata, drop_tensor_metadata, drop_names, densify);
     o.alignment = alignment;
     o.compress = compress;
     o.verify = verify;
     o.sync = sync;
-    // The callback runs on this thread, without the GIL: it takes it back.
-    // An exception from it is kept and raised once Convert has returned.
+    // The callback runs without the GIL (on this thread or the writer's
+    // background one): it takes it back. An exception from it is kept and
+    // raised once Convert has returned.
     std::optional<py::error_already_set> callback_error;
     if (!progress.is_none()) {
       o.progress = [&](const ConvertProgress& p) {
@@ -290,7 +215,7 @@ void RegisterCodecs(py::module_& m) {
   }, py::arg("src"), py::arg("dst"), py::arg("dst_format") = "auto", py::arg("src_format") = "auto",
      py::arg("tensors") = std::vector<std::string>{}, py::arg("stringify_metadata") = false,
      py::arg("drop_metadata") = false, py::arg("drop_tensor_metadata") = false, py::arg("drop_names") = false,
-     py::arg("alignment") = 0, py::arg("compress") = false, py::arg("verify") = true, py::arg("sync") = true,
+     py::arg("densify") = false, py::arg("alignment") = 0, py::arg("compress") = false, py::arg("verify") = true, py::arg("sync") = true,
      py::arg("progress") = py::none());
 }
 

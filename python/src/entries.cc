@@ -168,9 +168,26 @@ TensorSet ToTensorSet(const std::vector<Entry>& entries, std::string metadata_js
     t.info.name = e.name;
     t.info.dtype = e.dtype;
     t.info.shape = e.shape;
-    t.info.data_length = e.bytes().size();
     t.info.metadata_json = e.metadata_json;
-    t.data = e.bytes();
+    if (e.coo) {
+      // A TensorSet holds a COO tensor as one region, indices then values:
+      // joined here (sparse tensors are rare; dense ones stay views).
+      const std::span<const std::byte> idx = std::as_bytes(e.indices);
+      auto region = std::make_shared<std::vector<std::byte>>(idx.size() + e.size);
+      std::copy(idx.begin(), idx.end(), region->begin());
+      std::copy(e.data, e.data + e.size, region->begin() + static_cast<std::ptrdiff_t>(idx.size()));
+      t.info.layout = Layout::kCoo;
+      // With rank 0 there are no index columns: nnz comes from the values.
+      const DTypeInfo& di = GetDTypeInfo(e.dtype);
+      t.info.nnz = !e.shape.empty() ? e.indices.size() / e.shape.size() : e.size / di.block_bytes * di.block_elems;
+      t.info.coo_values_offset = idx.size();
+      t.info.coalesced = e.coalesced;
+      t.data = *region;
+      t.owner = std::move(region);
+    } else {
+      t.data = e.bytes();
+    }
+    t.info.data_length = t.data.size();
     set.tensors.push_back(std::move(t));
   }
   return set;
@@ -192,15 +209,5 @@ bool AnyOverlap(const std::vector<Entry>& entries) {
   return false;
 }
 
-Status RefuseSparse(const std::vector<Entry>& entries, const std::string& format) {
-  if (format == "tsafe") return Status::OK();
-  for (const Entry& e : entries) {
-    if (e.coo) {
-      return Unsupported("tensor \"" + e.name + "\": a sparse COO tensor cannot be stored in " + format +
-                         "; only .tsafe holds sparse tensors (or save t.to_dense())");
-    }
-  }
-  return Status::OK();
-}
 
 }  // namespace tensorsafe::python

@@ -71,12 +71,10 @@ struct DTypeMemo {
 };
 Entry ParseEntry(const py::handle& item, DTypeMemo* memo = nullptr);
 std::vector<Entry> ParseEntries(const py::iterable& items);
-// A TensorSet viewing the entries' buffers (no owner: the caller keeps
-// `entries` alive while the set is used).
+// A TensorSet viewing the entries' dense buffers (no owner: the caller keeps
+// `entries` alive while the set is used); a COO entry's indices and values
+// are copied into one region the set owns.
 TensorSet ToTensorSet(const std::vector<Entry>& entries, std::string metadata_json);
-// kUnsupported naming the first sparse entry when `format` (not "tsafe")
-// cannot hold sparse tensors; OK otherwise.
-Status RefuseSparse(const std::vector<Entry>& entries, const std::string& format);
 
 // Whether the bytes of two dense entries overlap in memory.
 bool AnyOverlap(const std::vector<Entry>& entries);

@@ -9,18 +9,22 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
 from . import _arrays, _native
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, UnsupportedError
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-FORMATS = ("tsafe", "safetensors", "npy", "npz", "gguf", "tenbin", "btf", "zio")
-_BY_EXTENSION = {".tsafe": "tsafe", ".safetensors": "safetensors", ".npy": "npy", ".npz": "npz",
-                 ".gguf": "gguf", ".ten": "tenbin", ".tenbin": "tenbin", ".btf": "btf", ".zio": "zio"}
+# The format table (include/tensorsafe/formats/registry.h), one dict a row:
+# name, description, aliases, extensions, and what the format can hold.
+FORMAT_TABLE: Tuple[Dict[str, Any], ...] = tuple(_native.formats())
+FORMATS: Tuple[str, ...] = tuple(row["name"] for row in FORMAT_TABLE)
+_BY_EXTENSION = {f".{ext}": row["name"] for row in FORMAT_TABLE for ext in row["extensions"]}
 
 
 def format_for_path(path: PathLike) -> str:
@@ -63,23 +67,65 @@ def read(path: PathLike, format: str = "auto", *, packed: bool = False) -> Tuple
     return {b.name: b.numpy(packed) for b in bufs}, (json.loads(meta) if meta else {})
 
 
+# Consents that earlier releases of write() applied silently (BTF's
+# positional names, file metadata into npy/npz/tenbin/btf): for one release,
+# left unset they warn and go ahead; from the next, they refuse as convert()
+# does.
+_DEPRECATED_SILENT = ("drop_names", "drop_metadata")
+_CONSENT_NAMED = re.compile(r"\(consent to [^:()]*: (\w+),")
+
+
 def write(path: PathLike, tensors: Dict[str, Any], metadata: Optional[Dict[str, Any]] = None,
-          format: Optional[str] = None, *, compress: bool = False, sync: bool = True) -> None:
-    """Writes ``tensors`` (name -> ndarray or torch tensor) to ``path`` in
-    ``format`` (by default, the one its extension names), through a temporary
-    file renamed into place.
+          format: Optional[str] = None, *, compress: bool = False, sync: bool = True,
+          stringify_metadata: bool = False, drop_metadata: Optional[bool] = None,
+          drop_tensor_metadata: bool = False, drop_names: Optional[bool] = None, densify: bool = False) -> None:
+    """Writes ``tensors`` (name -> ndarray, torch tensor or SparseCoo) to
+    ``path`` in ``format`` (by default, the one its extension names),
+    through a temporary file renamed into place. What the format cannot hold
+    is refused, naming the tensor, unless a consent flag allows losing it:
+    the same checks as :func:`convert` (docs/CONVERT.md §3).
 
     Args:
         compress: deflate .npz members (np.savez_compressed).
         sync: fsync the file and its directory.
+        stringify_metadata: safetensors: store non-string metadata values as
+            their JSON text.
+        drop_metadata: formats without file metadata (npy, npz, tenbin,
+            btf): drop it.
+        drop_tensor_metadata: formats without per-tensor metadata: drop it.
+        drop_names: formats that cannot keep the names (btf; tenbin beyond
+            8 ASCII bytes): write positional names.
+        densify: sparse tensors into formats without them: write them dense.
+
+    drop_names and drop_metadata left unset (None) keep this release's
+    behaviour, which applied them silently, with a DeprecationWarning: pass
+    True to consent, False to refuse now, as the next release will.
 
     Raises:
-        UnsupportedError: a dtype or metadata the format cannot hold.
-        InvalidArgumentError, IOError.
+        UnsupportedError, InvalidArgumentError: what the format cannot hold,
+            without consent; nothing is written then.
+        IOError.
     """
     fmt = format or format_for_path(path)
     entries = [_writer_entry(k, v) for k, v in tensors.items()]
-    _native.write_file(os.fspath(path), fmt, entries, _arrays.meta_json(metadata), sync, compress, 64)
+    consent = {"stringify_metadata": stringify_metadata, "drop_metadata": drop_metadata,
+               "drop_tensor_metadata": drop_tensor_metadata, "drop_names": drop_names, "densify": densify}
+    meta = _arrays.meta_json(metadata)
+    while True:
+        try:
+            _native.write_file(os.fspath(path), fmt, entries, meta, sync, compress, 0, None,
+                               **{k: bool(v) for k, v in consent.items()})
+            return
+        except (UnsupportedError, InvalidArgumentError) as e:
+            # The checks run before anything is written: going on is safe.
+            m = _CONSENT_NAMED.search(str(e))
+            flag = m.group(1) if m else None
+            if flag not in _DEPRECATED_SILENT or consent[flag] is not None:
+                raise
+            warnings.warn(f"{e}. tensorsafe.write() did this silently before and goes on for now; from the next "
+                          f"release it raises: pass {flag}=True to consent, or {flag}=False to refuse",
+                          DeprecationWarning, stacklevel=2)
+            consent[flag] = True
 
 
 def _writer_entry(name, value):
@@ -90,7 +136,7 @@ def _writer_entry(name, value):
 
 def convert(src: PathLike, dst: PathLike, *, src_format: str = "auto", dst_format: Optional[str] = None,
             tensors: Optional[List[str]] = None, stringify_metadata: bool = False, drop_metadata: bool = False,
-            drop_tensor_metadata: bool = False, drop_names: bool = False, alignment: int = 0,
+            drop_tensor_metadata: bool = False, drop_names: bool = False, densify: bool = False, alignment: int = 0,
             compress: bool = False, verify: bool = True, sync: bool = True,
             progress: Optional[Callable[[Dict[str, Any]], None]] = None) -> Dict[str, Any]:
     """Converts a file between formats: the C++ ``Convert()``
@@ -102,20 +148,21 @@ def convert(src: PathLike, dst: PathLike, *, src_format: str = "auto", dst_forma
         src: the input; its format is detected unless ``src_format`` is given.
         dst: the output (written to a temporary file renamed into place);
             its format comes from its extension unless ``dst_format`` is
-            given ("tsafe", "safetensors", "npy", "npz", "gguf", "tenbin",
-            "btf", "zio"; also "st", "ten").
+            given (a name of FORMATS, or an alias: "st", "ten").
         tensors: convert only these, in this order (NotFoundError for a
             name the input lacks).
-        stringify_metadata, drop_metadata, drop_tensor_metadata, drop_names:
-            consent to losing what the target cannot hold (else
-            UnsupportedError / InvalidArgumentError naming the tensor).
+        stringify_metadata, drop_metadata, drop_tensor_metadata, drop_names,
+        densify: consent to losing what the target cannot hold (else
+            UnsupportedError / InvalidArgumentError naming the tensor), as
+            for :func:`write`.
         alignment: tsafe data alignment, gguf general.alignment (0: default).
         compress: deflate .npz members.
         verify: check a .tsafe input's data checksums first.
         sync: fsync the output and its directory.
         progress: called with {"bytes_written", "bytes_total",
-            "tensor_count", "done"} about every 8 MiB and at the end; an
-            exception it raises is re-raised after the conversion.
+            "tensor_count", "done"} about every 4 MiB and at the end
+            (on the calling thread or the writer's); an exception it raises
+            is re-raised after the conversion.
 
     Returns:
         {"from", "to", "tensor_count", "data_bytes", "file_size"}.
@@ -131,7 +178,7 @@ def convert(src: PathLike, dst: PathLike, *, src_format: str = "auto", dst_forma
     """
     return _native.convert(os.fspath(src), os.fspath(dst), dst_format or "auto", src_format,
                            list(tensors or []), stringify_metadata, drop_metadata, drop_tensor_metadata,
-                           drop_names, alignment, compress, verify, sync, progress)
+                           drop_names, densify, alignment, compress, verify, sync, progress)
 
 
 def read_npy(path: PathLike, *, packed: bool = False) -> np.ndarray:

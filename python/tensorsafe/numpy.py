@@ -56,7 +56,7 @@ def save_file(tensor_dict: Dict[str, np.ndarray], filename: PathLike,
     """
     filename = os.fspath(filename)
     entries = _arrays.entries_from_dict(tensor_dict, framework="np")
-    _native.write_file(filename, _format(filename), entries, _arrays.meta_json(metadata), True, False, 64)
+    _native.write_file(filename, _format(filename), entries, _arrays.meta_json(metadata), True, False, 0)
 
 
 def load(data: bytes) -> Dict[str, np.ndarray]:

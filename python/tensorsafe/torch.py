@@ -181,7 +181,7 @@ def save_file(tensors: Dict[str, torch.Tensor], filename: PathLike,
     # Shared tensors are found natively from the entries' addresses (a sort
     # of 100,000 spans in C++ instead of another pass over the tensors);
     # _check_for_save then names them.
-    _native.write_file(filename, _format(filename), entries, _arrays.meta_json(metadata), True, False, 64,
+    _native.write_file(filename, _format(filename), entries, _arrays.meta_json(metadata), True, False, 0,
                        lambda: _check_for_save(tensors))
 
 

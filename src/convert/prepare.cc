@@ -13,11 +13,8 @@
 #include <vector>
 
 #include "formats/common/codec_util.h"
-#include "tensorsafe/convert.h"
-#include "tensorsafe/formats/gguf.h"
+#include "tensorsafe/formats/registry.h"
 #include "tensorsafe/formats/npy.h"
-#include "tensorsafe/formats/safetensors.h"
-#include "tensorsafe/formats/tenbin.h"
 #include "util/text.h"
 
 namespace tensorsafe {
@@ -30,6 +27,21 @@ std::string What(std::size_t i, const Tensor& t) {
 }
 
 std::string Fmt(Format f) { return std::string(FormatName(f)); }
+
+// The formats whose capabilities satisfy `pred`, for messages: "tsafe and
+// gguf", "tsafe, gguf and zio".
+template <typename Pred>
+std::string FormatsWhere(Pred pred) {
+  std::vector<std::string_view> names;
+  for (const FormatInfo& row : AllFormats()) {
+    if (pred(row.caps)) names.push_back(row.name);
+  }
+  std::string out;
+  for (std::size_t k = 0; k < names.size(); ++k) {
+    out += (k == 0 ? "" : k + 1 == names.size() ? " and " : ", ") + std::string(names[k]);
+  }
+  return out;
+}
 
 bool IsEmptyObjectText(const std::string& text) {
   if (text.empty()) return true;
@@ -45,21 +57,6 @@ Result<json> ParseObject(const std::string& text, const std::string& what) {
   return j;
 }
 
-// The per-tensor metadata keys a format stores, when it stores only its own
-// (tenbin's 8-byte info, BTF's COO marker); nullptr when it stores any
-// object (tsafe, zio) or none.
-const std::vector<std::string>* OwnTensorKeys(Format f) {
-  static const std::vector<std::string> tenbin = {"tenbin_info"};
-  static const std::vector<std::string> btf = {"layout", "shape"};
-  static const std::vector<std::string> gguf = {"gguf.type", "gguf.shape", "block_elems", "block_bytes"};
-  if (f == Format::kTenbin) return &tenbin;
-  if (f == Format::kGguf) return &gguf;
-  if (f == Format::kBtf) return &btf;
-  return nullptr;
-}
-
-bool HoldsAnyTensorMetadata(Format f) { return f == Format::kTsafe || f == Format::kZio; }
-
 // Targets that re-encode metadata through nlohmann (GGUF's typed values,
 // ZIO's JSON, safetensors' stringified values) would turn an integer wider
 // than 64 bits into a double: refused rather than narrowed.
@@ -68,27 +65,28 @@ std::string NarrowedInteger(const internal::WideInteger& w, Format to) {
          ", wider than 64 bits, which " + Fmt(to) + " would narrow to a double (store it as a string)";
 }
 
-Status PrepareTensorMetadata(Tensor& t, std::size_t i, Format to, const ConvertOptions& opt) {
+Status PrepareTensorMetadata(Tensor& t, std::size_t i, Format to, const Consent& opt) {
+  const Capabilities& caps = InfoOf(to).caps;
   if (IsEmptyObjectText(t.info.metadata_json)) {
     t.info.metadata_json.clear();
     return Status::OK();
   }
-  if (to == Format::kZio) {
-    if (auto w = internal::FindWideInteger(t.info.metadata_json)) {
-      return Unsupported(What(i, t) + ": " + NarrowedInteger(*w, to));
+  if (caps.tensor_metadata == Capabilities::Metadata::kAny) {
+    if (!caps.wide_integers) {
+      if (auto w = internal::FindWideInteger(t.info.metadata_json)) {
+        return Unsupported(What(i, t) + ": " + NarrowedInteger(*w, to));
+      }
     }
+    return Status::OK();
   }
-  if (HoldsAnyTensorMetadata(to)) return Status::OK();
   TS_ASSIGN_OR_RETURN(json md, ParseObject(t.info.metadata_json, What(i, t)));
-  const std::vector<std::string>* own = OwnTensorKeys(to);
-  // BTF's keys are its own only as the COO marker, "layout":"coo".
-  // GGUF's are its own only on a quantized tensor.
-  const bool own_applies = own != nullptr && (to != Format::kBtf || (md.contains("layout") && md["layout"] == "coo")) &&
-                           (to != Format::kGguf || md.contains("gguf.type"));
+  const auto& own = caps.own_tensor_keys;
+  const bool own_applies =
+      !own.empty() && (caps.own_tensor_keys_apply == nullptr || caps.own_tensor_keys_apply(t.info.metadata_json));
   json kept = json::object();
   std::vector<std::string> lost;
   for (auto it = md.begin(); it != md.end(); ++it) {
-    const bool is_own = own_applies && std::find(own->begin(), own->end(), it.key()) != own->end();
+    const bool is_own = own_applies && std::find(own.begin(), own.end(), it.key()) != own.end();
     if (is_own) {
       kept[it.key()] = it.value();
     } else {
@@ -106,33 +104,24 @@ Status PrepareTensorMetadata(Tensor& t, std::size_t i, Format to, const ConvertO
   return Status::OK();
 }
 
-Status PrepareFileMetadata(TensorSet& set, Format to, const ConvertOptions& opt) {
-  if (to == Format::kGguf || to == Format::kZio || (to == Format::kSafetensors && opt.stringify_metadata)) {
+Status PrepareFileMetadata(TensorSet& set, Format to, const Consent& opt) {
+  const Capabilities& caps = InfoOf(to).caps;
+  const bool stringified = caps.file_metadata == Capabilities::Metadata::kStrings && opt.stringify_metadata;
+  if ((caps.file_metadata == Capabilities::Metadata::kAny && !caps.wide_integers) || stringified) {
     if (auto w = internal::FindWideInteger(set.metadata_json)) return Unsupported(NarrowedInteger(*w, to));
-  }
-  if (to == Format::kGguf && opt.alignment != 0) {
-    json md = json::object();
-    if (!set.metadata_json.empty()) {
-      TS_ASSIGN_OR_RETURN(md, ParseObject(set.metadata_json, "the file"));
-    }
-    md["general.alignment"] = opt.alignment;
-    json& types = md["tensorsafe.gguf_types"];
-    if (types.is_null()) types = json::object();
-    if (types.is_object()) types["general.alignment"] = "uint32";
-    set.metadata_json = md.dump();
   }
   // An empty object is kept where the target tells it from no metadata
   // (safetensors' `"__metadata__":{}` against none, which its reader gives
   // as {} and None; .tsafe's metadata_length 2 against 0), and dropped
   // elsewhere, with no consent needed.
   if (IsEmptyObjectText(set.metadata_json)) {
-    if (to != Format::kTsafe && to != Format::kSafetensors) set.metadata_json.clear();
+    if (!caps.empty_metadata_object) set.metadata_json.clear();
     return Status::OK();
   }
-  switch (to) {
-    case Format::kTsafe: case Format::kZio: case Format::kGguf:
+  switch (caps.file_metadata) {
+    case Capabilities::Metadata::kAny:
       return Status::OK();  // any object (GGUF's writer refuses values it has no type for)
-    case Format::kSafetensors: {
+    case Capabilities::Metadata::kStrings: {
       TS_ASSIGN_OR_RETURN(json md, ParseObject(set.metadata_json, "the file"));
       bool changed = false;
       for (auto it = md.begin(); it != md.end(); ++it) {
@@ -150,7 +139,7 @@ Status PrepareFileMetadata(TensorSet& set, Format to, const ConvertOptions& opt)
       if (changed) set.metadata_json = md.dump();
       return Status::OK();
     }
-    default:
+    case Capabilities::Metadata::kNone:
       if (!opt.drop_metadata) {
         return Unsupported(Fmt(to) + " has no file metadata, and the input has " +
                            std::to_string(set.metadata_json.size()) +
@@ -161,81 +150,9 @@ Status PrepareFileMetadata(TensorSet& set, Format to, const ConvertOptions& opt)
   }
 }
 
-// The names a tenbin or zio reader would give the tensors, from the name
-// each stores (its info or its metadata "name"; "" for none).
-std::vector<std::string> ReadBackNames(const TensorSet& set, Format to) {
-  std::vector<std::string> preferred;
-  for (std::size_t i = 0; i < set.tensors.size(); ++i) {
-    const TensorInfo& info = set.tensors[i].info;
-    const std::string key = to == Format::kTenbin ? "tenbin_info" : "name";
-    std::string stored = internal::IsPositionalName(info.name, i) ? std::string() : info.name;
-    if (!info.metadata_json.empty()) {
-      auto md = json::parse(info.metadata_json, nullptr, false);
-      if (md.is_object() && md.contains(key) && md[key].is_string()) stored = md[key].get<std::string>();
-    }
-    // A tenbin reader names an info by webdataset's reading of it.
-    preferred.push_back(to == Format::kTenbin ? tenbin::NameOfInfo(stored) : std::move(stored));
-  }
-  return internal::AssignNames(preferred);
-}
-
-bool FitsTenbinInfo(std::string_view name) {
-  if (name.size() > tenbin::kInfoBytes) return false;
-  for (unsigned char c : name) {
-    if (c == 0 || c >= 0x80) return false;
-  }
-  return true;
-}
-
-// BTF stores no names: dense record r reads back as "r", a COO record as
-// "r.indices" and "r.values" (btf.h).
-std::vector<std::string> BtfReadBackNames(const TensorSet& set) {
-  std::vector<std::string> names;
-  std::map<std::string, std::uint64_t> coo_record;
-  std::uint64_t records = 0;
-  for (const Tensor& t : set.tensors) {
-    const std::string& n = t.info.name;
-    auto md = json::parse(t.info.metadata_json.empty() ? "{}" : t.info.metadata_json, nullptr, false);
-    const bool coo = md.is_object() && md.contains("layout") && md["layout"] == "coo";
-    const auto dot = n.rfind('.');
-    if (!coo || dot == std::string::npos) {
-      names.push_back(std::to_string(records++));
-      continue;
-    }
-    auto [it, fresh] = coo_record.emplace(n.substr(0, dot), records);
-    if (fresh) ++records;
-    names.push_back(std::to_string(it->second) + n.substr(dot));
-  }
-  return names;
-}
-
-Status PrepareNames(TensorSet& set, Format to, const ConvertOptions& opt) {
-  if (to == Format::kNpy && set.tensors.size() != 1) {
-    return InvalidArgument("an .npy file holds exactly one tensor and there are " +
-                           std::to_string(set.tensors.size()) +
-                           " (select one, or write .npz)");
-  }
-  if (to != Format::kTenbin && to != Format::kBtf && to != Format::kZio) return Status::OK();
-  if (to == Format::kTenbin && opt.drop_names) {
-    for (std::size_t i = 0; i < set.tensors.size(); ++i) {
-      Tensor& t = set.tensors[i];
-      if (!FitsTenbinInfo(t.info.name)) t.info.name = std::to_string(i);
-    }
-  }
-  const std::vector<std::string> back = to == Format::kBtf ? BtfReadBackNames(set) : ReadBackNames(set, to);
-  for (std::size_t i = 0; i < set.tensors.size(); ++i) {
-    const Tensor& t = set.tensors[i];
-    if (back[i] == t.info.name || opt.drop_names) continue;
-    std::string why = to == Format::kBtf ? "BTF stores no names"
-                      : to == Format::kTenbin
-                          ? (FitsTenbinInfo(t.info.name) ? "tenbin's infos would clash"
-                                                         : "tenbin keeps a name only as an info of at most 8 ASCII bytes")
-                          : "its ZIO metadata \"name\" differs or clashes";
-    return InvalidArgument(What(i, t) + ": " + why + ", so it would read back as " +
-                           internal::QuoteName(back[i]) +
-                           " (consent to positional names: drop_names, --drop-names)");
-  }
-  return Status::OK();
+Status PrepareNames(TensorSet& set, Format to, const Consent& opt) {
+  const Capabilities& caps = InfoOf(to).caps;
+  return caps.check_names == nullptr ? Status::OK() : caps.check_names(set, opt.drop_names);
 }
 
 template <typename T>
@@ -266,7 +183,7 @@ bool AddElement(DType d, std::byte* dst, const std::byte* src) {
 }
 
 // The dense equivalent of a COO tensor (ConvertOptions::densify), in memory.
-Result<Tensor> Densify(const Tensor& t, std::size_t i, const ConvertOptions& opt) {
+Result<Tensor> Densify(const Tensor& t, std::size_t i, const Consent& opt) {
   const std::string what = What(i, t);
   const std::size_t itemsize = ElementSize(t.info.dtype);
   if (itemsize == 0) {
@@ -316,10 +233,10 @@ Result<Tensor> Densify(const Tensor& t, std::size_t i, const ConvertOptions& opt
 
 // A native COO tensor (spec 1.1) goes to tsafe and to BTF's COO record;
 // anywhere else only densified, with consent.
-Status PrepareSparse(TensorSet& set, Format to, const ConvertOptions& opt) {
+Status PrepareSparse(TensorSet& set, Format to, const Consent& opt) {
   for (std::size_t i = 0; i < set.tensors.size(); ++i) {
     Tensor& t = set.tensors[i];
-    if (t.info.layout != Layout::kCoo || to == Format::kTsafe || to == Format::kBtf) continue;
+    if (t.info.layout != Layout::kCoo || InfoOf(to).caps.sparse_coo) continue;
     if (!opt.densify) {
       return Unsupported(What(i, t) + ": a sparse COO tensor cannot be stored in " + Fmt(to) +
                          " (convert it to tsafe or btf, or consent to its dense equivalent: densify, --densify)");
@@ -338,29 +255,37 @@ std::string GgufQuantType(const Tensor& t) {
   return md["gguf.type"].get<std::string>();
 }
 
+// True when `caps` keeps a tensor's "gguf.type" marker: with any
+// per-tensor metadata, or as one of the format's own keys (GGUF's).
+bool KeepsQuantMarker(const Capabilities& caps) {
+  return caps.tensor_metadata == Capabilities::Metadata::kAny ||
+         std::find(caps.own_tensor_keys.begin(), caps.own_tensor_keys.end(), "gguf.type") != caps.own_tensor_keys.end();
+}
+
 Status CheckDTypesAndRanks(const TensorSet& set, Format to) {
+  const Capabilities& caps = InfoOf(to).caps;
   for (std::size_t i = 0; i < set.tensors.size(); ++i) {
     const Tensor& t = set.tensors[i];
     // Quantized blocks are meaningful only where the type travels with them;
     // as plain u8 they would be silently reinterpretable bytes.
-    if (const std::string q = GgufQuantType(t);
-        !q.empty() && to != Format::kTsafe && to != Format::kGguf && to != Format::kZio) {
+    const std::string q = GgufQuantType(t);
+    if (!q.empty() && !KeepsQuantMarker(caps)) {
       return Unsupported(What(i, t) + ": a GGUF block-quantized " + q + " tensor cannot be stored in " + Fmt(to) +
-                         " (tsafe, zio and gguf keep it)");
+                         " (" + FormatsWhere(KeepsQuantMarker) + " keep it)");
     }
-    if (!GgufQuantType(t).empty() && to == Format::kGguf) continue;  // the GGUF writer checks its blocks
+    // The GGUF writer checks its own blocks.
+    if (!q.empty() && caps.tensor_metadata != Capabilities::Metadata::kAny) continue;
     if (!FormatHoldsDType(to, t.info.dtype)) {
       std::string why;
-      if ((to == Format::kNpy || to == Format::kNpz) && npy::DescrOf(t.info.dtype).ok()) {
+      if (caps.holds_dtype == npy::HoldsDType && npy::DescrOf(t.info.dtype).ok()) {
         why = " (NumPy records it as an anonymous 1-byte void, <V1, so the dtype would be lost)";
       }
       return Unsupported(What(i, t) + ": dtype " + std::string(DTypeName(t.info.dtype)) + " cannot be stored in " +
                          Fmt(to) + why);
     }
-    const std::size_t max_rank = to == Format::kGguf ? gguf::kMaxDims : to == Format::kTenbin ? 9 : 0;
-    if (max_rank != 0 && t.info.shape.size() > max_rank) {
+    if (caps.max_rank != 0 && t.info.shape.size() > caps.max_rank) {
       return Unsupported(What(i, t) + ": rank " + std::to_string(t.info.shape.size()) + " exceeds " + Fmt(to) +
-                         "'s limit of " + std::to_string(max_rank));
+                         "'s limit of " + std::to_string(caps.max_rank));
     }
     // A zero-size shape whose other dims multiply past 64 bits ([0, 2^32,
     // 2^32]): safetensors takes it, tsafe (FORMAT.md R30, NumPy's rule)
@@ -377,48 +302,17 @@ Status CheckDTypesAndRanks(const TensorSet& set, Format to) {
 
 }  // namespace
 
-bool FormatHoldsDType(Format f, DType d) {
-  using D = DType;
-  auto any_of = [d](std::initializer_list<DType> list) {
-    for (DType x : list) {
-      if (x == d) return true;
-    }
-    return false;
-  };
-  switch (f) {
-    case Format::kTsafe:
-      return true;
-    case Format::kSafetensors:
-      return safetensors::DTypeToName(d).has_value();
-    case Format::kNpy:
-    case Format::kNpz: {
-      // Every descr NumPy reads back as the same dtype; "<V1" could be any
-      // of five 1-byte floats (npy.h, ReadOptions::void_as).
-      auto descr = npy::DescrOf(d);
-      return descr.ok() && *descr != "<V1";
-    }
-    case Format::kGguf:
-      return any_of({D::kF32, D::kF16, D::kBF16, D::kF64, D::kI8, D::kI16, D::kI32, D::kI64});
-    case Format::kTenbin:
-      return any_of({D::kF16, D::kF32, D::kF64, D::kI8, D::kI16, D::kI32, D::kI64, D::kU8, D::kU16, D::kU32,
-                     D::kU64});
-    case Format::kBtf:
-      return any_of({D::kI8, D::kI16, D::kI32, D::kI64, D::kF32, D::kF64, D::kU8, D::kU16, D::kU32, D::kU64});
-    case Format::kZio:
-      return any_of({D::kF16, D::kF32, D::kF64, D::kI8, D::kI16, D::kI32, D::kI64, D::kU8, D::kU16, D::kU32,
-                     D::kU64, D::kBool, D::kC64, D::kC128});
-    case Format::kUnknown:
-      break;
-  }
-  return false;
-}
-
-Result<TensorSet> PrepareForFormat(const TensorSet& in, Format to, const ConvertOptions& opt) {
+Result<TensorSet> PrepareForFormat(const TensorSet& in, Format to, const Consent& opt,
+                                   const FormatWriteOptions& options) {
   if (to == Format::kUnknown) return InvalidArgument("no output format");
-  if (opt.alignment != 0 && to != Format::kTsafe && to != Format::kGguf) {
-    return InvalidArgument("an alignment applies to tsafe and gguf only; " + Fmt(to) + " fixes its own layout");
+  const Capabilities& caps = InfoOf(to).caps;
+  if (options.alignment != 0 && !caps.alignment) {
+    return InvalidArgument("an alignment applies to " + FormatsWhere([](const Capabilities& c) { return c.alignment; }) + " only; " + Fmt(to) +
+                           " fixes its own layout");
   }
-  if (opt.compress && to != Format::kNpz) return InvalidArgument("compression applies to npz only");
+  if (options.compress && !caps.compress) {
+    return InvalidArgument("compression applies to " + FormatsWhere([](const Capabilities& c) { return c.compress; }) + " only");
+  }
   TensorSet set = in;  // copies views and metadata text, never tensor bytes
   TS_RETURN_IF_ERROR(PrepareSparse(set, to, opt));
   TS_RETURN_IF_ERROR(CheckDTypesAndRanks(set, to));

@@ -11,9 +11,6 @@
 
 namespace tensorsafe::dataset::internal_ds {
 
-// Writes `bytes` to a temp file next to `path` and renames it into place.
-Status WriteFileAtomic(const std::string& path, std::string_view bytes, bool sync);
-
 // realpath(path), which must lie strictly inside `root_real` (itself a
 // realpath): kCorruption naming `what` when a symlink leads outside,
 // kIOError when it does not resolve.

@@ -12,7 +12,8 @@
 #include "tensorsafe/tensor.h"
 
 #include "dataset/dataset_internal.h"
-#include "io/env.h"
+#include "io/atomic_file.h"
+#include "tensorsafe/env.h"
 #include "util/checked_math.h"
 #include "util/text.h"
 
@@ -350,7 +351,7 @@ std::string EncodeIndex(const DatasetIndex& index) {
 
 Result<DatasetIndex> ReadIndexFile(const std::string& dir, const IndexLimits& limits) {
   const std::string path = (fs::path(dir) / kIndexFileName).string();
-  auto* env = internal::Env::Default();
+  auto* env = Env::Default();
   TS_ASSIGN_OR_RETURN(auto file, env->OpenRead(path));
   if (file->size() > limits.max_index_bytes) {
     return LimitExceeded(path + ": index of " + std::to_string(file->size()) + " bytes exceeds the limit " +
@@ -363,27 +364,11 @@ Result<DatasetIndex> ReadIndexFile(const std::string& dir, const IndexLimits& li
 
 Status WriteIndexFile(const std::string& dir, const DatasetIndex& index, bool sync) {
   const std::string path = (fs::path(dir) / kIndexFileName).string();
-  return internal_ds::WriteFileAtomic(path, EncodeIndex(index), sync);
+  const std::string text = EncodeIndex(index);
+  return internal::WriteFileAtomically(path, std::as_bytes(std::span(text)), sync);
 }
 
 namespace internal_ds {
-
-Status WriteFileAtomic(const std::string& path, std::string_view bytes, bool sync) {
-  auto* env = internal::Env::Default();
-  std::string tmp;
-  TS_ASSIGN_OR_RETURN(auto file, env->NewTempFile(path, &tmp));
-  Status s = file->Append(std::as_bytes(std::span(bytes.data(), bytes.size())));
-  if (s.ok() && sync) s = file->Sync();
-  Status c = file->Close();
-  if (s.ok()) s = c;
-  if (s.ok()) s = env->Rename(tmp, path);
-  if (!s.ok()) {
-    (void)env->Remove(tmp);
-    return s;
-  }
-  if (sync) TS_RETURN_IF_ERROR(env->SyncDirOf(path));
-  return Status::OK();
-}
 
 Result<std::string> ContainedRealPath(const std::string& root_real, const std::string& path,
                                       std::string_view what) {

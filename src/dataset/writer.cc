@@ -14,7 +14,7 @@
 #include <unordered_map>
 
 #include "dataset/dataset_internal.h"
-#include "io/env.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/dataset/shard.h"
 #include "tensorsafe/writer.h"
 #include "util/checked_math.h"
@@ -351,7 +351,7 @@ class DatasetWriter::Impl {
     stored_bytes += digest.bytes;
     if (opt.zstd_level != 0) {
       TS_ASSIGN_OR_RETURN(auto zd, internal_ds::ZstdCompressFile(path, zpath, opt.zstd_level, opt.sync));
-      TS_RETURN_IF_ERROR(internal::Env::Default()->Remove(path));  // only the compressed file is stored
+      TS_RETURN_IF_ERROR(Env::Default()->Remove(path));  // only the compressed file is stored
       std::erase(written, path);
       info.zstd = StoredFile{zname, zd.bytes, HashHex(zd.xxh3)};
       stored_bytes += zd.bytes - digest.bytes;
@@ -384,7 +384,7 @@ class DatasetWriter::Impl {
   }
 
   void RemoveWritten() {
-    for (const std::string& p : written) (void)internal::Env::Default()->Remove(p);
+    for (const std::string& p : written) (void)Env::Default()->Remove(p);
     written.clear();
   }
 

@@ -2,10 +2,12 @@
 #include <zstd.h>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "dataset/dataset_internal.h"
-#include "io/env.h"
+#include "io/atomic_file.h"
+#include "tensorsafe/env.h"
 #include "util/hash.h"
 
 namespace tensorsafe::dataset::internal_ds {
@@ -20,39 +22,24 @@ struct DCtxFree {
   void operator()(ZSTD_DCtx* d) const { ZSTD_freeDCtx(d); }
 };
 
-// A temp file next to `dst` that disappears unless committed.
+// An AtomicFile that digests what it is given.
 class TempOut {
  public:
-  ~TempOut() {
-    if (file_) (void)file_->Close();
-    if (!tmp_.empty()) (void)internal::Env::Default()->Remove(tmp_);
-  }
   Status Open(const std::string& dst) {
-    dst_ = dst;
-    TS_ASSIGN_OR_RETURN(file_, internal::Env::Default()->NewTempFile(dst, &tmp_));
+    TS_ASSIGN_OR_RETURN(internal::AtomicFile f, internal::AtomicFile::Create(dst));
+    file_.emplace(std::move(f));
     return Status::OK();
   }
   Status Append(std::span<const std::byte> b) {
     hash_.Update(b);
     bytes_ += b.size();
-    return file_->Append(b);
+    return file_->file().Append(b);
   }
-  Status Commit(bool sync) {
-    auto* env = internal::Env::Default();
-    if (sync) TS_RETURN_IF_ERROR(file_->Sync());
-    Status c = file_->Close();
-    file_.reset();
-    TS_RETURN_IF_ERROR(c);
-    TS_RETURN_IF_ERROR(env->Rename(tmp_, dst_));
-    tmp_.clear();
-    if (sync) TS_RETURN_IF_ERROR(env->SyncDirOf(dst_));
-    return Status::OK();
-  }
+  Status Commit(bool sync) { return file_->Commit(sync); }
   FileDigest digest() const { return {bytes_, hash_.Digest()}; }
 
  private:
-  std::string dst_, tmp_;
-  std::unique_ptr<internal::WritableFile> file_;
+  std::optional<internal::AtomicFile> file_;
   internal::StreamingHash hash_;
   std::uint64_t bytes_ = 0;
 };
@@ -60,7 +47,7 @@ class TempOut {
 }  // namespace
 
 Result<FileDigest> DigestFile(const std::string& path) {
-  TS_ASSIGN_OR_RETURN(auto file, internal::Env::Default()->OpenRead(path));
+  TS_ASSIGN_OR_RETURN(auto file, Env::Default()->OpenRead(path));
   internal::StreamingHash h;
   std::vector<std::byte> buf(std::min<std::uint64_t>(kChunk * 4, file->size()));
   for (std::uint64_t off = 0; off < file->size();) {
@@ -73,7 +60,7 @@ Result<FileDigest> DigestFile(const std::string& path) {
 }
 
 Result<FileDigest> ZstdCompressFile(const std::string& src, const std::string& dst, int level, bool sync) {
-  TS_ASSIGN_OR_RETURN(auto in, internal::Env::Default()->OpenRead(src));
+  TS_ASSIGN_OR_RETURN(auto in, Env::Default()->OpenRead(src));
   std::unique_ptr<ZSTD_CCtx, CCtxFree> cctx(ZSTD_createCCtx());
   if (!cctx) return Internal("zstd: cannot create a compression context");
   ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, level);
@@ -106,7 +93,7 @@ Result<FileDigest> ZstdCompressFile(const std::string& src, const std::string& d
 Status ZstdDecompressFile(const std::string& src, const FileDigest& src_expect, const std::string& dst,
                           const FileDigest& dst_expect, std::string_view what) {
   const std::string w(what);
-  TS_ASSIGN_OR_RETURN(auto in, internal::Env::Default()->OpenRead(src));
+  TS_ASSIGN_OR_RETURN(auto in, Env::Default()->OpenRead(src));
   if (in->size() != src_expect.bytes) {
     return Corruption(w + ": " + src + " has " + std::to_string(in->size()) + " bytes, the index says " +
                       std::to_string(src_expect.bytes));

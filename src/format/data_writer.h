@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "io/background_appender.h"
-#include "io/env.h"
-#include "tensorsafe/options.h"
+#include "tensorsafe/env.h"
+#include "tensorsafe/limits.h"
 #include "tensorsafe/tensor.h"
 #include "util/hash.h"
 

@@ -222,8 +222,8 @@ FileSummary Reader::Impl::Summary() const {
 Reader::Reader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Reader::~Reader() = default;
 
-Result<std::shared_ptr<Reader>> internal::OpenReaderWithEnv(const std::string& path,
-                                                            const ReaderOptions& options, Env* env) {
+Result<std::shared_ptr<Reader>> Reader::Open(const std::string& path, const ReaderOptions& options) {
+  Env* env = options.env != nullptr ? options.env : Env::Default();
   // An updater may publish a new index between our reading the file size and
   // our reading the header; the new slot then points past what we mapped.
   // The file only grows while an index is live, so retry with the new size.
@@ -245,10 +245,6 @@ Result<std::shared_ptr<Reader>> internal::OpenReaderWithEnv(const std::string& p
     auto again = env->OpenRead(path);
     if (!again.ok() || (*again)->size() == impl->size_) return s;
   }
-}
-
-Result<std::shared_ptr<Reader>> Reader::Open(const std::string& path, const ReaderOptions& options) {
-  return internal::OpenReaderWithEnv(path, options, internal::Env::Default());
 }
 
 Result<std::shared_ptr<Reader>> Reader::OpenBuffer(std::span<const std::byte> bytes,

@@ -14,8 +14,7 @@
 #include <vector>
 
 #include "format/layout.h"
-#include "format/reader_internal.h"
-#include "io/env.h"
+#include "tensorsafe/env.h"
 #include "io/parallel_read.h"
 #include "tensorsafe/reader.h"
 #include "util/aligned_alloc.h"
@@ -108,9 +107,9 @@ class Reader::Impl {
   ReaderOptions opt_;
   std::shared_ptr<const void> owner_;
   std::span<const std::byte> bytes_;
-  std::unique_ptr<internal::RandomAccessFile> file_;
+  std::unique_ptr<RandomAccessFile> file_;
   // Mapped files only: positional reads of the mapped inode, for CopyOut.
-  std::unique_ptr<internal::RandomAccessFile> copy_file_;
+  std::unique_ptr<RandomAccessFile> copy_file_;
   static constexpr std::uint64_t kPreadCopyBytes = std::uint64_t{1} << 20;
   std::uint64_t size_ = 0;
   internal::Identity id_;

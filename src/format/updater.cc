@@ -12,8 +12,7 @@
 #include "format/data_writer.h"
 #include "format/index_builder.h"
 #include "format/layout.h"
-#include "format/reader_internal.h"
-#include "io/env.h"
+#include "tensorsafe/env.h"
 #include "io/file_lock.h"
 #include "tensorsafe/reader.h"
 #include "tensorsafe/writer.h"
@@ -51,7 +50,7 @@ class Updater::Impl {
     std::uint64_t order = 0;      // position among new tensors
   };
 
-  Impl(std::string path, const UpdaterOptions& opt, internal::Env* env, internal::FileLock lock)
+  Impl(std::string path, const UpdaterOptions& opt, Env* env, internal::FileLock lock)
       : path_(std::move(path)), opt_(opt), env_(env), lock_(std::move(lock)) {}
 
   ~Impl() { Abort(); }
@@ -59,7 +58,8 @@ class Updater::Impl {
   Status Load() {
     ReaderOptions ropt;
     ropt.limits = opt_.limits;
-    TS_ASSIGN_OR_RETURN(live_, internal::OpenReaderWithEnv(path_, ropt, env_));
+    ropt.env = env_;
+    TS_ASSIGN_OR_RETURN(live_, Reader::Open(path_, ropt));
     TS_ASSIGN_OR_RETURN(file_, env_->OpenForUpdate(path_));
     const FileSummary s = live_->summary();
     alignment_ = s.alignment;
@@ -352,7 +352,8 @@ class Updater::Impl {
     // The new state is live: serve it from a fresh reader.
     ReaderOptions ropt;
     ropt.limits = opt_.limits;
-    auto reopened = internal::OpenReaderWithEnv(path_, ropt, env_);
+    ropt.env = env_;
+    auto reopened = Reader::Open(path_, ropt);
     if (!reopened.ok()) {
       broken_ = true;
       return reopened.status();
@@ -378,10 +379,10 @@ class Updater::Impl {
 
   std::string path_;
   UpdaterOptions opt_;
-  internal::Env* env_;
+  Env* env_;
   internal::FileLock lock_;
   std::shared_ptr<Reader> live_;
-  std::unique_ptr<internal::WritableFile> file_;
+  std::unique_ptr<WritableFile> file_;
   std::unique_ptr<internal::DataWriter> data_;
   std::uint32_t alignment_ = 64;
   std::uint64_t sequence_ = 0;
@@ -399,16 +400,12 @@ class Updater::Impl {
 Updater::Updater(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Updater::~Updater() = default;
 
-Result<std::unique_ptr<Updater>> internal::OpenUpdaterWithEnv(const std::string& path, const UpdaterOptions& options,
-                                                              Env* env) {
-  TS_ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(path, options.lock_timeout));
+Result<std::unique_ptr<Updater>> Updater::Open(const std::string& path, const UpdaterOptions& options) {
+  Env* env = options.env != nullptr ? options.env : Env::Default();
+  TS_ASSIGN_OR_RETURN(internal::FileLock lock, internal::FileLock::Acquire(path, options.lock_timeout));
   auto impl = std::make_unique<Updater::Impl>(path, options, env, std::move(lock));
   TS_RETURN_IF_ERROR(impl->Load());
   return std::make_unique<Updater>(std::move(impl));
-}
-
-Result<std::unique_ptr<Updater>> Updater::Open(const std::string& path, const UpdaterOptions& options) {
-  return internal::OpenUpdaterWithEnv(path, options, internal::Env::Default());
 }
 
 Status Updater::Add(std::string_view name, const TensorView& view, std::string_view metadata_json) {
@@ -447,12 +444,14 @@ Result<CompactResult> Compact(const std::string& path, const UpdaterOptions& opt
   TS_ASSIGN_OR_RETURN(internal::FileLock lock, internal::FileLock::Acquire(path, options.lock_timeout));
   ReaderOptions ropt;
   ropt.limits = options.limits;
+  ropt.env = options.env;
   TS_ASSIGN_OR_RETURN(std::shared_ptr<Reader> r, Reader::Open(path, ropt));
   const FileSummary s = r->summary();
   WriterOptions wopt;
   wopt.alignment = s.alignment;
   wopt.sync = options.sync;
   wopt.limits = options.limits;
+  wopt.env = options.env;
   TS_ASSIGN_OR_RETURN(auto w, Writer::Create(path, wopt));
   Status inner;
   TS_RETURN_IF_ERROR(r->ForEach([&](const TensorInfo& t) {

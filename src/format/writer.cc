@@ -3,13 +3,14 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "format/data_writer.h"
 #include "format/index_builder.h"
 #include "format/layout.h"
-#include "format/writer_internal.h"
-#include "io/env.h"
+#include "io/atomic_file.h"
+#include "tensorsafe/env.h"
 #include "util/checked_math.h"
 #include "util/text.h"
 
@@ -19,10 +20,12 @@ using internal::QuoteName;
 
 class Writer::Impl {
  public:
-  Impl(std::unique_ptr<internal::WritableFile> file, const WriterOptions& opt, internal::Env* env,
-       std::string final_path, std::string tmp_path, bool fill_slot)
-      : file_(std::move(file)), opt_(opt), env_(env), final_path_(std::move(final_path)),
-        tmp_path_(std::move(tmp_path)), fill_slot_(fill_slot), data_(file_.get(), 0, opt.alignment) {}
+  // Writes into `atomic`'s temporary file, published by Finish(), or else
+  // into `own`, the caller's file.
+  Impl(std::optional<internal::AtomicFile> atomic, std::unique_ptr<WritableFile> own, const WriterOptions& opt,
+       bool fill_slot)
+      : atomic_(std::move(atomic)), own_(std::move(own)), file_(atomic_ ? &atomic_->file() : own_.get()),
+        opt_(opt), fill_slot_(fill_slot), data_(file_, 0, opt.alignment) {}
 
   ~Impl() { Abandon(); }
 
@@ -170,10 +173,10 @@ class Writer::Impl {
     if (done_) return;
     failed_ = true;
     data_.Quiesce();  // the background thread must be done with the file
-    if (file_) (void)file_->Close();
-    if (!tmp_path_.empty()) {
-      (void)env_->Remove(tmp_path_);
-      tmp_path_.clear();
+    if (atomic_) {
+      atomic_->Abandon();
+    } else {
+      (void)own_->Close();
     }
   }
 
@@ -203,21 +206,14 @@ class Writer::Impl {
       internal::EncodeSlot(slot, sb);
       TS_RETURN_IF_ERROR(file_->WriteAt(internal::SlotOffset(0), sb));
     }
-    if (opt_.sync) TS_RETURN_IF_ERROR(file_->Sync());
-    if (!tmp_path_.empty()) {
-      TS_RETURN_IF_ERROR(file_->Close());
-      TS_RETURN_IF_ERROR(env_->Rename(tmp_path_, final_path_));
-      tmp_path_.clear();
-      if (opt_.sync) TS_RETURN_IF_ERROR(env_->SyncDirOf(final_path_));
-    }
-    return Status::OK();
+    if (atomic_) return atomic_->Commit(opt_.sync);
+    return opt_.sync ? file_->Sync() : Status::OK();
   }
 
-  std::unique_ptr<internal::WritableFile> file_;
+  std::optional<internal::AtomicFile> atomic_;
+  std::unique_ptr<WritableFile> own_;
+  WritableFile* file_;  // atomic_'s or own_
   WriterOptions opt_;
-  internal::Env* env_;
-  std::string final_path_;
-  std::string tmp_path_;
   bool fill_slot_;
   bool done_ = false;
   bool failed_ = false;
@@ -235,46 +231,38 @@ Status CheckOptions(const WriterOptions& o) {
   return Status::OK();
 }
 
-Result<std::unique_ptr<Writer>> Make(std::unique_ptr<internal::WritableFile> file, const WriterOptions& options,
-                                     internal::Env* env, std::string path, std::string tmp, bool fill_slot) {
-  auto impl = std::make_unique<Writer::Impl>(std::move(file), options, env, std::move(path), std::move(tmp),
-                                             fill_slot);
+Result<std::unique_ptr<Writer>> Make(std::optional<internal::AtomicFile> atomic, std::unique_ptr<WritableFile> own,
+                                     const WriterOptions& options, bool fill_slot) {
+  auto impl = std::make_unique<Writer::Impl>(std::move(atomic), std::move(own), options, fill_slot);
   TS_RETURN_IF_ERROR(impl->Start());
   return std::make_unique<Writer>(std::move(impl));
 }
 }  // namespace
 
-namespace internal {
-Result<std::unique_ptr<Writer>> CreateWriterWithEnv(const std::string& path, const WriterOptions& options,
-                                                    Env* env) {
-  TS_RETURN_IF_ERROR(CheckOptions(options));
-  std::string tmp;
-  TS_ASSIGN_OR_RETURN(auto file, env->NewTempFile(path, &tmp));
-  return Make(std::move(file), options, env, path, tmp, /*fill_slot=*/true);
-}
-}  // namespace internal
-
 Writer::Writer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Writer::~Writer() = default;
 
 Result<std::unique_ptr<Writer>> Writer::Create(const std::string& path, const WriterOptions& options) {
-  return internal::CreateWriterWithEnv(path, options, internal::Env::Default());
+  TS_RETURN_IF_ERROR(CheckOptions(options));
+  TS_ASSIGN_OR_RETURN(internal::AtomicFile file, internal::AtomicFile::Create(path, options.env));
+  return Make(std::move(file), nullptr, options, /*fill_slot=*/true);
 }
 
 Result<std::unique_ptr<Writer>> Writer::ToFd(int fd, const WriterOptions& options) {
   TS_RETURN_IF_ERROR(CheckOptions(options));
-  auto file = internal::Env::Default()->WrapFd(fd, "fd " + std::to_string(fd));
+  Env* env = options.env != nullptr ? options.env : Env::Default();
+  auto file = env->WrapFd(fd, "fd " + std::to_string(fd));
   // A seekable descriptor gets its header slot filled only when the file
   // starts at offset 0 of it; otherwise the trailer alone describes it.
   const bool at_start = file->seekable() && ::lseek(fd, 0, SEEK_CUR) == 0;
-  return Make(std::move(file), options, internal::Env::Default(), "", "", at_start);
+  return Make(std::nullopt, std::move(file), options, at_start);
 }
 
-Result<std::unique_ptr<Writer>> Writer::ToFile(std::unique_ptr<internal::WritableFile> file,
+Result<std::unique_ptr<Writer>> Writer::ToFile(std::unique_ptr<WritableFile> file,
                                                const WriterOptions& options) {
   if (!file) return InvalidArgument("null file");
   TS_RETURN_IF_ERROR(CheckOptions(options));
-  return Make(std::move(file), options, internal::Env::Default(), "", "", /*fill_slot=*/true);
+  return Make(std::nullopt, std::move(file), options, /*fill_slot=*/true);
 }
 
 Status Writer::Add(std::string_view name, const TensorView& view, std::string_view metadata_json) {

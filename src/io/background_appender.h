@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "io/env.h"
+#include "tensorsafe/env.h"
 #include "util/hash.h"
 
 namespace tensorsafe::internal {

@@ -1,4 +1,4 @@
-#include "io/env.h"
+#include "tensorsafe/env.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -15,11 +15,26 @@
 #include <limits>
 #include <vector>
 
-namespace tensorsafe::internal {
+namespace tensorsafe {
 namespace {
 
 Status ErrnoStatus(const std::string& what, const std::string& name, int err) {
   return IOError(name + ": " + what + ": " + std::strerror(err), err);
+}
+
+// Writes all bytes to fd, retrying on EINTR and short writes.
+Status WriteAllFd(int fd, std::span<const std::byte> bytes, const std::string& name) {
+  while (!bytes.empty()) {
+    // Linux writes at most 0x7ffff000 bytes per call.
+    ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("write", name, errno);
+    }
+    if (n == 0) return IOError(name + ": write wrote nothing", EIO);  // would loop forever
+    bytes = bytes.subspan(static_cast<std::size_t>(n));
+  }
+  return Status::OK();
 }
 
 std::string DirOf(const std::string& path) {
@@ -233,20 +248,6 @@ MappedRegion::~MappedRegion() {
   if (data_ != nullptr && size_ > 0) ::munmap(const_cast<void*>(data_), size_);
 }
 
-Status WriteAllFd(int fd, std::span<const std::byte> bytes, const std::string& name) {
-  while (!bytes.empty()) {
-    // Linux writes at most 0x7ffff000 bytes per call.
-    ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus("write", name, errno);
-    }
-    if (n == 0) return IOError(name + ": write wrote nothing", EIO);  // would loop forever
-    bytes = bytes.subspan(static_cast<std::size_t>(n));
-  }
-  return Status::OK();
-}
-
 Env* Env::Default() {
   static Env env;
   return &env;
@@ -366,4 +367,4 @@ Status Env::SyncDirOf(const std::string& path) {
   return Status::OK();
 }
 
-}  // namespace tensorsafe::internal
+}  // namespace tensorsafe

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <span>
 
-#include "io/env.h"
+#include "tensorsafe/env.h"
 
 namespace tensorsafe::internal {
 

@@ -15,7 +15,6 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "format/reader_internal.h"
 #include "support/fault_env.h"
 #include "support/temp_dir.h"
 #include "support/update_model.h"
@@ -35,7 +34,8 @@ constexpr int kMaxTxnsPerChild = 12;
   opt.sync = sync;
   auto m = LoadModel(path);
   if (!m.ok()) _exit(3);
-  auto u = internal::OpenUpdaterWithEnv(path, opt, &env);
+  opt.env = &env;
+  auto u = Updater::Open(path, opt);
   if (!u.ok()) _exit(4);
   std::mt19937_64 rng(seed);
   std::ofstream out(log, std::ios::trunc);

@@ -5,16 +5,18 @@
 
 #include <filesystem>
 
-#include "format/reader_internal.h"
-#include "format/writer_internal.h"
+#include "tensorsafe/reader.h"
+#include "tensorsafe/writer.h"
 #include "support/fault_env.h"
 #include "support/temp_dir.h"
 
 namespace tensorsafe::testing {
 namespace {
 
-Status WriteSome(const std::string& path, internal::Env* env) {
-  auto w = internal::CreateWriterWithEnv(path, WriterOptions{}, env);
+Status WriteSome(const std::string& path, Env* env) {
+  WriterOptions wo;
+  wo.env = env;
+  auto w = Writer::Create(path, wo);
   if (!w.ok()) return w.status();
   std::vector<float> big(5 << 18, 2.5f);  // 5 MiB: hashed on the background thread while it is written
   TS_RETURN_IF_ERROR((*w)->Add("big", TensorView::Contiguous(DType::kF32, {big.size()}, std::as_bytes(std::span(big)))));
@@ -31,8 +33,10 @@ Status WriteSome(const std::string& path, internal::Env* env) {
 // first data chunk's failure does. *failed_at: which call failed (0 to
 // kMany - 1 for Add, kMany for Finish).
 constexpr int kMany = 8000;
-Status WriteMany(const std::string& path, internal::Env* env, int* failed_at) {
-  auto w = internal::CreateWriterWithEnv(path, WriterOptions{}, env);
+Status WriteMany(const std::string& path, Env* env, int* failed_at) {
+  WriterOptions wo;
+  wo.env = env;
+  auto w = Writer::Create(path, wo);
   if (!w.ok()) return w.status();
   std::vector<float> v(256);
   for (int i = 0; i < kMany; ++i) {
@@ -146,7 +150,8 @@ TEST(Fault, ShortReadIsAnError) {
   env.short_read = true;
   ReaderOptions opt;
   opt.access = ReaderOptions::Access::kPread;
-  auto r = internal::OpenReaderWithEnv(path, opt, &env);
+  opt.env = &env;
+  auto r = Reader::Open(path, opt);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
   EXPECT_NE(r.status().message().find("file shrank while reading"), std::string::npos);

@@ -250,7 +250,7 @@ TEST(Updater, FaultsDuringCommitKeepThePreviousState) {
     std::mt19937_64 rng(5);
     const std::string probe = dir.File("probe.tsafe");
     ASSERT_TRUE(WriteModel(probe, m).ok());
-    auto u = internal::OpenUpdaterWithEnv(probe, UpdaterOptions{}, &env);
+    auto u = Updater::Open(probe, UpdaterOptions{.env = &env});
     ASSERT_TRUE(u.ok());
     ASSERT_TRUE(RandomTransaction(rng, copy, u->get()).ok());
     total = env.writes;
@@ -268,7 +268,7 @@ TEST(Updater, FaultsDuringCommitKeepThePreviousState) {
       if (mode == 2) env.fail_sync = 1;
       Model copy = m;
       std::mt19937_64 rng(5);
-      auto u = internal::OpenUpdaterWithEnv(path, UpdaterOptions{}, &env);
+      auto u = Updater::Open(path, UpdaterOptions{.env = &env});
       ASSERT_TRUE(u.ok());
       Status s = RandomTransaction(rng, copy, u->get());
       EXPECT_EQ(s.code(), StatusCode::kIOError) << "mode " << mode << " op " << n;
@@ -281,7 +281,7 @@ TEST(Updater, FaultsDuringCommitKeepThePreviousState) {
   // A failed final sync leaves the updater unusable until reopened.
   FaultEnv env;
   env.fail_sync = 2;
-  auto u = internal::OpenUpdaterWithEnv(path, UpdaterOptions{}, &env);
+  auto u = Updater::Open(path, UpdaterOptions{.env = &env});
   ASSERT_TRUE(u.ok());
   Model copy = m;
   std::mt19937_64 rng(5);

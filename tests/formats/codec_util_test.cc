@@ -7,21 +7,26 @@
 #include <functional>
 
 #include "formats/codec_test_util.h"
-#include "formats/common/env_write.h"
+#include "io/atomic_file.h"
+#include "tensorsafe/formats/btf.h"
+#include "tensorsafe/formats/npy.h"
+#include "tensorsafe/formats/npz.h"
+#include "tensorsafe/formats/tenbin.h"
+#include "tensorsafe/formats/zio.h"
 
 namespace tensorsafe {
 namespace {
 
 // Fails one chosen step of the write path.
-class FaultyEnv : public internal::Env {
+class FaultyEnv : public Env {
  public:
   enum class Fail { kNone, kAppend, kSync, kRename };
   explicit FaultyEnv(Fail f) : fail_(f) {}
 
-  Result<std::unique_ptr<internal::WritableFile>> NewTempFile(const std::string& final_path,
+  Result<std::unique_ptr<WritableFile>> NewTempFile(const std::string& final_path,
                                                               std::string* tmp) override {
     TS_ASSIGN_OR_RETURN(auto file, Env::NewTempFile(final_path, tmp));
-    return std::unique_ptr<internal::WritableFile>(std::make_unique<File>(std::move(file), fail_));
+    return std::unique_ptr<WritableFile>(std::make_unique<File>(std::move(file), fail_));
   }
   Status Rename(const std::string& from, const std::string& to) override {
     if (fail_ == Fail::kRename) return IOError("injected rename failure", EXDEV);
@@ -29,9 +34,9 @@ class FaultyEnv : public internal::Env {
   }
 
  private:
-  class File : public internal::WritableFile {
+  class File : public WritableFile {
    public:
-    File(std::unique_ptr<internal::WritableFile> f, Fail fail) : f_(std::move(f)), fail_(fail) {}
+    File(std::unique_ptr<WritableFile> f, Fail fail) : f_(std::move(f)), fail_(fail) {}
     Status Append(std::span<const std::byte> b) override {
       if (fail_ == Fail::kAppend) return IOError("injected write failure", ENOSPC);
       return f_->Append(b);
@@ -47,7 +52,7 @@ class FaultyEnv : public internal::Env {
     const std::string& name() const override { return f_->name(); }
 
    private:
-    std::unique_ptr<internal::WritableFile> f_;
+    std::unique_ptr<WritableFile> f_;
     Fail fail_;
   };
   Fail fail_;
@@ -116,7 +121,7 @@ TEST(CodecUtil, PiecesJoinAndStreamTheSameBytes) {
   EXPECT_EQ(p.size(), want.size());
   EXPECT_EQ(p.Join(), want);
   testing::TempDir dir;
-  ASSERT_TRUE(internal::WritePiecesAtomically(dir.File("p.bin"), p, false, internal::Env::Default()).ok());
+  ASSERT_TRUE(internal::WritePiecesAtomically(dir.File("p.bin"), p, false, Env::Default()).ok());
   EXPECT_EQ(testing::ReadFileBytes(dir.File("p.bin")), want);
 }
 
@@ -129,17 +134,17 @@ TEST(CodecUtil, StreamedCodecWritersMatchEncodeAndCleanUp) {
   set.tensors.push_back(testing::MakeTensor("b", DType::kU8, {3}, "xyz"));
   struct Codec {
     const char* name;
-    std::function<Status(internal::Env*, const std::string&)> write;
+    std::function<Status(Env*, const std::string&)> write;
     std::function<Result<std::string>()> encode;
   };
   const std::vector<Codec> codecs = {
-      {"tenbin", [&](internal::Env* e, const std::string& p) { return internal::WriteTenbinWithEnv(e, p, set, {}); },
+      {"tenbin", [&](Env* e, const std::string& p) { return tenbin::WriteFile(p, set, {.env = e}); },
        [&] { return tenbin::Encode(set); }},
-      {"btf", [&](internal::Env* e, const std::string& p) { return internal::WriteBtfWithEnv(e, p, set, {}); },
+      {"btf", [&](Env* e, const std::string& p) { return btf::WriteFile(p, set, {.env = e}); },
        [&] { return btf::Encode(set); }},
-      {"zio", [&](internal::Env* e, const std::string& p) { return internal::WriteZioWithEnv(e, p, set, {}); },
+      {"zio", [&](Env* e, const std::string& p) { return zio::WriteFile(p, set, {.env = e}); },
        [&] { return zio::Encode(set); }},
-      {"npz", [&](internal::Env* e, const std::string& p) { return internal::WriteNpzWithEnv(e, p, set, {}); },
+      {"npz", [&](Env* e, const std::string& p) { return npz::WriteFile(p, set, {.env = e}); },
        [&] { return npz::Encode(set); }},
   };
   for (const Codec& c : codecs) {
@@ -162,7 +167,7 @@ TEST(CodecUtil, StreamedCodecWritersMatchEncodeAndCleanUp) {
   one.tensors.push_back(set.tensors[0]);
   testing::TempDir dir;
   FaultyEnv env(FaultyEnv::Fail::kAppend);
-  EXPECT_EQ(internal::WriteNpyWithEnv(&env, dir.File("a.npy"), one, {}).code(), StatusCode::kIOError);
+  EXPECT_EQ(npy::WriteFile(dir.File("a.npy"), one, {.env = &env}).code(), StatusCode::kIOError);
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
 

@@ -186,16 +186,16 @@ TEST(GgufReader, MissingFileIsAnIOError) {
 
 // An Env whose temp files fail after `fail_after` appended bytes, or whose
 // Rename fails.
-class FaultyEnv : public internal::Env {
+class FaultyEnv : public Env {
  public:
   std::uint64_t fail_after = UINT64_MAX;
   bool fail_sync = false;
   bool fail_rename = false;
 
-  Result<std::unique_ptr<internal::WritableFile>> NewTempFile(const std::string& final_path,
+  Result<std::unique_ptr<WritableFile>> NewTempFile(const std::string& final_path,
                                                               std::string* tmp) override {
     TS_ASSIGN_OR_RETURN(auto f, Env::NewTempFile(final_path, tmp));
-    return std::unique_ptr<internal::WritableFile>(std::make_unique<File>(std::move(f), this));
+    return std::unique_ptr<WritableFile>(std::make_unique<File>(std::move(f), this));
   }
   Status Rename(const std::string& from, const std::string& to) override {
     if (fail_rename) return IOError("injected rename failure", EIO);
@@ -203,9 +203,9 @@ class FaultyEnv : public internal::Env {
   }
 
  private:
-  class File : public internal::WritableFile {
+  class File : public WritableFile {
    public:
-    File(std::unique_ptr<internal::WritableFile> f, FaultyEnv* env) : f_(std::move(f)), env_(env) {}
+    File(std::unique_ptr<WritableFile> f, FaultyEnv* env) : f_(std::move(f)), env_(env) {}
     Status Append(std::span<const std::byte> b) override {
       if (f_->position() + b.size() > env_->fail_after) return IOError("injected write failure", ENOSPC);
       return f_->Append(b);
@@ -220,7 +220,7 @@ class FaultyEnv : public internal::Env {
     const std::string& name() const override { return f_->name(); }
 
    private:
-    std::unique_ptr<internal::WritableFile> f_;
+    std::unique_ptr<WritableFile> f_;
     FaultyEnv* env_;
   };
 };
@@ -247,7 +247,7 @@ TEST(GgufWriter, FailuresLeaveNothingBehind) {
     env.fail_after = c.fail_after;
     env.fail_sync = c.fail_sync;
     env.fail_rename = c.fail_rename;
-    Status s = gguf::internal::WriteFileWithEnv(dir.File("out.gguf"), *set, {}, &env);
+    Status s = gguf::WriteFile(dir.File("out.gguf"), *set, {.env = &env});
     EXPECT_EQ(s.code(), StatusCode::kIOError);
     EXPECT_NE(s.message().find(c.msg), std::string::npos) << s.ToString();
     EXPECT_TRUE(std::filesystem::is_empty(dir.path()));

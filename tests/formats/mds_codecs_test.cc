@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/mds/mds_internal.h"
-#include "io/env.h"
+#include "tensorsafe/env.h"
 #include "support/fault_env.h"
 #include "support/status_matchers.h"
 #include "support/temp_dir.h"
@@ -387,7 +387,7 @@ TEST(MdsSnappy, CopiesFromFarBack) {
   for (int i = 0; i < 4; ++i) block += static_cast<char>(std::uint32_t{70000} >> (8 * i));
   TempDir dir;
   const std::string tmp = dir.File("out");
-  auto* env = internal::Env::Default();
+  auto* env = Env::Default();
   std::string tmp_name;
   auto file = env->NewTempFile(tmp, &tmp_name);
   ASSERT_TRUE(file.ok());

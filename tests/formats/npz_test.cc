@@ -253,7 +253,7 @@ TEST(NpzWrite, RejectsDuplicatesAndLeavesNothingOnError) {
 }
 
 // A WritableFile over a string, for the zip layer alone.
-class StringFile final : public internal::WritableFile {
+class StringFile final : public WritableFile {
  public:
   Status Append(std::span<const std::byte> b) override {
     s.append(reinterpret_cast<const char*>(b.data()), b.size());

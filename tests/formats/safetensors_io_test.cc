@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "formats/safetensors/internal.h"
-#include "io/env.h"
+#include "tensorsafe/env.h"
 #include "support/temp_dir.h"
 #include "tensorsafe/formats/safetensors.h"
 
@@ -14,8 +14,8 @@ namespace tensorsafe::safetensors {
 namespace {
 
 namespace fs = std::filesystem;
-using tensorsafe::internal::Env;
-using tensorsafe::internal::WritableFile;
+using tensorsafe::Env;
+using tensorsafe::WritableFile;
 
 TensorSet MakeSet(std::vector<std::pair<std::string, std::size_t>> sizes) {
   TensorSet set;
@@ -159,7 +159,7 @@ TEST(SafetensorsIO, FailuresLeaveNothingBehindAndTheOldFileIntact) {
     FaultyEnv env;
     env.fault = c.fault;
     env.fail_at_append = c.at;
-    Status s = internal::WriteFileWithEnv(&env, path, set, WriteOptions{});
+    Status s = WriteFile(path, set, WriteOptions{.env = &env});
     EXPECT_EQ(s.code(), StatusCode::kIOError) << s.ToString();
     EXPECT_NE(s.message().find("injected"), std::string::npos) << s.ToString();
     EXPECT_EQ(Listing(dir.path()), std::vector<std::string>{"m.safetensors"});
@@ -168,7 +168,7 @@ TEST(SafetensorsIO, FailuresLeaveNothingBehindAndTheOldFileIntact) {
   // Without a fault the same call succeeds (so the cases above fail for the
   // injected reason only).
   FaultyEnv ok_env;
-  ASSERT_TRUE(internal::WriteFileWithEnv(&ok_env, path, set, WriteOptions{}).ok());
+  ASSERT_TRUE(WriteFile(path, set, WriteOptions{.env = &ok_env}).ok());
   EXPECT_EQ(testing::ReadFileBytes(path), *Encode(set));
 }
 

@@ -1,7 +1,7 @@
 // Env's temp files: past their first MiB they reserve blocks ahead of the
 // appends (fallocate, size kept), and Sync or Close gives back whatever was
 // reserved and not written, so a finished file holds no blocks past its end.
-#include "io/env.h"
+#include "tensorsafe/env.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -5,6 +5,8 @@ import shutil
 import subprocess
 import sys
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -83,7 +85,7 @@ def test_npy_refuses_pickles(tmp_path):
 def test_round_trip_each_format(tmp_path, fmt, ext):
     d = {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "i": np.arange(4, dtype=np.int32)}
     p = tmp_path / f"x.{ext}"
-    ts.write(p, d, None)
+    ts.write(p, d, None, drop_names=fmt == "btf")
     # ZIO is recognised by its header frame's length prefix, "ZIO" and level.
     assert ts.detect_format(p) == fmt
     got, _ = ts.read(p, fmt)
@@ -178,3 +180,51 @@ def test_streamed_native_writer(tmp_path):
     w.append(np.arange(4, dtype=np.uint8))
     with pytest.raises(ts.Error):
         w.end_tensor()
+
+
+def test_format_table_is_the_native_one():
+    names = [row["name"] for row in ts.formats.FORMAT_TABLE]
+    assert names == list(ts.FORMATS) and names[0] == "tsafe" and len(set(names)) == len(names)
+    assert ts.formats.format_for_path("a/b.TEN") == "tenbin"
+    for row in ts.formats.FORMAT_TABLE:
+        for ext in row["extensions"]:
+            assert ts.formats.format_for_path(f"x.{ext}") == row["name"]
+    tsafe = ts.formats.FORMAT_TABLE[0]
+    assert tsafe["checksums"] and tsafe["sparse_coo"] and tsafe["file_metadata"] == "any"
+
+
+def test_write_refuses_what_convert_refuses(tmp_path):
+    # write() and convert() share one consent check (PrepareForFormat).
+    d = {"w": np.arange(3, dtype=np.float32), "i": np.arange(2, dtype=np.int8)}
+    ts.write(tmp_path / "src.tsafe", d, {"k": "v"})
+    with pytest.raises(ts.InvalidArgumentError, match='tensor 0 "w": BTF stores no names, so it would read back as "0"'):
+        ts.write(tmp_path / "x.btf", d, drop_names=False)
+    with pytest.raises(ts.InvalidArgumentError, match='BTF stores no names'):
+        ts.convert(tmp_path / "src.tsafe", tmp_path / "x.btf", drop_metadata=True)
+    with pytest.raises(ts.UnsupportedError, match="npz has no file metadata"):
+        ts.write(tmp_path / "x.npz", d, {"k": "v"}, drop_metadata=False)
+    with pytest.raises(ts.UnsupportedError, match="npz has no file metadata"):
+        ts.convert(tmp_path / "src.tsafe", tmp_path / "x.npz")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src.tsafe"]
+    # Consent given: no warning, the same bytes as convert writes.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ts.write(tmp_path / "w.btf", d, {"k": "v"}, drop_names=True, drop_metadata=True)
+    ts.convert(tmp_path / "src.tsafe", tmp_path / "c.btf", drop_names=True, drop_metadata=True)
+    assert (tmp_path / "w.btf").read_bytes() == (tmp_path / "c.btf").read_bytes()
+    # A consent write() never applied silently (stringify) stays strict.
+    with pytest.raises(ts.InvalidArgumentError, match="stringify_metadata"):
+        ts.write(tmp_path / "x.safetensors", d, {"n": 1})
+
+
+@pytest.mark.parametrize("ext,flag", [("btf", "drop_names"), ("npz", "drop_metadata"), ("ten", "drop_metadata")])
+def test_write_warns_before_tightening(tmp_path, ext, flag):
+    # Left unset, the consents write() applied silently warn and go ahead
+    # for one release (docs/python.md, "Deprecations").
+    d = {"w": np.arange(3, dtype=np.float32)}
+    meta = {"k": "v"} if flag == "drop_metadata" else None
+    with pytest.warns(DeprecationWarning, match=f"pass {flag}=True to consent"):
+        ts.write(tmp_path / f"x.{ext}", d, meta)
+    got, got_meta = ts.read(tmp_path / f"x.{ext}")
+    np.testing.assert_array_equal(next(iter(got.values())), d["w"])
+    assert got_meta == {}

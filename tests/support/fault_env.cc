@@ -9,9 +9,9 @@
 namespace tensorsafe::testing {
 namespace {
 
-class FaultFile final : public internal::WritableFile {
+class FaultFile final : public WritableFile {
  public:
-  FaultFile(std::unique_ptr<internal::WritableFile> base, FaultEnv* env)
+  FaultFile(std::unique_ptr<WritableFile> base, FaultEnv* env)
       : base_(std::move(base)), env_(env) {}
   // Kills the process when the crash point is reached; `partial` does half
   // of the write first.
@@ -55,13 +55,13 @@ class FaultFile final : public internal::WritableFile {
   }
 
  private:
-  std::unique_ptr<internal::WritableFile> base_;
+  std::unique_ptr<WritableFile> base_;
   FaultEnv* env_;
 };
 
-class ShortReadFile final : public internal::RandomAccessFile {
+class ShortReadFile final : public RandomAccessFile {
  public:
-  explicit ShortReadFile(std::unique_ptr<internal::RandomAccessFile> base) : base_(std::move(base)) {}
+  explicit ShortReadFile(std::unique_ptr<RandomAccessFile> base) : base_(std::move(base)) {}
   Status ReadAt(std::uint64_t offset, std::span<std::byte> out) const override {
     if (out.size() > 1) {
       // What the real file does when the OS returns fewer bytes and then 0.
@@ -74,31 +74,31 @@ class ShortReadFile final : public internal::RandomAccessFile {
   const std::string& name() const override { return base_->name(); }
 
  private:
-  std::unique_ptr<internal::RandomAccessFile> base_;
+  std::unique_ptr<RandomAccessFile> base_;
 };
 
 }  // namespace
 
-Result<std::unique_ptr<internal::WritableFile>> FaultEnv::NewTempFile(const std::string& final_path,
+Result<std::unique_ptr<WritableFile>> FaultEnv::NewTempFile(const std::string& final_path,
                                                                       std::string* tmp_path) {
-  TS_ASSIGN_OR_RETURN(auto f, internal::Env::NewTempFile(final_path, tmp_path));
-  return std::unique_ptr<internal::WritableFile>(std::make_unique<FaultFile>(std::move(f), this));
+  TS_ASSIGN_OR_RETURN(auto f, Env::NewTempFile(final_path, tmp_path));
+  return std::unique_ptr<WritableFile>(std::make_unique<FaultFile>(std::move(f), this));
 }
 
-Result<std::unique_ptr<internal::WritableFile>> FaultEnv::OpenForUpdate(const std::string& path) {
-  TS_ASSIGN_OR_RETURN(auto f, internal::Env::OpenForUpdate(path));
-  return std::unique_ptr<internal::WritableFile>(std::make_unique<FaultFile>(std::move(f), this));
+Result<std::unique_ptr<WritableFile>> FaultEnv::OpenForUpdate(const std::string& path) {
+  TS_ASSIGN_OR_RETURN(auto f, Env::OpenForUpdate(path));
+  return std::unique_ptr<WritableFile>(std::make_unique<FaultFile>(std::move(f), this));
 }
 
-Result<std::unique_ptr<internal::RandomAccessFile>> FaultEnv::OpenRead(const std::string& path) {
-  TS_ASSIGN_OR_RETURN(auto f, internal::Env::OpenRead(path));
+Result<std::unique_ptr<RandomAccessFile>> FaultEnv::OpenRead(const std::string& path) {
+  TS_ASSIGN_OR_RETURN(auto f, Env::OpenRead(path));
   if (!short_read) return f;
-  return std::unique_ptr<internal::RandomAccessFile>(std::make_unique<ShortReadFile>(std::move(f)));
+  return std::unique_ptr<RandomAccessFile>(std::make_unique<ShortReadFile>(std::move(f)));
 }
 
 Status FaultEnv::Rename(const std::string& from, const std::string& to) {
   if (fail_rename) return IOError(from + ": cannot rename to " + to + ": injected failure", error_number);
-  return internal::Env::Rename(from, to);
+  return Env::Rename(from, to);
 }
 
 }  // namespace tensorsafe::testing

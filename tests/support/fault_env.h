@@ -9,11 +9,11 @@
 #include <memory>
 #include <string>
 
-#include "io/env.h"
+#include "tensorsafe/env.h"
 
 namespace tensorsafe::testing {
 
-class FaultEnv : public internal::Env {
+class FaultEnv : public Env {
  public:
   // Counters start at 1: fail_write = 3 fails the third Append/WriteAt.
   std::int64_t fail_write = 0;
@@ -33,10 +33,10 @@ class FaultEnv : public internal::Env {
   std::int64_t syncs = 0;
   std::int64_t ops = 0;
 
-  Result<std::unique_ptr<internal::WritableFile>> NewTempFile(const std::string& final_path,
+  Result<std::unique_ptr<WritableFile>> NewTempFile(const std::string& final_path,
                                                               std::string* tmp_path) override;
-  Result<std::unique_ptr<internal::WritableFile>> OpenForUpdate(const std::string& path) override;
-  Result<std::unique_ptr<internal::RandomAccessFile>> OpenRead(const std::string& path) override;
+  Result<std::unique_ptr<WritableFile>> OpenForUpdate(const std::string& path) override;
+  Result<std::unique_ptr<RandomAccessFile>> OpenRead(const std::string& path) override;
   Status Rename(const std::string& from, const std::string& to) override;
 };
 

@@ -20,29 +20,10 @@ struct Args {
   Format from = Format::kUnknown;
 };
 
-// The tensor with its bytes; .tsafe data is read with its checksum checked,
-// so cat never prints damaged values.
-Result<Tensor> Load(const Source& src, const std::string& name) {
-  if (src.reader) {
-    TS_ASSIGN_OR_RETURN(TensorInfo info, src.reader->Find(name));
-    auto buf = std::shared_ptr<std::byte[]>(new std::byte[std::max<std::uint64_t>(info.data_length, 1)]);
-    TS_RETURN_IF_ERROR(src.reader->ReadInto(name, {buf.get(), info.data_length}, /*verify=*/true));
-    Tensor t;
-    t.info = std::move(info);
-    t.data = {buf.get(), static_cast<std::size_t>(t.info.data_length)};
-    t.owner = std::move(buf);
-    return t;
-  }
-  for (const Tensor& t : src.set.tensors) {
-    if (t.info.name == name) return t;
-  }
-  return NotFound(src.path + ": no tensor named \"" + name + "\"");
-}
-
 int Run(const Args& a) {
-  auto src = OpenSource(a.path, false, a.from);
-  if (!src.ok()) return Fail("cat", src.status());
-  auto t = Load(*src, a.name);
+  // Checked against its checksum where the format has one (.tsafe), so cat
+  // never prints damaged values.
+  auto t = ReadTensor(a.path, a.from, a.name);
   if (!t.ok()) return Fail("cat", t.status());
   if (!a.out.empty()) {
     TensorSet set;

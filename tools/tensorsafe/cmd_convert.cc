@@ -51,8 +51,7 @@ std::function<int()> SetupCommand(CLI::App& sub) {
   sub.add_option("OUT", a->out, "Output file; its format comes from its extension unless --to names it")
       ->required();
   AddFormatOption(sub, "--from", &o.from, "Read IN as this format instead of detecting it");
-  AddFormatOption(sub, "--to", &o.to,
-                  "Write this format (tsafe, safetensors, npy, npz, gguf, tenbin, btf, zio) whatever OUT's extension");
+  AddFormatOption(sub, "--to", &o.to, "Write this format whatever OUT's extension");
   // One name per --tensor, so `--tensor w IN OUT` leaves IN and OUT alone.
   sub.add_option("--tensor", o.tensors, "Convert only this tensor (repeat for more; keeps this order)")
       ->type_name("NAME")

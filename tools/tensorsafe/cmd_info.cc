@@ -3,10 +3,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+#include <optional>
+
 #include "command.h"
 #include "exit_codes.h"
 #include "source.h"
-#include "tensorsafe/formats/gguf.h"
 
 namespace tensorsafe::cli {
 namespace {
@@ -22,64 +24,45 @@ nlohmann::json TensorJson(const TensorInfo& t) {
   return j;
 }
 
+// A value of the description, or null where the format has no such field.
+template <typename T>
+nlohmann::json OrNull(const std::optional<T>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json();
+}
+
 int Run(const std::string& path, bool json, Format from) {
-  auto src = OpenSource(path, false, from);
-  if (!src.ok()) return Fail("info", src.status());
+  if (from == Format::kUnknown) {
+    auto detected = DetectFormat(path);
+    if (!detected.ok()) return Fail("info", detected.status());
+    from = *detected;
+  }
+  auto d = DescribeFile(path, from);
+  if (!d.ok()) return Fail("info", d.status());
+  std::error_code ec;
+  const std::uint64_t file_size = std::filesystem::file_size(path, ec);
   nlohmann::json j;
   j["file"] = path;
-  j["format"] = std::string(FormatName(src->format));
-  j["file_size"] = src->file_size;
-  nlohmann::json tensors = nlohmann::json::array();
-  if (src->reader) {
-    const FileSummary s = src->reader->summary();
-    j["version"] = fmt::format("{}.{}", s.version_major, s.version_minor);
-    j["alignment"] = s.alignment;
-    j["tensor_count"] = s.tensor_count;
-    j["data_bytes"] = s.data_bytes;
-    j["index_offset"] = s.index_offset;
-    j["index_length"] = s.index_length;
-    j["unused_bytes"] = s.unused_bytes;
-    if (s.via_trailer) {
-      j["header_slot"] = "streamed (trailer)";
-    } else {
-      j["header_slot"] = s.sequence;
-    }
-    auto meta = src->reader->Metadata();
-    if (!meta.ok()) return Fail("info", meta.status());
-    j["metadata"] = nlohmann::json::parse(*meta, nullptr, false);
-    if (json) {
-      Status st = src->reader->ForEach([&](const TensorInfo& t) {
-        tensors.push_back(TensorJson(t));
-        return true;
-      });
-      if (!st.ok()) return Fail("info", st);
-    }
-  } else {
-    std::uint64_t bytes = 0;
-    for (const Tensor& t : src->set.tensors) {
-      bytes += t.info.data_length;
-      tensors.push_back(TensorJson(t.info));
-    }
-    // Fields the format does not have are null. GGUF aligns its data to
-    // general.alignment, 32 when the key is absent (the reader checked it).
-    j["version"] = nullptr;
-    j["alignment"] = nullptr;
-    if (src->format == Format::kGguf) {
-      auto md = nlohmann::json::parse(src->set.metadata_json.empty() ? "{}" : src->set.metadata_json, nullptr, false);
-      j["alignment"] = md.is_object() && md.contains("general.alignment") && md["general.alignment"].is_number_unsigned()
-                           ? md["general.alignment"].get<std::uint64_t>()
-                           : tensorsafe::gguf::kDefaultAlignment;
-    }
-    j["tensor_count"] = src->set.tensors.size();
-    j["data_bytes"] = bytes;
-    j["index_offset"] = nullptr;
-    j["index_length"] = nullptr;
-    j["header_slot"] = nullptr;
-    j["unused_bytes"] = nullptr;
-    j["metadata"] = src->set.metadata_json.empty() ? nlohmann::json::object()
-                                                  : nlohmann::json::parse(src->set.metadata_json, nullptr, false);
-  }
+  j["format"] = std::string(FormatName(from));
+  j["file_size"] = file_size;
+  j["version"] = OrNull(d->version);
+  j["alignment"] = OrNull(d->alignment);
+  j["tensor_count"] = d->tensor_count;
+  j["data_bytes"] = d->data_bytes;
+  j["index_offset"] = OrNull(d->index_offset);
+  j["index_length"] = OrNull(d->index_length);
+  j["unused_bytes"] = OrNull(d->unused_bytes);
+  j["header_slot"] = !d->header_sequence         ? nlohmann::json()
+                     : *d->header_sequence == 0 ? nlohmann::json("streamed (trailer)")
+                                                : nlohmann::json(*d->header_sequence);
+  j["metadata"] = d->metadata_json.empty() ? nlohmann::json::object()
+                                           : nlohmann::json::parse(d->metadata_json, nullptr, false);
   if (json) {
+    nlohmann::json tensors = nlohmann::json::array();
+    Status st = ForEachTensorInfo(path, from, [&](const TensorInfo& t) {
+      tensors.push_back(TensorJson(t));
+      return true;
+    });
+    if (!st.ok()) return Fail("info", st);
     j["tensors"] = std::move(tensors);
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
@@ -87,21 +70,21 @@ int Run(const std::string& path, bool json, Format from) {
   auto field = [](const char* name, const std::string& value) { fmt::print("{:<14}{}\n", name, value); };
   auto opt = [&](const char* key) { return j[key].is_null() ? std::string("-") : j[key].dump(); };
   field("file:", path);
-  field("format:", j["format"].get<std::string>() +
-                       (j["version"].is_null() ? "" : " " + j["version"].get<std::string>()));
-  field("file size:", fmt::format("{} bytes", src->file_size));
+  field("format:", j["format"].get<std::string>() + (d->version ? " " + *d->version : ""));
+  field("file size:", fmt::format("{} bytes", file_size));
   field("tensors:", opt("tensor_count"));
   field("data bytes:", opt("data_bytes"));
-  if (src->reader) {
-    field("unused bytes:", fmt::format("{} (alignment padding, and space updates left; `compact` reclaims it)",
-                                       j["unused_bytes"].get<std::uint64_t>()));
+  if (d->unused_bytes) {
+    field("unused bytes:",
+          fmt::format("{} (alignment padding, and space updates left; `compact` reclaims it)", *d->unused_bytes));
   }
   field("alignment:", opt("alignment"));
-  if (src->reader) {
-    field("index:", fmt::format("offset {}, length {}", j["index_offset"].get<std::uint64_t>(),
-                                j["index_length"].get<std::uint64_t>()));
-    field("header slot:", j["header_slot"].is_string() ? j["header_slot"].get<std::string>()
-                                                       : fmt::format("sequence {}", j["header_slot"].get<std::uint64_t>()));
+  if (d->index_offset && d->index_length) {
+    field("index:", fmt::format("offset {}, length {}", *d->index_offset, *d->index_length));
+  }
+  if (d->header_sequence) {
+    field("header slot:", *d->header_sequence == 0 ? std::string("streamed (trailer)")
+                                                   : fmt::format("sequence {}", *d->header_sequence));
   }
   field("metadata:", j["metadata"].dump());
   return kExitOk;

@@ -39,8 +39,7 @@ Status Put(const Args& a) {
   if (std::filesystem::is_directory(a.source)) {
     TS_ASSIGN_OR_RETURN(n, LoadTsafeDirectory(*store, a.source, o));
   } else if (!a.key.empty()) {
-    TS_ASSIGN_OR_RETURN(Source src, OpenSource(a.source));
-    TS_ASSIGN_OR_RETURN(auto batches, SourceBatches(src, 0));
+    TS_ASSIGN_OR_RETURN(auto batches, SourceBatches(a.source, 0));
     TS_RETURN_IF_ERROR(store->Put(a.prefix + a.key, batches.front()));
     n = 1;
   } else {

@@ -1,6 +1,6 @@
-// `tensorsafe ls FILE`: one line per tensor in file order. For .tsafe it
-// streams the index twice (widths, then lines) so memory does not grow with
-// the tensor count.
+// `tensorsafe ls FILE`: one line per tensor in file order. It walks the
+// tensors twice (widths, then lines); for a format with an index (.tsafe)
+// that streams the index, so memory does not grow with the tensor count.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -31,20 +31,18 @@ void Header(const Widths& w) {
 }
 
 int Run(const std::string& path, Format from) {
-  auto src = OpenSource(path, false, from);
-  if (!src.ok()) return Fail("ls", src.status());
   Widths w;
-  if (src->reader) {
-    Status s = src->reader->ForEach([&](const TensorInfo& t) { w.Add(t); return true; });
-    if (!s.ok()) return Fail("ls", s);
-    Header(w);
-    s = src->reader->ForEach([&](const TensorInfo& t) { Line(w, t); return true; });
-    if (!s.ok()) return Fail("ls", s);
-    return kExitOk;
-  }
-  for (const Tensor& t : src->set.tensors) w.Add(t.info);
+  Status s = ForEachTensorInfo(path, from, [&](const TensorInfo& t) {
+    w.Add(t);
+    return true;
+  });
+  if (!s.ok()) return Fail("ls", s);
   Header(w);
-  for (const Tensor& t : src->set.tensors) Line(w, t.info);
+  s = ForEachTensorInfo(path, from, [&](const TensorInfo& t) {
+    Line(w, t);
+    return true;
+  });
+  if (!s.ok()) return Fail("ls", s);
   return kExitOk;
 }
 

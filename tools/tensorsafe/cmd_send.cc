@@ -70,9 +70,7 @@ int Run(const Args& a) {
   ::signal(SIGPIPE, SIG_IGN);  // a vanished reader is an EPIPE error, not a kill
   auto addr = ParseAddress(a.address);
   if (!addr.ok()) return Fail("send", addr.status());
-  auto src = OpenSource(a.source);
-  if (!src.ok()) return Fail("send", src.status());
-  auto batches = SourceBatches(*src, a.batch);
+  auto batches = SourceBatches(a.source, a.batch);
   if (!batches.ok()) return Fail("send", batches.status());
   Status s;
   switch (addr->kind) {

@@ -1,6 +1,7 @@
-// `tensorsafe verify FILE`: every check the format has. For .tsafe: the
-// whole index at open and every data checksum; for every other format: a
-// full decode with every check its reader has (npz member CRCs included).
+// `tensorsafe verify FILE`: every check the format has (VerifyFile). For
+// .tsafe: the whole index at open and every data checksum; for every other
+// format: a full decode with every check its reader has (npz member CRCs
+// included).
 #include <fmt/core.h>
 
 #include "command.h"
@@ -11,28 +12,18 @@ namespace tensorsafe::cli {
 namespace {
 
 int Run(const std::string& path, Format from) {
-  auto src = OpenSource(path, /*eager=*/true, from);
-  if (!src.ok()) return Fail("verify", src.status());
-  std::uint64_t count = 0, bytes = 0;
-  if (src->reader) {
-    std::vector<std::string> damaged;
-    Status s = src->reader->Verify(&damaged);
-    if (!s.ok()) {
-      const int rc = Fail("verify", s);
-      if (!damaged.empty()) {
-        fmt::print(stderr, "damaged tensors ({}):\n", damaged.size());
-        for (const auto& n : damaged) fmt::print(stderr, "  {}\n", n);
-      }
-      return rc;
+  std::vector<std::string> damaged;
+  if (Status s = VerifyFile(path, from, &damaged); !s.ok()) {
+    const int rc = Fail("verify", s);
+    if (!damaged.empty()) {
+      fmt::print(stderr, "damaged tensors ({}):\n", damaged.size());
+      for (const auto& n : damaged) fmt::print(stderr, "  {}\n", n);
     }
-    const FileSummary sum = src->reader->summary();
-    count = sum.tensor_count;
-    bytes = sum.data_bytes;
-  } else {
-    count = src->set.tensors.size();
-    for (const Tensor& t : src->set.tensors) bytes += t.info.data_length;
+    return rc;
   }
-  fmt::print("ok: {} tensors, {} bytes verified\n", count, bytes);
+  auto d = DescribeFile(path, from);
+  if (!d.ok()) return Fail("verify", d.status());
+  fmt::print("ok: {} tensors, {} bytes verified\n", d->tensor_count, d->data_bytes);
   return kExitOk;
 }
 

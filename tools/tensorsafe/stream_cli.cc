@@ -41,23 +41,14 @@ Result<Address> ParseAddress(const std::string& text) {
                          "endpoint tcp://HOST:PORT / ipc://PATH");
 }
 
-Result<std::vector<TensorSet>> SourceBatches(const Source& src, std::uint32_t per_batch) {
-  std::vector<Tensor> tensors;
-  std::string metadata;
-  if (src.reader) {
-    // Send only what the file's checksums vouch for: the stream's checksums
-    // are computed afresh, so damage found later would be laundered.
-    TS_RETURN_IF_ERROR(src.reader->Verify());
-    TS_ASSIGN_OR_RETURN(metadata, src.reader->Metadata());
-    TS_ASSIGN_OR_RETURN(auto names, src.reader->Names());
-    for (const std::string& n : names) {
-      TS_ASSIGN_OR_RETURN(Tensor t, src.reader->Get(n));
-      tensors.push_back(std::move(t));
-    }
-  } else {
-    tensors = src.set.tensors;
-    metadata = src.set.metadata_json;
-  }
+Result<std::vector<TensorSet>> SourceBatches(const std::string& path, std::uint32_t per_batch) {
+  TS_ASSIGN_OR_RETURN(const Format format, DetectFormat(path));
+  TS_ASSIGN_OR_RETURN(TensorSet set, ReadTensorSet(path, format));
+  // Send only what the file's checksums vouch for: the stream's checksums
+  // are computed afresh, so damage found later would be laundered.
+  if (InfoOf(format).caps.checksums) TS_RETURN_IF_ERROR(VerifyFile(path, format));
+  std::vector<Tensor> tensors = std::move(set.tensors);
+  std::string metadata = std::move(set.metadata_json);
   if (metadata == "{}") metadata.clear();
   std::vector<TensorSet> out;
   for (std::size_t i = 0; i < tensors.size(); ++i) {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "source.h"
+#include "tensorsafe/formats/registry.h"
 #include "tensorsafe/tensor_set.h"
 #include "tensorsafe/writer.h"
 
@@ -24,10 +24,11 @@ struct Address {
 };
 Result<Address> ParseAddress(const std::string& text);
 
-// The tensors of `src` in file order, `per_batch` to a batch (0 = all in
-// one). .tsafe data is checked against its checksums first and then sent
-// from the mapping. The file metadata travels with the first batch.
-Result<std::vector<TensorSet>> SourceBatches(const Source& src, std::uint32_t per_batch);
+// The tensors of the file at `path` (any format) in file order, `per_batch`
+// to a batch (0 = all in one). A file with checksums (.tsafe) is verified
+// first and then sent from the mapping. The file metadata travels with the
+// first batch.
+Result<std::vector<TensorSet>> SourceBatches(const std::string& path, std::uint32_t per_batch);
 
 // Collects received batches into a .tsafe file: every tensor in arrival
 // order; the file metadata is the first non-empty batch metadata.

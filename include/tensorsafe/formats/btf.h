@@ -24,7 +24,8 @@
 #include <variant>
 #include <vector>
 
-#include "tensorsafe/options.h"
+#include "tensorsafe/limits.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/status.h"
 #include "tensorsafe/tensor_set.h"
 
@@ -49,11 +50,17 @@ struct ReadOptions {
   // Decode: a COO record as the pair "i.indices"/"i.values" (the mapping
   // before native COO existed) instead of one Layout::kCoo tensor.
   bool coo_as_pairs = false;
+  // File operations (tensorsafe/env.h, for tests and embedders); nullptr:
+  // Env::Default().
+  Env* env = nullptr;
 };
 
 struct WriteOptions {
   // WriteFile: fsync the file and its directory.
   bool sync = true;
+  // File operations (tensorsafe/env.h, for tests and embedders); nullptr:
+  // Env::Default().
+  Env* env = nullptr;
 };
 
 // A sparse COO tensor: nnz nonzeros of a tensor of `dense_shape`.
@@ -112,5 +119,13 @@ Result<std::string> Encode(const TensorSet& set, const WriteOptions& options = {
 // on error nothing is left behind. Streams: only headers are built in
 // memory, each tensor's bytes are written from where they are.
 Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& options = {});
+
+// True when `dtype` has a TFRT dtype code (ints, unsigned ints, f32, f64).
+bool HoldsDType(DType dtype);
+// BTF stores no names: dense record r reads back as "r", a COO record as
+// "r.indices" and "r.values". OK when every tensor of `set` already has the
+// name it will read back with, or `drop_names` consents to positional
+// names; else kInvalidArgument naming the first tensor that differs.
+Status CheckNames(TensorSet& set, bool drop_names);
 
 }  // namespace tensorsafe::btf

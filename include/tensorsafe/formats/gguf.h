@@ -27,6 +27,7 @@
 #include <string_view>
 
 #include "tensorsafe/dtype.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/status.h"
 #include "tensorsafe/tensor_set.h"
 
@@ -50,6 +51,9 @@ struct ReadOptions {
   std::uint32_t max_tensor_name_bytes = 63;
   // The metadata JSON text built from the key/value pairs.
   std::uint64_t max_metadata_bytes = std::uint64_t{256} << 20;
+  // File operations (tensorsafe/env.h, for tests and embedders); nullptr:
+  // Env::Default().
+  Env* env = nullptr;
 };
 
 struct WriteOptions {
@@ -57,6 +61,13 @@ struct WriteOptions {
   bool sync = true;
   // Nesting accepted in the input metadata JSON.
   std::uint32_t max_json_depth = 64;
+  // 0: general.alignment from the metadata, or kDefaultAlignment. Else this
+  // alignment, written as general.alignment (uint32) in place of the
+  // metadata's: a power of two (kInvalidArgument otherwise).
+  std::uint32_t alignment = 0;
+  // File operations (tensorsafe/env.h, for tests and embedders); nullptr:
+  // Env::Default().
+  Env* env = nullptr;
 };
 
 // The GGUF spec version the writer emits.
@@ -116,5 +127,9 @@ Result<std::string> Encode(const TensorSet& set, const WriteOptions& options = {
 // over `path` on success; on error nothing is left behind. Tensor bytes are
 // written straight from the tensors, never gathered in memory.
 Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& options = {});
+
+// True when `dtype` has a ggml type (f32, f16, bf16, f64, i8-i64); ggml
+// blocks travel as u8 tensors marked "gguf.type" (see Encode).
+bool HoldsDType(DType dtype);
 
 }  // namespace tensorsafe::gguf

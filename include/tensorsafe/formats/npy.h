@@ -19,6 +19,7 @@
 #include <string>
 
 #include "tensorsafe/dtype.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/status.h"
 #include "tensorsafe/tensor.h"
 #include "tensorsafe/tensor_set.h"
@@ -36,11 +37,17 @@ struct ReadOptions {
   // refused (it may be any float8, float6, float4, int4 or uint4 of ml_dtypes).
   // When set, it must be a whole-byte dtype of the void's size.
   std::optional<DType> void_as;
+  // File operations (tensorsafe/env.h, for tests and embedders); nullptr:
+  // Env::Default().
+  Env* env = nullptr;
 };
 
 struct WriteOptions {
   // fsync the file and its directory (WriteFile only).
   bool sync = true;
+  // File operations (tensorsafe/env.h, for tests and embedders); nullptr:
+  // Env::Default().
+  Env* env = nullptr;
 };
 
 // Decodes one .npy image. The tensor is named after `display_name`'s last
@@ -71,5 +78,11 @@ Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptio
 // The NumPy descr written for `dtype` ("<f4", "|b1", "<V2" for bf16), or
 // kUnsupported.
 Result<std::string> DescrOf(DType dtype);
+// True when NumPy reads `dtype` back as itself: it has a descr, and not the
+// anonymous "<V1" that any of five 1-byte floats would write
+// (ReadOptions::void_as).
+bool HoldsDType(DType dtype);
+// A .npy file holds exactly one array: kInvalidArgument for any other count.
+Status CheckNames(TensorSet& set, bool drop_names);
 
 }  // namespace tensorsafe::npy

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "tensorsafe/formats/npy.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/status.h"
 #include "tensorsafe/tensor_set.h"
 
@@ -29,12 +30,18 @@ struct ReadOptions {
   std::uint64_t max_members = std::uint64_t{1} << 24;
   // Check each member's CRC-32 (one pass over its bytes).
   bool verify_crc = true;
+  // File operations (tensorsafe/env.h, for tests and embedders); nullptr:
+  // Env::Default().
+  Env* env = nullptr;
 };
 
 struct WriteOptions {
   bool compress = false;  // deflate members, as np.savez_compressed does
   int level = -1;         // zlib level when compressing; -1 = zlib's default (6)
   bool sync = true;       // fsync the file and its directory (WriteFile only)
+  // File operations (tensorsafe/env.h, for tests and embedders); nullptr:
+  // Env::Default().
+  Env* env = nullptr;
 };
 
 // Decodes an .npz image held by `owner`. Tensors keep file order.

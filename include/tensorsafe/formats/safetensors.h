@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tensorsafe/dtype.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/status.h"
 #include "tensorsafe/tensor.h"
 #include "tensorsafe/tensor_set.h"
@@ -42,6 +43,9 @@ struct ReadOptions {
   std::uint64_t max_header_bytes = kMaxHeaderBytes;
   // Arrays and objects nested deeper than this are refused (kLimitExceeded).
   std::uint32_t max_json_depth = kMaxJsonDepth;
+  // File operations (tensorsafe/env.h, for tests and embedders); nullptr:
+  // Env::Default().
+  Env* env = nullptr;
 };
 
 struct WriteOptions {
@@ -50,6 +54,9 @@ struct WriteOptions {
   // A header (N, padding included) longer than this is refused
   // (kLimitExceeded), as the reference writer refuses N > kMaxHeaderBytes.
   std::uint64_t max_header_bytes = kMaxHeaderBytes;
+  // File operations (tensorsafe/env.h, for tests and embedders); nullptr:
+  // Env::Default().
+  Env* env = nullptr;
 };
 
 // What the header of a valid file says.

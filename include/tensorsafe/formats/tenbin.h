@@ -26,7 +26,8 @@
 #include <string_view>
 #include <vector>
 
-#include "tensorsafe/options.h"
+#include "tensorsafe/limits.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/status.h"
 #include "tensorsafe/tensor_set.h"
 
@@ -43,6 +44,9 @@ struct ReadOptions {
   // Reject padding bytes that are not zero (writers zero them; webdataset
   // ignores them, and so do we by default).
   bool require_zero_padding = false;
+  // File operations (tensorsafe/env.h, for tests and embedders); nullptr:
+  // Env::Default().
+  Env* env = nullptr;
 };
 
 struct WriteOptions {
@@ -54,6 +58,9 @@ struct WriteOptions {
   bool names_as_infos = true;
   // WriteFile: fsync the file and its directory.
   bool sync = true;
+  // File operations (tensorsafe/env.h, for tests and embedders); nullptr:
+  // Env::Default().
+  Env* env = nullptr;
 };
 
 // Decodes a whole .ten buffer. Tensors view `bytes` and share `owner` when the
@@ -76,6 +83,15 @@ Result<std::string> Encode(const TensorSet& set, const WriteOptions& options = {
 // on error nothing is left behind. Streams: only headers are built in
 // memory, each tensor's bytes are written from where they are.
 Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& options = {});
+
+// True when `dtype` is in webdataset's dtype table (no bf16, bool, f8,
+// complex or packed types).
+bool HoldsDType(DType dtype);
+// OK when every tensor of `set` reads back under its name (names travel as
+// 8-byte infos; see Naming above). With `drop_names`, a name that cannot be
+// an info is replaced by the tensor's position; without, kInvalidArgument
+// names the first tensor whose name would not survive.
+Status CheckNames(TensorSet& set, bool drop_names);
 
 // ---- Chunk-level API (tensorcom) ----
 

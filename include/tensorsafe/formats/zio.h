@@ -24,7 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "tensorsafe/options.h"
+#include "tensorsafe/limits.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/status.h"
 #include "tensorsafe/tensor_set.h"
 
@@ -38,11 +39,21 @@ struct ReadOptions {
   // size, default 64 MiB), max_json_depth (64), max_tensor_count (entries of
   // TENS.tensors) and max_rank (64).
   Limits limits;
+  // Remove a tensor's metadata "name" once it has become the tensor's name:
+  // the writer adds it back, so zio -> tsafe -> zio stays exact and
+  // tsafe -> zio -> tsafe gains no key. Off: the label's metadata as sent.
+  bool strip_name_key = false;
+  // File operations (tensorsafe/env.h, for tests and embedders); nullptr:
+  // Env::Default().
+  Env* env = nullptr;
 };
 
 struct WriteOptions {
   // WriteFile: fsync the file and its directory.
   bool sync = true;
+  // File operations (tensorsafe/env.h, for tests and embedders); nullptr:
+  // Env::Default().
+  Env* env = nullptr;
 };
 
 // One ZIO message. Payload spans view memory kept alive by `owner` (or by
@@ -108,5 +119,13 @@ Result<std::string> Encode(const TensorSet& set, const WriteOptions& options = {
 // on error nothing is left behind. Streams: only headers are built in
 // memory, each tensor's bytes are written from where they are.
 Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& options = {});
+
+// True when `dtype` has a ZIO type (no bf16, f8 or packed types).
+bool HoldsDType(DType dtype);
+// OK when every tensor of `set` reads back under its name (names travel as
+// metadata "name"; see Naming above), or `drop_names` consents to the names
+// the reader will give; else kInvalidArgument naming the first that would
+// not.
+Status CheckNames(TensorSet& set, bool drop_names);
 
 }  // namespace tensorsafe::zio

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/common/codec_util.h"
-#include "formats/common/env_write.h"
+#include "io/internal.h"
 #include "util/checked_math.h"
 #include "util/endian.h"
 #include "util/text.h"
@@ -350,7 +350,7 @@ Result<TensorSet> Decode(std::span<const std::byte> bytes, std::shared_ptr<const
 }
 
 Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& opt) {
-  TS_ASSIGN_OR_RETURN(auto region, internal::Env::Default()->Map(path));
+  TS_ASSIGN_OR_RETURN(auto region, internal::EnvOr(opt.env)->Map(path));
   return Decode(region->bytes(), region, path, opt);
 }
 
@@ -455,18 +455,38 @@ Result<std::string> Encode(const TensorSet& set, const WriteOptions&) {
 }
 
 Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& opt) {
-  return internal::WriteBtfWithEnv(internal::Env::Default(), path, set, opt);
+  auto pieces = EncodePieces(set);
+  if (!pieces.ok()) return pieces.status().WithContext(path);
+  return WritePiecesAtomically(path, *pieces, opt.sync, opt.env);
+}
+
+bool HoldsDType(DType dtype) { return CodeOf(dtype).has_value(); }
+
+Status CheckNames(TensorSet& set, bool drop_names) {
+  // The names a reader gives: dense record r is "r", a COO pair
+  // "<base>.indices"/"<base>.values" is one record r, "r.indices"/"r.values".
+  std::map<std::string, std::uint64_t> coo_record;
+  std::uint64_t records = 0;
+  for (std::size_t i = 0; i < set.tensors.size(); ++i) {
+    const Tensor& t = set.tensors[i];
+    const std::string& n = t.info.name;
+    auto md = nlohmann::json::parse(t.info.metadata_json.empty() ? "{}" : t.info.metadata_json, nullptr, false);
+    const bool coo = md.is_object() && md.contains("layout") && md["layout"] == "coo";
+    const auto dot = n.rfind('.');
+    std::string back;
+    if (!coo || dot == std::string::npos) {
+      back = std::to_string(records++);
+    } else {
+      auto [it, fresh] = coo_record.emplace(n.substr(0, dot), records);
+      if (fresh) ++records;
+      back = std::to_string(it->second) + n.substr(dot);
+    }
+    if (back == n || drop_names) continue;
+    return InvalidArgument("tensor " + std::to_string(i) + " " + internal::QuoteName(n) +
+                           ": BTF stores no names, so it would read back as " + internal::QuoteName(back) +
+                           " (consent to positional names: drop_names, --drop-names)");
+  }
+  return Status::OK();
 }
 
 }  // namespace tensorsafe::btf
-
-namespace tensorsafe::internal {
-
-Status WriteBtfWithEnv(Env* env, const std::string& path, const TensorSet& set,
-                       const btf::WriteOptions& opt) {
-  auto pieces = btf::EncodePieces(set);
-  if (!pieces.ok()) return pieces.status().WithContext(path);
-  return WritePiecesAtomically(path, *pieces, opt.sync, env);
-}
-
-}  // namespace tensorsafe::internal

@@ -1,38 +1,15 @@
 #include "formats/common/codec_util.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cstring>
 #include <map>
 #include <set>
 
+#include "io/atomic_file.h"
+#include "util/text.h"
+
 namespace tensorsafe::internal {
-
-namespace {
-
-// Temp file, `fill`, optional fsync, rename; the temp file is removed on any
-// failure so a crash or error never leaves a half-written `path`.
-template <typename Fill>
-Status WriteViaTemp(const std::string& path, bool sync, Env* env, Fill&& fill) {
-  std::string tmp;
-  TS_ASSIGN_OR_RETURN(auto file, env->NewTempFile(path, &tmp));
-  Status s = fill(*file);
-  if (s.ok() && sync) s = file->Sync();
-  Status c = file->Close();
-  if (s.ok()) s = c;
-  if (s.ok()) s = env->Rename(tmp, path);
-  if (!s.ok()) {
-    (void)env->Remove(tmp);  // the first error is the one worth reporting
-    return s;
-  }
-  if (sync) TS_RETURN_IF_ERROR(env->SyncDirOf(path));
-  return Status::OK();
-}
-
-}  // namespace
-
-Status WriteFileAtomically(const std::string& path, std::span<const std::byte> bytes, bool sync,
-                           Env* env) {
-  return WriteViaTemp(path, sync, env, [&](WritableFile& f) { return f.Append(bytes); });
-}
 
 std::size_t Pieces::Append(std::string bytes) {
   size_ += bytes.size();
@@ -92,7 +69,7 @@ Status Pieces::WriteTo(WritableFile& file) const {
 }
 
 Status WritePiecesAtomically(const std::string& path, const Pieces& pieces, bool sync, Env* env) {
-  return WriteViaTemp(path, sync, env, [&](WritableFile& f) { return pieces.WriteTo(f); });
+  return WriteAtomically(path, sync, env, [&](WritableFile& f) { return pieces.WriteTo(f); });
 }
 
 Tensor OwnedTensor(TensorInfo info, std::vector<std::byte> bytes) {
@@ -161,6 +138,35 @@ std::vector<std::string> AssignNames(const std::vector<std::string>& preferred) 
 std::string Context(std::string_view display_name) {
   if (display_name.empty()) return "";
   return std::string(display_name) + ": ";
+}
+
+std::vector<std::string> ReadBackNames(const TensorSet& set, std::string_view key,
+                                       std::string (*read)(std::string_view stored)) {
+  std::vector<std::string> preferred;
+  preferred.reserve(set.tensors.size());
+  for (std::size_t i = 0; i < set.tensors.size(); ++i) {
+    const TensorInfo& info = set.tensors[i].info;
+    std::string stored = IsPositionalName(info.name, i) ? std::string() : info.name;
+    if (!info.metadata_json.empty()) {
+      auto md = nlohmann::json::parse(info.metadata_json, nullptr, /*allow_exceptions=*/false);
+      const std::string k(key);
+      if (md.is_object() && md.contains(k) && md[k].is_string()) stored = md[k].get<std::string>();
+    }
+    preferred.push_back(read(stored));
+  }
+  return AssignNames(preferred);
+}
+
+Status CheckReadBackNames(const TensorSet& set, const std::vector<std::string>& back, bool drop_names,
+                          std::string (*why)(const Tensor& t)) {
+  for (std::size_t i = 0; i < set.tensors.size(); ++i) {
+    const Tensor& t = set.tensors[i];
+    if (back[i] == t.info.name || drop_names) continue;
+    return InvalidArgument("tensor " + std::to_string(i) + " " + QuoteName(t.info.name) + ": " + why(t) +
+                           ", so it would read back as " + QuoteName(back[i]) +
+                           " (consent to positional names: drop_names, --drop-names)");
+  }
+  return Status::OK();
 }
 
 }  // namespace tensorsafe::internal

@@ -12,21 +12,16 @@
 #include <string_view>
 #include <vector>
 
-#include "io/env.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/status.h"
 #include "tensorsafe/tensor.h"
+#include "tensorsafe/tensor_set.h"
 
 namespace tensorsafe::internal {
 
 inline std::span<const std::byte> AsByteSpan(std::string_view s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }
-
-// Writes `bytes` to a temporary file next to `path` and renames it over
-// `path`; on any failure the temporary file is removed and `path` is left as
-// it was. `sync` fsyncs the file and its directory.
-Status WriteFileAtomically(const std::string& path, std::span<const std::byte> bytes, bool sync,
-                           Env* env = Env::Default());
 
 // An encoded file as a sequence of byte ranges: the headers, length fields
 // and padding it owns, and views of tensor bytes it does not own (their
@@ -62,9 +57,8 @@ class Pieces {
   std::uint64_t size_ = 0;
 };
 
-// Streams `pieces` to a temporary file next to `path` through `env` and
-// renames it over `path`; on any failure the temporary file is removed and
-// `path` is left as it was.
+// Streams `pieces` to `path` through an AtomicFile (io/atomic_file.h) made
+// by `env` (nullptr: the default).
 Status WritePiecesAtomically(const std::string& path, const Pieces& pieces, bool sync, Env* env);
 
 
@@ -89,6 +83,18 @@ Status CheckDenseSize(DType dtype, std::span<const std::uint64_t> shape, std::ui
 std::vector<std::string> AssignNames(const std::vector<std::string>& preferred);
 // True when `name` is the positional name of index `i`.
 bool IsPositionalName(std::string_view name, std::size_t i);
+
+// The names a reader of such a format gives `set`'s tensors: each tensor
+// stores its metadata's `key` when that is a string, else its name unless
+// that is positional; `read` maps a stored name to the one the reader sees;
+// then AssignNames.
+std::vector<std::string> ReadBackNames(const TensorSet& set, std::string_view key,
+                                       std::string (*read)(std::string_view stored));
+// OK when back[i] is tensor i's name for every i, or `drop_names`; else
+// kInvalidArgument: "tensor 3 \"w\": <why(tensor)>, so it would read back
+// as \"3\" (consent to positional names: drop_names, --drop-names)".
+Status CheckReadBackNames(const TensorSet& set, const std::vector<std::string>& back, bool drop_names,
+                          std::string (*why)(const Tensor& t));
 
 // "name: " for message prefixes, or "" when the name is empty.
 std::string Context(std::string_view display_name);

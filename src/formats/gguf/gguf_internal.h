@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "io/env.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/formats/gguf.h"
 #include "tensorsafe/status.h"
 #include "util/endian.h"
@@ -93,9 +93,5 @@ Result<EncodedKeyValues> EncodeKeyValues(std::string_view metadata_json,
 void AppendJsonString(std::string& out, std::string_view utf8);
 void AppendF32(std::string& out, float v);
 void AppendF64(std::string& out, double v);
-
-// WriteFile with an injectable Env (fault-injection tests).
-Status WriteFileWithEnv(const std::string& path, const TensorSet& set,
-                        const WriteOptions& options, tensorsafe::internal::Env* env);
 
 }  // namespace tensorsafe::gguf::internal

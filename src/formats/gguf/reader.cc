@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "formats/gguf/gguf_internal.h"
+#include "io/internal.h"
 #include "tensorsafe/formats/gguf.h"
 #include "util/checked_math.h"
 #include "util/text.h"
@@ -271,7 +272,7 @@ Result<TensorSet> Decode(std::span<const std::byte> bytes, std::shared_ptr<const
 }
 
 Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& options) {
-  TS_ASSIGN_OR_RETURN(auto region, tensorsafe::internal::Env::Default()->Map(path));
+  TS_ASSIGN_OR_RETURN(auto region, tensorsafe::internal::EnvOr(options.env)->Map(path));
   const auto bytes = region->bytes();
   return Decode(bytes, std::shared_ptr<const void>(std::move(region)), path, options);
 }

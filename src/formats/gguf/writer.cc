@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "formats/gguf/gguf_internal.h"
+#include "io/atomic_file.h"
 #include "tensorsafe/formats/gguf.h"
 #include "util/checked_math.h"
 #include "util/endian.h"
@@ -133,9 +134,26 @@ Result<InfoFields> CheckTensor(const Tensor& t, std::uint64_t i) {
   return InfoFields{*GgmlCode(info.dtype), info.shape};
 }
 
+// The metadata with general.alignment set to options.alignment (a uint32,
+// in tensorsafe.gguf_types), or as it is when that is 0. EncodeKeyValues
+// checks the value.
+Result<std::string> WithAlignment(const std::string& metadata_json, const WriteOptions& options) {
+  if (options.alignment == 0) return metadata_json;
+  auto md = nlohmann::ordered_json::object();
+  if (!metadata_json.empty()) {
+    md = nlohmann::ordered_json::parse(metadata_json, nullptr, /*allow_exceptions=*/false);
+    if (!md.is_object()) return InvalidArgument("the file's metadata is not a JSON object");
+  }
+  md[std::string(internal::kAlignmentKey)] = options.alignment;
+  auto& types = md["tensorsafe.gguf_types"];
+  if (types.is_null()) types = nlohmann::ordered_json::object();
+  if (types.is_object()) types[std::string(internal::kAlignmentKey)] = "uint32";
+  return md.dump();
+}
+
 Result<Plan> BuildHead(const TensorSet& set, const WriteOptions& options) {
-  TS_ASSIGN_OR_RETURN(internal::EncodedKeyValues kv,
-                      internal::EncodeKeyValues(set.metadata_json, options));
+  TS_ASSIGN_OR_RETURN(const std::string metadata, WithAlignment(set.metadata_json, options));
+  TS_ASSIGN_OR_RETURN(internal::EncodedKeyValues kv, internal::EncodeKeyValues(metadata, options));
   Plan p;
   p.alignment = kv.alignment;
   std::string& h = p.head;
@@ -190,42 +208,23 @@ Result<std::string> Encode(const TensorSet& set, const WriteOptions& options) {
   return out;
 }
 
-namespace internal {
-
-Status WriteFileWithEnv(const std::string& path, const TensorSet& set,
-                        const WriteOptions& options, tensorsafe::internal::Env* env) {
+Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& options) {
   TS_ASSIGN_OR_RETURN(Plan p, BuildHead(set, options));
-  std::string tmp;
-  TS_ASSIGN_OR_RETURN(auto file, env->NewTempFile(path, &tmp));
-  auto write_all = [&]() -> Status {
-    TS_RETURN_IF_ERROR(file->Append(std::as_bytes(std::span(p.head))));
+  return tensorsafe::internal::WriteAtomically(path, options.sync, options.env, [&](WritableFile& file) -> Status {
+    TS_RETURN_IF_ERROR(file.Append(std::as_bytes(std::span(p.head))));
     static constexpr std::array<std::byte, 4096> kZeros{};
     for (const Tensor& t : set.tensors) {
-      TS_RETURN_IF_ERROR(file->Append(t.data));
+      TS_RETURN_IF_ERROR(file.Append(t.data));
       for (std::uint64_t pad = PadBytes(t.data.size(), p.alignment); pad > 0;) {
         const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(pad, kZeros.size()));
-        TS_RETURN_IF_ERROR(file->Append(std::span(kZeros).first(n)));
+        TS_RETURN_IF_ERROR(file.Append(std::span(kZeros).first(n)));
         pad -= n;
       }
     }
-    if (options.sync) TS_RETURN_IF_ERROR(file->Sync());
-    TS_RETURN_IF_ERROR(file->Close());
-    return env->Rename(tmp, path);
-  };
-  Status s = write_all();
-  if (!s.ok()) {
-    (void)file->Close();
-    (void)env->Remove(tmp);  // nothing is left behind on error
-    return s;
-  }
-  if (options.sync) TS_RETURN_IF_ERROR(env->SyncDirOf(path));
-  return Status::OK();
+    return Status::OK();
+  });
 }
 
-}  // namespace internal
-
-Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& options) {
-  return internal::WriteFileWithEnv(path, set, options, tensorsafe::internal::Env::Default());
-}
+bool HoldsDType(DType dtype) { return GgmlCode(dtype).has_value(); }
 
 }  // namespace tensorsafe::gguf

@@ -14,13 +14,14 @@
 #include <vector>
 
 #include "formats/mds/mds_internal.h"
-#include "io/env.h"
+#include "io/atomic_file.h"
+#include "tensorsafe/env.h"
 #include "util/text.h"
 
 namespace tensorsafe::mds::internal {
 namespace {
 
-using tensorsafe::internal::Env;
+using tensorsafe::Env;
 using tensorsafe::internal::QuoteName;
 
 // stat() without following a final symlink: the kind of file at `path`.
@@ -78,34 +79,13 @@ Status Decompress(const std::string& zip_path, const ShardInfo& shard, const std
                       std::to_string(shard.zip.bytes));
   }
   TS_RETURN_IF_ERROR(VerifyHashes(shard.zip, zip, zip_path));
-  std::string tmp;
-  TS_ASSIGN_OR_RETURN(auto file, env->NewTempFile(out_path, &tmp));
-  auto fail = [&](Status st) {
-    (void)file->Close();
-    (void)env->Remove(tmp);
-    return st;
-  };
-  if (Status st = DecodeShard(codec, zip, shard.raw.bytes, zip_path, *file); !st.ok()) return fail(st);
-  if (Status st = file->Close(); !st.ok()) {
-    (void)env->Remove(tmp);
-    return st;
-  }
-  {
-    auto mapped = env->Map(tmp);
-    if (!mapped.ok()) {
-      (void)env->Remove(tmp);
-      return mapped.status();
-    }
-    if (Status st = VerifyHashes(shard.raw, (*mapped)->bytes(), zip_path + " (decompressed)"); !st.ok()) {
-      (void)env->Remove(tmp);
-      return st;
-    }
-  }
-  if (Status st = env->Rename(tmp, out_path); !st.ok()) {
-    (void)env->Remove(tmp);
-    return st;
-  }
-  return Status::OK();
+  TS_ASSIGN_OR_RETURN(tensorsafe::internal::AtomicFile out, tensorsafe::internal::AtomicFile::Create(out_path, env));
+  TS_RETURN_IF_ERROR(DecodeShard(codec, zip, shard.raw.bytes, zip_path, out.file()));
+  // A cache entry, rebuilt from the archive after a crash: no fsync.
+  return out.Commit(/*sync=*/false, [&]() -> Status {
+    TS_ASSIGN_OR_RETURN(auto mapped, env->Map(out.temp_path()));
+    return VerifyHashes(shard.raw, mapped->bytes(), zip_path + " (decompressed)");
+  });
 }
 
 // A digest that may name a cached raw shard: one that every decompression

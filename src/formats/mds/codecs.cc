@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "formats/mds/mds_internal.h"
-#include "io/env.h"
+#include "tensorsafe/env.h"
 #include "util/endian.h"
 #include "util/text.h"
 
@@ -27,7 +27,7 @@ namespace tensorsafe::mds::internal {
 namespace {
 
 using tensorsafe::internal::QuoteName;
-using tensorsafe::internal::WritableFile;
+using tensorsafe::WritableFile;
 
 // Every streaming decoder writes through a buffer of this size, whatever the
 // index claims.

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "formats/mds/mds_internal.h"
-#include "io/env.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/formats/mds.h"
 #include "util/checked_math.h"
 #include "util/text.h"
@@ -414,7 +414,7 @@ Result<Dataset> ParseIndex(std::span<const std::byte> bytes, const std::string& 
 
 Result<Dataset> OpenDataset(const std::string& dir, const Limits& limits) {
   const std::string path = dir + "/index.json";
-  auto* env = tensorsafe::internal::Env::Default();
+  auto* env = tensorsafe::Env::Default();
   TS_ASSIGN_OR_RETURN(auto file, env->OpenRead(path));
   if (file->size() > limits.max_index_bytes) {
     return LimitExceeded(path + ": index of " + std::to_string(file->size()) +

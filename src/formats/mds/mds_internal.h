@@ -6,12 +6,9 @@
 #include <string>
 #include <string_view>
 
+#include "tensorsafe/env.h"
 #include "tensorsafe/formats/mds.h"
 #include "tensorsafe/status.h"
-
-namespace tensorsafe::internal {
-class WritableFile;
-}  // namespace tensorsafe::internal
 
 namespace tensorsafe::mds::internal {
 
@@ -62,7 +59,7 @@ std::string_view CodecName(Codec codec);
 // bytes), kIOError from `out`. On error `out` holds a prefix of garbage: the
 // caller removes it.
 Status DecodeShard(Codec codec, std::span<const std::byte> zip, std::uint64_t raw_bytes, const std::string& name,
-                   tensorsafe::internal::WritableFile& out);
+                   tensorsafe::WritableFile& out);
 
 // The path of the raw shard to map for `shard`, decompressing it into the
 // cache when needed (cache.cc).

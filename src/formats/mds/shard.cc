@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "formats/mds/mds_internal.h"
-#include "io/env.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/formats/mds.h"
 #include "tensorsafe/tensor.h"
 #include "util/checked_math.h"
@@ -164,7 +164,7 @@ class MdsShard final : public dataset::ShardSource {
     const std::string what = file_ + " (raw_data " + QuoteName(raw_.basename) + ")";
     TS_RETURN_IF_ERROR(internal::VerifyHashes(raw_, region_->bytes(), what));
     if (!zip_path_.empty() && std::filesystem::is_regular_file(std::filesystem::symlink_status(zip_path_))) {
-      TS_ASSIGN_OR_RETURN(auto zip, tensorsafe::internal::Env::Default()->Map(zip_path_));
+      TS_ASSIGN_OR_RETURN(auto zip, tensorsafe::Env::Default()->Map(zip_path_));
       if (zip->bytes().size() != zip_.bytes) {
         return Corruption(zip_path_ + ": " + std::to_string(zip->bytes().size()) + " bytes, the index says " +
                           std::to_string(zip_.bytes));
@@ -190,7 +190,7 @@ class MdsShard final : public dataset::ShardSource {
 
   std::string name_;  // in messages
   std::string file_;  // the mapped file (a cache file when decompressed)
-  std::shared_ptr<tensorsafe::internal::MappedRegion> region_;
+  std::shared_ptr<tensorsafe::MappedRegion> region_;
   FileRef raw_;
   std::string zip_path_;  // empty: not compressed
   FileRef zip_;
@@ -235,7 +235,7 @@ Status CheckConfig(std::span<const std::byte> config, const ShardInfo& info, con
 Result<std::unique_ptr<MdsShard>> MdsShard::Open(const std::string& file, const ShardInfo& info,
                                                  const Limits& limits, const std::string& display) {
   const std::string& path = display.empty() ? file : display;
-  auto* env = tensorsafe::internal::Env::Default();
+  auto* env = tensorsafe::Env::Default();
   TS_ASSIGN_OR_RETURN(auto region, env->Map(file));
   auto bytes = region->bytes();
   const std::uint64_t size = bytes.size();

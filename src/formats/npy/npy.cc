@@ -6,9 +6,10 @@
 #include <limits>
 #include <new>
 
-#include "formats/common/env_write.h"
 #include "formats/npy/header.h"
 #include "formats/npy/npy_internal.h"
+#include "io/atomic_file.h"
+#include "io/internal.h"
 #include "tensorsafe/formats/npy.h"
 #include "util/checked_math.h"
 #include "util/endian.h"
@@ -257,23 +258,6 @@ Result<Tensor> DecodeArray(std::span<const std::byte> bytes, std::shared_ptr<con
   return t;
 }
 
-Status WriteAtomically(const std::string& path, bool sync,
-                       const std::function<Status(WritableFile&)>& fill, Env* env) {
-  std::string tmp;
-  TS_ASSIGN_OR_RETURN(auto file, env->NewTempFile(path, &tmp));
-  Status s = fill(*file);
-  if (s.ok() && sync) s = file->Sync();
-  Status c = file->Close();
-  if (s.ok()) s = c;
-  if (s.ok()) s = env->Rename(tmp, path);
-  if (!s.ok()) {
-    (void)env->Remove(tmp);
-    return s;
-  }
-  if (sync) TS_RETURN_IF_ERROR(env->SyncDirOf(path));
-  return Status::OK();
-}
-
 }  // namespace internal::npy
 
 namespace npy {
@@ -319,7 +303,7 @@ Result<TensorSet> Decode(std::span<const std::byte> bytes, std::shared_ptr<const
 }
 
 Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& options) {
-  TS_ASSIGN_OR_RETURN(auto region, internal::Env::Default()->Map(path));
+  TS_ASSIGN_OR_RETURN(auto region, internal::EnvOr(options.env)->Map(path));
   std::span<const std::byte> bytes = region->bytes();
   return Decode(bytes, std::move(region), path, options);
 }
@@ -354,17 +338,6 @@ Result<std::string> Encode(const Tensor& tensor, const WriteOptions& options) {
 }
 
 Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& options) {
-  return internal::WriteNpyWithEnv(internal::Env::Default(), path, set, options);
-}
-
-}  // namespace npy
-
-namespace internal {
-
-Status WriteNpyWithEnv(Env* env, const std::string& path, const TensorSet& set,
-                       const tensorsafe::npy::WriteOptions& options) {
-  using tensorsafe::npy::CheckSize;
-  using tensorsafe::npy::EncodeHeader;
   if (set.tensors.size() != 1) {
     return InvalidArgument(path + ": a .npy file holds exactly one array, the set has " +
                            std::to_string(set.tensors.size()) + " (write an .npz instead)");
@@ -374,11 +347,22 @@ Status WriteNpyWithEnv(Env* env, const std::string& path, const TensorSet& set,
   if (!s.ok()) return s.WithContext(path);
   auto header = EncodeHeader(t.info.dtype, t.info.shape);
   if (!header.ok()) return header.status().WithContext(path + ": tensor " + internal::QuoteName(t.info.name));
-  return npy::WriteAtomically(path, options.sync, [&](WritableFile& f) -> Status {
+  return internal::WriteAtomically(path, options.sync, options.env, [&](WritableFile& f) -> Status {
     TS_RETURN_IF_ERROR(f.Append(std::as_bytes(std::span(*header))));
     return f.Append(t.data);
-  }, env);
+  });
 }
 
-}  // namespace internal
+bool HoldsDType(DType dtype) {
+  auto descr = DescrOf(dtype);
+  return descr.ok() && *descr != "<V1";
+}
+
+Status CheckNames(TensorSet& set, bool /*drop_names*/) {
+  if (set.tensors.size() == 1) return Status::OK();
+  return InvalidArgument("an .npy file holds exactly one tensor and there are " + std::to_string(set.tensors.size()) +
+                         " (select one, or write .npz)");
+}
+
+}  // namespace npy
 }  // namespace tensorsafe

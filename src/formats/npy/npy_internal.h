@@ -7,7 +7,7 @@
 #include <span>
 #include <string>
 
-#include "io/env.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/formats/npy.h"
 #include "util/aligned_alloc.h"
 
@@ -22,12 +22,6 @@ Result<Tensor> DecodeArray(std::span<const std::byte> bytes, std::shared_ptr<con
 // Whether NumPy can hold an array of `shape` and `itemsize`: the non-zero
 // dimensions' product times the item size fits in 2^63 - 1 (npy_intp).
 bool WithinNumpySizeLimit(std::span<const std::uint64_t> shape, std::uint64_t itemsize);
-
-// Creates a temp file beside `path`, lets `fill` write it, syncs (when
-// `sync`), closes and renames it over `path`. On any error the temp file is
-// removed and `path` is untouched.
-Status WriteAtomically(const std::string& path, bool sync,
-                       const std::function<Status(WritableFile&)>& fill, Env* env = Env::Default());
 
 // The last path component without `suffix` (when it ends with it).
 std::string StemOf(const std::string& path, std::string_view suffix);

@@ -1,9 +1,11 @@
 // The .npz codec: zip.h for the container, npy_internal.h for the members.
 #include <set>
 
-#include "formats/common/env_write.h"
 #include "formats/npy/npy_internal.h"
 #include "formats/npy/zip.h"
+#include "io/atomic_file.h"
+#include "io/internal.h"
+#include "io/string_file.h"
 #include "tensorsafe/formats/npz.h"
 #include "util/checked_math.h"
 #include "util/text.h"
@@ -13,30 +15,7 @@ namespace {
 
 constexpr std::string_view kSuffix = ".npy";
 
-// An in-memory WritableFile, so Encode shares WriteFile's code path.
-class StringFile final : public internal::WritableFile {
- public:
-  Status Append(std::span<const std::byte> b) override {
-    s_.append(reinterpret_cast<const char*>(b.data()), b.size());
-    return Status::OK();
-  }
-  bool seekable() const override { return true; }
-  Status WriteAt(std::uint64_t off, std::span<const std::byte> b) override {
-    if (!internal::RangeWithin(off, b.size(), s_.size())) return Internal("write past the end of a buffer");
-    s_.replace(off, b.size(), reinterpret_cast<const char*>(b.data()), b.size());
-    return Status::OK();
-  }
-  Status Sync() override { return Status::OK(); }
-  Status Close() override { return Status::OK(); }
-  std::uint64_t position() const override { return s_.size(); }
-  const std::string& name() const override { return name_; }
-  std::string& str() { return s_; }
-
- private:
-  std::string s_, name_ = "<memory>";
-};
-
-Status WriteTo(internal::WritableFile& f, const TensorSet& set, const WriteOptions& opt) {
+Status WriteTo(WritableFile& f, const TensorSet& set, const WriteOptions& opt) {
   internal::zip::Writer zw(f);
   std::set<std::string_view> seen;
   for (const Tensor& t : set.tensors) {
@@ -101,31 +80,22 @@ Result<TensorSet> Decode(std::span<const std::byte> bytes, std::shared_ptr<const
 }
 
 Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& options) {
-  TS_ASSIGN_OR_RETURN(auto region, internal::Env::Default()->Map(path));
+  TS_ASSIGN_OR_RETURN(auto region, internal::EnvOr(options.env)->Map(path));
   std::span<const std::byte> bytes = region->bytes();
   return Decode(bytes, std::move(region), path, options);
 }
 
 Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& options) {
-  return internal::WriteNpzWithEnv(internal::Env::Default(), path, set, options);
+  Status s = internal::WriteAtomically(path, options.sync, options.env,
+                                       [&](WritableFile& f) { return WriteTo(f, set, options); });
+  return s.WithContext(path);
 }
 
 Result<std::string> Encode(const TensorSet& set, const WriteOptions& options) {
-  StringFile f;
+  // In memory, so Encode shares WriteFile's code path.
+  internal::StringFile f;
   TS_RETURN_IF_ERROR(WriteTo(f, set, options));
   return std::move(f.str());
 }
 
 }  // namespace tensorsafe::npz
-
-namespace tensorsafe::internal {
-
-Status WriteNpzWithEnv(Env* env, const std::string& path, const TensorSet& set,
-                       const npz::WriteOptions& options) {
-  Status s = npy::WriteAtomically(path, options.sync, [&](WritableFile& f) {
-    return npz::WriteTo(f, set, options);
-  }, env);
-  return s.WithContext(path);
-}
-
-}  // namespace tensorsafe::internal

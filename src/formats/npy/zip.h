@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "io/env.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/status.h"
 
 namespace tensorsafe::internal::zip {

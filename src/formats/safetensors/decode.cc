@@ -1,5 +1,5 @@
 // Decode and ReadFile: a validated header turned into zero-copy tensors.
-#include "io/env.h"
+#include "io/internal.h"
 #include "tensorsafe/formats/safetensors.h"
 
 namespace tensorsafe::safetensors {
@@ -24,8 +24,8 @@ Result<TensorSet> Decode(std::span<const std::byte> bytes, std::shared_ptr<const
 }
 
 Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& options) {
-  TS_ASSIGN_OR_RETURN(std::shared_ptr<tensorsafe::internal::MappedRegion> region,
-                      tensorsafe::internal::Env::Default()->Map(path));
+  TS_ASSIGN_OR_RETURN(std::shared_ptr<tensorsafe::MappedRegion> region,
+                      tensorsafe::internal::EnvOr(options.env)->Map(path));
   const auto bytes = region->bytes();
   return Decode(bytes, std::move(region), path, options);
 }

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "formats/safetensors/internal.h"
-#include "io/env.h"
+#include "io/atomic_file.h"
 #include "tensorsafe/formats/safetensors.h"
 #include "util/checked_math.h"
 #include "util/endian.h"
@@ -211,7 +211,7 @@ std::span<const std::byte> AsBytes(const std::string& s) {
 constexpr std::size_t kDirectWrite = std::size_t{64} << 10;
 constexpr std::size_t kBufferBytes = std::size_t{1} << 20;
 
-Status WriteBody(tensorsafe::internal::WritableFile& file, const Plan& plan) {
+Status WriteBody(tensorsafe::WritableFile& file, const Plan& plan) {
   TS_RETURN_IF_ERROR(file.Append(AsBytes(plan.header)));
   std::string buf;
   buf.reserve(kBufferBytes);
@@ -244,33 +244,10 @@ Result<std::string> Encode(const TensorSet& set, const WriteOptions& options) {
   return out;
 }
 
-namespace internal {
-
-Status WriteFileWithEnv(tensorsafe::internal::Env* env, const std::string& path,
-                        const TensorSet& set, const WriteOptions& options) {
-  TS_ASSIGN_OR_RETURN(Plan plan, MakePlan(set, options));
-  std::string tmp;
-  TS_ASSIGN_OR_RETURN(std::unique_ptr<tensorsafe::internal::WritableFile> file,
-                      env->NewTempFile(path, &tmp));
-  Status s = WriteBody(*file, plan);
-  if (s.ok() && options.sync) s = file->Sync();
-  if (s.ok()) s = file->Close();
-  if (s.ok()) s = env->Rename(tmp, path);
-  if (!s.ok()) {
-    (void)file->Close();
-    (void)env->Remove(tmp);
-    return s;
-  }
-  // The file is in place; a failure here only means the rename may not
-  // survive a crash.
-  if (options.sync) TS_RETURN_IF_ERROR(env->SyncDirOf(path));
-  return Status::OK();
-}
-
-}  // namespace internal
-
 Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& options) {
-  return internal::WriteFileWithEnv(tensorsafe::internal::Env::Default(), path, set, options);
+  TS_ASSIGN_OR_RETURN(Plan plan, MakePlan(set, options));
+  return tensorsafe::internal::WriteAtomically(path, options.sync, options.env,
+                                               [&](WritableFile& f) { return WriteBody(f, plan); });
 }
 
 }  // namespace tensorsafe::safetensors

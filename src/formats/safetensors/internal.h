@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "io/env.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/dtype.h"
 #include "tensorsafe/formats/safetensors.h"
 #include "tensorsafe/status.h"
@@ -37,9 +37,5 @@ void AppendJsonString(std::string& out, std::string_view s);
 
 // Byte offset of the first invalid UTF-8 sequence in `s`, or s.size().
 std::size_t FirstInvalidUtf8(std::string_view s);
-
-// WriteFile through a given Env (fault injection in tests).
-Status WriteFileWithEnv(tensorsafe::internal::Env* env, const std::string& path,
-                        const TensorSet& set, const WriteOptions& options);
 
 }  // namespace tensorsafe::safetensors::internal

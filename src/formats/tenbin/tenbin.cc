@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/common/codec_util.h"
-#include "formats/common/env_write.h"
+#include "io/internal.h"
 #include "util/checked_math.h"
 #include "util/endian.h"
 #include "util/text.h"
@@ -330,7 +330,7 @@ Result<TensorSet> Decode(std::span<const std::byte> bytes, std::shared_ptr<const
 }
 
 Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& opt) {
-  TS_ASSIGN_OR_RETURN(auto region, internal::Env::Default()->Map(path));
+  TS_ASSIGN_OR_RETURN(auto region, internal::EnvOr(opt.env)->Map(path));
   return Decode(region->bytes(), region, path, opt);
 }
 
@@ -409,18 +409,37 @@ Result<std::string> Encode(const TensorSet& set, const WriteOptions& opt) {
 }
 
 Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& opt) {
-  return internal::WriteTenbinWithEnv(internal::Env::Default(), path, set, opt);
+  auto pieces = EncodePieces(set, opt);
+  if (!pieces.ok()) return pieces.status().WithContext(path);
+  return WritePiecesAtomically(path, *pieces, opt.sync, opt.env);
+}
+
+bool HoldsDType(DType dtype) { return CodeOf(dtype).has_value(); }
+
+namespace {
+bool FitsInfo(std::string_view name) {
+  if (name.size() > kInfoBytes) return false;
+  for (unsigned char c : name) {
+    if (c == 0 || c >= 0x80) return false;
+  }
+  return true;
+}
+}  // namespace
+
+Status CheckNames(TensorSet& set, bool drop_names) {
+  if (drop_names) {
+    for (std::size_t i = 0; i < set.tensors.size(); ++i) {
+      Tensor& t = set.tensors[i];
+      if (!FitsInfo(t.info.name)) t.info.name = std::to_string(i);
+    }
+  }
+  // A reader names an info by webdataset's reading of it.
+  const std::vector<std::string> back = internal::ReadBackNames(
+      set, "tenbin_info", [](std::string_view stored) { return NameOfInfo(stored); });
+  return internal::CheckReadBackNames(set, back, drop_names, [](const Tensor& t) {
+    return std::string(FitsInfo(t.info.name) ? "tenbin's infos would clash"
+                                             : "tenbin keeps a name only as an info of at most 8 ASCII bytes");
+  });
 }
 
 }  // namespace tensorsafe::tenbin
-
-namespace tensorsafe::internal {
-
-Status WriteTenbinWithEnv(Env* env, const std::string& path, const TensorSet& set,
-                          const tenbin::WriteOptions& opt) {
-  auto pieces = tenbin::EncodePieces(set, opt);
-  if (!pieces.ok()) return pieces.status().WithContext(path);
-  return WritePiecesAtomically(path, *pieces, opt.sync, env);
-}
-
-}  // namespace tensorsafe::internal

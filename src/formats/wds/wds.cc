@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "io/env.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/formats/npy.h"
 #include "tensorsafe/formats/tenbin.h"
 #include "tensorsafe/formats/wds.h"
@@ -347,7 +347,7 @@ Result<std::unique_ptr<dataset::ShardSource>> OpenShardBytes(std::span<const std
 }
 
 Result<std::unique_ptr<dataset::ShardSource>> OpenShard(const std::string& path, const ReadOptions& options) {
-  TS_ASSIGN_OR_RETURN(auto region, tensorsafe::internal::Env::Default()->Map(path));
+  TS_ASSIGN_OR_RETURN(auto region, tensorsafe::Env::Default()->Map(path));
   auto bytes = region->bytes();
   return WdsShard::Open(bytes, std::shared_ptr<const void>(std::move(region)), path, options);
 }

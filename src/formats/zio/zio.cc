@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/common/codec_util.h"
-#include "formats/common/env_write.h"
+#include "io/internal.h"
 #include "util/endian.h"
 #include "util/text.h"
 
@@ -386,6 +386,15 @@ Result<TensorSet> ToTensorSet(const Message& m, const std::string& display_name,
   }
   const auto names = internal::AssignNames(preferred);
   for (std::size_t i = 0; i < names.size(); ++i) set.tensors[i].info.name = names[i];
+  if (opt.strip_name_key) {
+    for (Tensor& t : set.tensors) {
+      if (t.info.metadata_json.empty()) continue;
+      auto md = nlohmann::ordered_json::parse(t.info.metadata_json, nullptr, /*allow_exceptions=*/false);
+      if (!md.is_object() || !md.contains("name") || md["name"] != t.info.name) continue;
+      md.erase("name");
+      t.info.metadata_json = md.empty() ? std::string() : md.dump();
+    }
+  }
   return set;
 }
 
@@ -455,7 +464,7 @@ Result<TensorSet> Decode(std::span<const std::byte> bytes, std::shared_ptr<const
 }
 
 Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& opt) {
-  TS_ASSIGN_OR_RETURN(auto region, internal::Env::Default()->Map(path));
+  TS_ASSIGN_OR_RETURN(auto region, internal::EnvOr(opt.env)->Map(path));
   return Decode(region->bytes(), region, path, opt);
 }
 
@@ -465,21 +474,22 @@ Result<std::string> Encode(const TensorSet& set, const WriteOptions&) {
 }
 
 Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptions& opt) {
-  return internal::WriteZioWithEnv(internal::Env::Default(), path, set, opt);
+  // The message's payload frames view the tensors' bytes (AppendTensors).
+  auto message = FromTensorSet(set);
+  if (!message.ok()) return message.status().WithContext(path);
+  auto pieces = PackPieces(*message);
+  if (!pieces.ok()) return pieces.status().WithContext(path);
+  return WritePiecesAtomically(path, *pieces, opt.sync, opt.env);
+}
+
+bool HoldsDType(DType dtype) { return TypeOf(dtype) != nullptr; }
+
+Status CheckNames(TensorSet& set, bool drop_names) {
+  const std::vector<std::string> back =
+      internal::ReadBackNames(set, "name", [](std::string_view stored) { return std::string(stored); });
+  return internal::CheckReadBackNames(set, back, drop_names, [](const Tensor&) {
+    return std::string("its ZIO metadata \"name\" differs or clashes");
+  });
 }
 
 }  // namespace tensorsafe::zio
-
-namespace tensorsafe::internal {
-
-Status WriteZioWithEnv(Env* env, const std::string& path, const TensorSet& set,
-                       const zio::WriteOptions& opt) {
-  // The message's payload frames view the tensors' bytes (AppendTensors).
-  auto message = zio::FromTensorSet(set);
-  if (!message.ok()) return message.status().WithContext(path);
-  auto pieces = zio::PackPieces(*message);
-  if (!pieces.ok()) return pieces.status().WithContext(path);
-  return WritePiecesAtomically(path, *pieces, opt.sync, env);
-}
-
-}  // namespace tensorsafe::internal

@@ -1,6 +1,17 @@
-// The file seam: every byte tensorsafe reads or writes goes through an Env, so
-// tests can inject failed writes, failed syncs, short reads and failed renames
-// (and the crash tests can stop a process after the Nth operation).
+// Env: the file seam. Every byte tensorsafe reads or writes goes through an
+// Env, so a caller can count, redirect or fail file operations: tests inject
+// failed writes, failed syncs, short reads and failed renames; the crash tests
+// stop a process after the Nth operation; `convert` counts bytes for its
+// progress bar. This is an advanced interface (as LevelDB's Env is): most
+// callers never name it, and every options struct takes `Env* env = nullptr`,
+// meaning Env::Default().
+//
+// Thread safety: Env::Default() is shared and thread-safe. A WritableFile,
+// RandomAccessFile or MappedRegion is used by one thread at a time unless its
+// method says otherwise (RandomAccessFile::ReadAt and MappedRegion::bytes are
+// safe from many threads). An Env subclass must be thread-safe when passed to
+// a reader or writer that uses threads (ReaderOptions::read_threads, the
+// writer's background appender).
 #pragma once
 
 #include <cstddef>
@@ -11,7 +22,8 @@
 
 #include "tensorsafe/status.h"
 
-namespace tensorsafe::internal {
+namespace tensorsafe {
+
 
 // A file written front to back; seekable files also accept positional writes.
 // The writers' DataWriter calls Append from a background thread (one call
@@ -77,6 +89,7 @@ class MappedRegion {
 class Env {
  public:
   virtual ~Env() = default;
+  // The process-wide POSIX implementation; never deleted.
   static Env* Default();
 
   // Creates "<dir>/<base>.tmp-XXXXXX" next to `final_path`, exclusive, mode
@@ -110,7 +123,4 @@ class Env {
   virtual Status SyncDirOf(const std::string& path);
 };
 
-// Writes all bytes to fd, retrying on EINTR and short writes.
-Status WriteAllFd(int fd, std::span<const std::byte> bytes, const std::string& name);
-
-}  // namespace tensorsafe::internal
+}  // namespace tensorsafe

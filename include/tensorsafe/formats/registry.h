@@ -1,0 +1,250 @@
+// The format table: every tensor-file format tensorsafe reads and writes, one
+// row each, `.tsafe` a row like the others. A row says what the format is
+// called, how it is recognised, what it can hold, and where its read, decode,
+// write and encode functions are. `convert`, the CLI (format lists, --from,
+// --to, help text) and the Python package (`tensorsafe.formats`) iterate this
+// table; none of them switches on a format.
+//
+// Adding a format: its codec folder (src/formats/<name>/ with a public
+// header here), a Format value, and one row in src/formats/registry.cc
+// (docs/CONTRIBUTING.md walks through it). The rows are plain structs of
+// values and function pointers, built at compile time: no registration, no
+// plugins.
+//
+// Thread safety: the table is immutable; every function is reentrant.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensorsafe/dtype.h"
+#include "tensorsafe/env.h"
+#include "tensorsafe/status.h"
+#include "tensorsafe/tensor_set.h"
+
+namespace tensorsafe {
+
+// Not persisted anywhere: values may be added (at the end, before nothing
+// else depends on their order).
+enum class Format {
+  kUnknown,
+  kTsafe,        // "\x89TSF\r\n\x1a\n"
+  kNpy,          // "\x93NUMPY"
+  kNpz,          // a ZIP archive ("PK\x03\x04", or "PK\x05\x06" when empty)
+  kSafetensors,  // u64 LE header length, then '{'
+  kTenbin,       // "~TenBin~"
+  kBtf,          // no magic: by the ".btf" extension only
+  kGguf,         // "GGUF"
+  kZio,          // single-frame ZIO message: a length prefix, then "ZIO" + level digit
+};
+
+// What a format can hold. A conversion checks the input against the target's
+// capabilities and refuses, naming the tensor, what would be lost unless the
+// caller consents (Consent below; docs/CONVERT.md §2-§3).
+struct Capabilities {
+  enum class Metadata {
+    kNone,     // nothing: file metadata is lost (consent: drop_metadata)
+    kStrings,  // string values only (safetensors' __metadata__)
+    kAny,      // any JSON object
+  };
+  Metadata file_metadata = Metadata::kNone;
+  // Per-tensor metadata: any JSON object (kAny), only the keys the format
+  // stores itself (kNone with own_tensor_keys), or none.
+  Metadata tensor_metadata = Metadata::kNone;
+  // The per-tensor keys the format stores as its own (tenbin's info, BTF's
+  // COO marker, GGUF's block type), kept where the rest is dropped...
+  std::span<const std::string_view> own_tensor_keys;
+  // ...when this says they apply to a tensor's metadata JSON text (nullptr:
+  // always). BTF's keys are its own only on a COO tensor, GGUF's only on a
+  // quantized one.
+  bool (*own_tensor_keys_apply)(std::string_view metadata_json) = nullptr;
+  // An empty metadata object is told apart from none (tsafe's metadata
+  // length 2 against 0; safetensors' "__metadata__":{} against none).
+  bool empty_metadata_object = false;
+  // Integers wider than 64 bits in metadata survive (the writer does not
+  // re-encode them through a double).
+  bool wide_integers = true;
+  // True when a tensor of `dtype` is written and read back as `dtype`.
+  bool (*holds_dtype)(DType dtype) = nullptr;
+  std::uint32_t max_rank = 0;  // 0: no limit of the format's own
+  bool sparse_coo = false;     // Layout::kCoo tensors as such
+  bool alignment = false;      // FormatWriteOptions::alignment applies
+  bool compress = false;       // FormatWriteOptions::compress applies
+  bool checksums = false;      // TensorInfo::data_checksum is the XXH3-64 of each tensor's data
+  // Names: nullptr when every name is stored as given; otherwise checks the
+  // names `set` would read back with, renaming what drop_names consents to,
+  // and returns kInvalidArgument naming the first tensor whose name would
+  // not survive (and the consent that would let it through).
+  Status (*check_names)(TensorSet& set, bool drop_names) = nullptr;
+};
+
+// What `tensorsafe info` says of a file; the layout fields a format does not
+// have stay unset.
+struct FileDescription {
+  std::uint64_t tensor_count = 0;
+  std::uint64_t data_bytes = 0;  // the tensors' data bytes
+  std::string metadata_json;     // "" when none
+  std::optional<std::string> version;
+  std::optional<std::uint64_t> alignment;
+  std::optional<std::uint64_t> index_offset;  // the index (the native format)
+  std::optional<std::uint64_t> index_length;
+  std::optional<std::uint64_t> unused_bytes;  // padding and dead space
+  // The live header slot's sequence number; 0 for a streamed file, whose
+  // trailer alone points at the index.
+  std::optional<std::uint64_t> header_sequence;
+};
+
+struct FormatReadOptions {
+  // Formats that can read without mapping the file (tsafe: positional reads
+  // into buffers) do so: for NFS and other files that should not be mapped.
+  bool pread = false;
+  Env* env = nullptr;  // nullptr: Env::Default()
+};
+
+struct FormatWriteOptions {
+  // tsafe: the data alignment (0 = 64). gguf: written as general.alignment
+  // (uint32), replacing the input's. Other formats fix their own layout.
+  std::uint32_t alignment = 0;
+  bool compress = false;  // npz: deflate the members (np.savez_compressed)
+  bool sync = true;       // fsync the output and its directory
+  Env* env = nullptr;     // nullptr: Env::Default()
+};
+
+// What the caller consents to lose when the target cannot hold it. Each is
+// false by default, and then writing fails instead (CONVERT.md §3). Shared by
+// Convert, WriteTensorSet and Python's tensorsafe.write.
+struct Consent {
+  // safetensors: write non-string metadata values as their compact JSON text
+  // (a nested object becomes the string "{\"a\":1}").
+  bool stringify_metadata = false;
+  // File metadata into a format without any (npy, npz, tenbin, btf): dropped.
+  bool drop_metadata = false;
+  // Per-tensor metadata into a format without it (all but tsafe and zio;
+  // tenbin and btf keep their own keys, see CONVERT.md): dropped.
+  bool drop_tensor_metadata = false;
+  // Names into a format that cannot hold them (btf: positions only; tenbin:
+  // 8 ASCII bytes): tensors are written under their position instead.
+  bool drop_names = false;
+  // Sparse COO tensors into a format without sparse tensors (all but tsafe
+  // and btf): written as their dense equivalent, built in memory (zeros
+  // where no element is stored; duplicate coordinates summed for integer,
+  // f32 and f64 values, kUnsupported for other dtypes). A dense result
+  // larger than max_densify_bytes is kLimitExceeded.
+  bool densify = false;
+  std::uint64_t max_densify_bytes = std::uint64_t{1} << 30;
+};
+
+struct FormatInfo {
+  Format format;
+  std::string_view name;         // "safetensors": stable, lower case
+  std::string_view description;  // one line, for help text
+  std::span<const std::string_view> aliases;     // other accepted names ("st")
+  std::span<const std::string_view> extensions;  // lower case, no dot; the first is the one written
+  // True when a file's first bytes (up to 16; fewer for a short file) are
+  // this format's. nullptr: recognised by extension only (BTF).
+  bool (*sniff)(std::span<const std::byte> prefix) = nullptr;
+  // The sniff is a heuristic, not a magic number (safetensors: a length,
+  // then '{'): it is tried after every format that has a magic.
+  bool weak_sniff = false;
+  Capabilities caps;
+
+  // A file as a TensorSet whose tensors view the file's mapping where the
+  // format allows (and keep it alive). Errors: the codec's.
+  Result<TensorSet> (*read_file)(const std::string& path, const FormatReadOptions& options) = nullptr;
+  // The same from bytes held by `owner`; `name` is used in messages.
+  Result<TensorSet> (*decode)(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
+                              const std::string& name) = nullptr;
+  // Every check the format has (for `verify`): the names of damaged tensors
+  // go to `damaged` when the format can tell them. nullptr: reading the file
+  // with read_file is the full check.
+  Status (*verify)(const std::string& path, std::vector<std::string>* damaged) = nullptr;
+  // The file described; nullptr: counted from read_file's set.
+  Result<FileDescription> (*describe)(const std::string& path) = nullptr;
+  // Fast paths of a format with an index (tsafe), whose files may hold
+  // millions of tensors; nullptr: read_file, then a walk of the set.
+  // Visits every tensor's info in file order, memory not growing with the
+  // count; `fn` returns false to stop.
+  Status (*for_each_info)(const std::string& path, const std::function<bool(const TensorInfo&)>& fn) = nullptr;
+  // One tensor by name, its bytes checked against its checksum.
+  Result<Tensor> (*read_tensor)(const std::string& path, std::string_view name) = nullptr;
+
+  // Writes a set that PrepareForFormat accepted, through an AtomicFile:
+  // `path` is untouched on failure. nullptr: the format is read-only.
+  Status (*write_file)(const std::string& path, const TensorSet& set, const FormatWriteOptions& options) = nullptr;
+  // The file's bytes in memory. nullptr: write_file only.
+  Result<std::string> (*encode)(const TensorSet& set, const FormatWriteOptions& options) = nullptr;
+};
+
+// Every format, kTsafe first, in a stable order.
+std::span<const FormatInfo> AllFormats();
+// The row of `format`; kUnknown has a row too (named "unknown", no functions).
+const FormatInfo& InfoOf(Format format);
+// A stable lower-case name: "tsafe", "npy", ..., "unknown".
+std::string_view FormatName(Format format);
+// A format from its name or an alias, case-insensitive; nullopt otherwise.
+std::optional<Format> ParseFormat(std::string_view name);
+// "tsafe, safetensors, npy, ..." for messages and help.
+std::string FormatList();
+
+// Decides from up to the first 16 bytes of a file (`prefix` may be shorter
+// or empty) and its name. Magic wins over the extension; a ZIP is kNpz
+// whatever its name, since that is the only ZIP container we read.
+Format DetectFormatFromBytes(std::span<const std::byte> prefix, std::string_view path);
+// Reads the first bytes of `path` and decides. Errors: kIOError / kNotFound
+// when the file cannot be read. An empty or unrecognised file is kUnknown,
+// not an error.
+Result<Format> DetectFormat(const std::string& path, Env* env = nullptr);
+
+// Opens any supported file as a TensorSet: tensors view the file's mapping
+// (docs/CONVERT.md lists the formats that copy) and keep it alive. `format`
+// kUnknown detects it. A .tsafe file's tensors carry their checksums in
+// info.data_checksum (unchecked here; Capabilities::checksums). Per-tensor
+// metadata reads as "" when absent or an empty object; file metadata as ""
+// when absent. Errors: those of DetectFormat and of the format's reader;
+// kUnsupported for an unrecognised file.
+Result<TensorSet> ReadTensorSet(const std::string& path, Format format = Format::kUnknown,
+                                const FormatReadOptions& options = {});
+// The same from bytes held by `owner` (`format` must be known).
+Result<TensorSet> DecodeTensorSet(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
+                                  Format format, const std::string& name = "<bytes>");
+
+// The row's functions, or their generic forms over ReadTensorSet, for any
+// file (`format` kUnknown detects it). ReadTensor checks a tensor's checksum
+// where the format has one (kCorruption naming the tensor) and gives
+// kNotFound for a missing name; VerifyFile runs every check the format has
+// (FormatInfo::verify).
+Result<FileDescription> DescribeFile(const std::string& path, Format format = Format::kUnknown);
+Status ForEachTensorInfo(const std::string& path, Format format, const std::function<bool(const TensorInfo&)>& fn);
+Result<Tensor> ReadTensor(const std::string& path, Format format, std::string_view name);
+Status VerifyFile(const std::string& path, Format format = Format::kUnknown,
+                  std::vector<std::string>* damaged = nullptr);
+
+// Checks that `set` can be written as `to` without losing anything `consent`
+// does not allow, and returns the set to hand to the writer (metadata
+// stringified or dropped, names replaced, COO densified, as consented).
+// Errors name the tensor: kInvalidArgument (options that do not apply, a
+// name or metadata value the target cannot hold), kUnsupported (a dtype,
+// rank, sparse tensor or metadata the target lacks), kLimitExceeded.
+Result<TensorSet> PrepareForFormat(const TensorSet& set, Format to, const Consent& consent,
+                                   const FormatWriteOptions& options = {});
+
+// PrepareForFormat, then the format's writer; nothing is written when a
+// check fails. Errors as for PrepareForFormat, then the writer's (kIOError).
+Status WriteTensorSet(const std::string& path, const TensorSet& set, Format to, const FormatWriteOptions& options = {},
+                      const Consent& consent = {});
+// PrepareForFormat, then the format's encoder (kUnsupported for formats
+// that write files only).
+Result<std::string> EncodeTensorSet(const TensorSet& set, Format to, const FormatWriteOptions& options = {},
+                                    const Consent& consent = {});
+
+// True when `dtype` can be written as `format` and read back as the same
+// dtype (CONVERT.md §2).
+bool FormatHoldsDType(Format format, DType dtype);
+
+}  // namespace tensorsafe

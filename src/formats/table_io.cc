@@ -1,0 +1,122 @@
+// The table's read and write paths (formats/registry.h): each goes to the
+// format's row, or to a generic form over the row's read_file.
+#include <algorithm>
+
+#include "formats/internal.h"
+#include "util/hash.h"
+#include "util/text.h"
+
+namespace tensorsafe {
+namespace {
+
+// The row of a file's format, detected when `format` is kUnknown; an
+// unreadable format is kUnsupported naming the file.
+Result<const FormatInfo*> ReadableRow(const std::string& path, Format format, Env* env = nullptr) {
+  if (format == Format::kUnknown) {
+    TS_ASSIGN_OR_RETURN(format, DetectFormat(path, env));
+  }
+  const FormatInfo& row = InfoOf(format);
+  if (row.read_file == nullptr) {
+    return Unsupported(path + ": not a tensor file tensorsafe recognises by its first bytes or its extension (" +
+                       FormatList() + "); name its format explicitly");
+  }
+  return &row;
+}
+
+// The row of a format that is written, or an error.
+Result<const FormatInfo*> WritableRow(Format to) {
+  if (to == Format::kUnknown) return InvalidArgument("no output format");
+  const FormatInfo& row = InfoOf(to);
+  if (row.write_file == nullptr) return Unsupported(std::string(row.name) + " files are read, not written");
+  return &row;
+}
+
+}  // namespace
+
+namespace internal {
+Status CheckChecksums(std::span<const Tensor> tensors, const std::string& path) {
+  for (const Tensor& t : tensors) {
+    const std::uint64_t got = Hash64(t.data);
+    if (got != t.info.data_checksum) {
+      return Corruption(path + ": tensor " + QuoteName(t.info.name) + ": data checksum " + std::to_string(got) +
+                        " does not match the index's " + std::to_string(t.info.data_checksum) +
+                        " (the data is damaged)");
+    }
+  }
+  return Status::OK();
+}
+
+FileDescription Describe(const TensorSet& set) {
+  FileDescription d;
+  d.tensor_count = set.tensors.size();
+  for (const Tensor& t : set.tensors) d.data_bytes += t.info.data_length;
+  d.metadata_json = set.metadata_json;
+  return d;
+}
+}  // namespace internal
+
+Result<TensorSet> ReadTensorSet(const std::string& path, Format format, const FormatReadOptions& options) {
+  TS_ASSIGN_OR_RETURN(const FormatInfo* row, ReadableRow(path, format, options.env));
+  return row->read_file(path, options);
+}
+
+Result<TensorSet> DecodeTensorSet(std::span<const std::byte> bytes, std::shared_ptr<const void> owner, Format format,
+                                  const std::string& name) {
+  const FormatInfo& row = InfoOf(format);
+  if (row.decode == nullptr) return InvalidArgument(name + ": no format to decode it as");
+  return row.decode(bytes, std::move(owner), name);
+}
+
+Result<FileDescription> DescribeFile(const std::string& path, Format format) {
+  TS_ASSIGN_OR_RETURN(const FormatInfo* row, ReadableRow(path, format));
+  if (row->describe != nullptr) return row->describe(path);
+  TS_ASSIGN_OR_RETURN(TensorSet set, row->read_file(path, {}));
+  return internal::Describe(set);
+}
+
+Status ForEachTensorInfo(const std::string& path, Format format, const std::function<bool(const TensorInfo&)>& fn) {
+  TS_ASSIGN_OR_RETURN(const FormatInfo* row, ReadableRow(path, format));
+  if (row->for_each_info != nullptr) return row->for_each_info(path, fn);
+  TS_ASSIGN_OR_RETURN(TensorSet set, row->read_file(path, {}));
+  for (const Tensor& t : set.tensors) {
+    if (!fn(t.info)) break;
+  }
+  return Status::OK();
+}
+
+Result<Tensor> ReadTensor(const std::string& path, Format format, std::string_view name) {
+  TS_ASSIGN_OR_RETURN(const FormatInfo* row, ReadableRow(path, format));
+  if (row->read_tensor != nullptr) return row->read_tensor(path, name);
+  TS_ASSIGN_OR_RETURN(TensorSet set, row->read_file(path, {}));
+  for (Tensor& t : set.tensors) {
+    if (t.info.name != name) continue;
+    if (row->caps.checksums) TS_RETURN_IF_ERROR(internal::CheckChecksums({&t, 1}, path));
+    return std::move(t);
+  }
+  return NotFound(path + ": no tensor named " + internal::QuoteName(name));
+}
+
+Status VerifyFile(const std::string& path, Format format, std::vector<std::string>* damaged) {
+  TS_ASSIGN_OR_RETURN(const FormatInfo* row, ReadableRow(path, format));
+  if (row->verify != nullptr) return row->verify(path, damaged);
+  TS_ASSIGN_OR_RETURN(TensorSet set, row->read_file(path, {}));
+  return row->caps.checksums ? internal::CheckChecksums(set.tensors, path) : Status::OK();
+}
+
+Status WriteTensorSet(const std::string& path, const TensorSet& in, Format to, const FormatWriteOptions& options,
+                      const Consent& consent) {
+  TS_ASSIGN_OR_RETURN(const FormatInfo* row, WritableRow(to));
+  auto set = PrepareForFormat(in, to, consent, options);
+  if (!set.ok()) return set.status().WithContext(path);
+  return row->write_file(path, *set, options);
+}
+
+Result<std::string> EncodeTensorSet(const TensorSet& in, Format to, const FormatWriteOptions& options,
+                                    const Consent& consent) {
+  TS_ASSIGN_OR_RETURN(const FormatInfo* row, WritableRow(to));
+  if (row->encode == nullptr) return Unsupported(std::string(row->name) + " is written to files only");
+  TS_ASSIGN_OR_RETURN(TensorSet set, PrepareForFormat(in, to, consent, options));
+  return row->encode(set, options);
+}
+
+}  // namespace tensorsafe

@@ -10,6 +10,7 @@
 
 #include "buffer.h"
 #include "common.h"
+#include "tensorsafe/formats/registry.h"
 #include "tensorsafe/reader.h"
 
 namespace tensorsafe::python {
@@ -29,7 +30,7 @@ ReaderPtr OpenReader(const std::string& path, const std::string& mode, unsigned 
   }
   Result<ReaderPtr> r = [&] {
     py::gil_scoped_release nogil;
-    return Reader::Open(path, options);
+    return ExplainFormatMismatch(path, Format::kTsafe, Reader::Open(path, options));
   }();
   return Unwrap(std::move(r));
 }

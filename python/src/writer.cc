@@ -9,6 +9,7 @@
 
 #include "common.h"
 #include "entries.h"
+#include "tensorsafe/formats/registry.h"
 #include "tensorsafe/updater.h"
 #include "tensorsafe/writer.h"
 
@@ -54,7 +55,7 @@ std::unique_ptr<Updater> OpenUpdater(const std::string& path, double lock_timeou
   options.sync = sync;
   Result<std::unique_ptr<Updater>> u = [&] {
     py::gil_scoped_release nogil;
-    return Updater::Open(path, options);
+    return ExplainFormatMismatch(path, Format::kTsafe, Updater::Open(path, options));
   }();
   return Unwrap(std::move(u));
 }
@@ -139,7 +140,7 @@ void RegisterWriter(py::module_& m) {
     options.sync = sync;
     Result<CompactResult> r = [&] {
       py::gil_scoped_release nogil;
-      return Compact(path, options);
+      return ExplainFormatMismatch(path, Format::kTsafe, Compact(path, options));
     }();
     CompactResult c = Unwrap(std::move(r));
     return py::make_tuple(c.bytes_before, c.bytes_after);

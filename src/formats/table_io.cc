@@ -1,6 +1,7 @@
 // The table's read and write paths (formats/registry.h): each goes to the
 // format's row, or to a generic form over the row's read_file.
 #include <algorithm>
+#include <filesystem>
 
 #include "formats/internal.h"
 #include "util/hash.h"
@@ -101,6 +102,20 @@ Status VerifyFile(const std::string& path, Format format, std::vector<std::strin
   if (row->verify != nullptr) return row->verify(path, damaged);
   TS_ASSIGN_OR_RETURN(TensorSet set, row->read_file(path, {}));
   return row->caps.checksums ? internal::CheckChecksums(set.tensors, path) : Status::OK();
+}
+
+Status ExplainFormatMismatch(const std::string& path, Format want, Status error) {
+  if (error.ok() || error.code() == StatusCode::kIOError || error.code() == StatusCode::kNotFound) return error;
+  Result<Format> is = DetectFormat(path);
+  if (!is.ok() || *is == Format::kUnknown || *is == want) return error;
+  const FormatInfo& target = InfoOf(want);
+  std::string hint;
+  if (InfoOf(*is).read_file != nullptr && target.write_file != nullptr && !target.extensions.empty()) {
+    const std::string out = std::filesystem::path(path).replace_extension(target.extensions.front()).string();
+    hint = "; `tensorsafe convert " + path + " " + out + "` rewrites it";
+  }
+  return Unsupported(path + " is not a " + std::string(target.name) + " file: its format is " +
+                     std::string(FormatName(*is)) + hint);
 }
 
 Status WriteTensorSet(const std::string& path, const TensorSet& in, Format to, const FormatWriteOptions& options,

@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "stream/native_codec.h"
+#include "tensorsafe/formats/registry.h"
 #include "tensorsafe/reader.h"
 #include "util/hash.h"
 
@@ -281,7 +282,7 @@ std::string GroupKey(std::uint64_t g) {
 
 Result<std::uint64_t> LoadTsafeFile(LmdbStore& store, const std::string& path, const LmdbLoadOptions& opt) {
   if (store.impl_->opt_.read_only) return FailedPrecondition(store.path() + " is open read-only");
-  TS_ASSIGN_OR_RETURN(auto reader, Reader::Open(path));
+  TS_ASSIGN_OR_RETURN(auto reader, ExplainFormatMismatch(path, Format::kTsafe, Reader::Open(path)));
   TS_ASSIGN_OR_RETURN(std::string meta, reader->Metadata());
   if (meta == "{}") meta.clear();
   TS_ASSIGN_OR_RETURN(auto names, reader->Names());

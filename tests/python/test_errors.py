@@ -2,6 +2,7 @@
 
 import errno
 import os
+import re
 
 import numpy as np
 import pytest
@@ -211,3 +212,21 @@ def test_unsupported_numpy_dtype_messages(tmp_path):
     ml_dtypes = pytest.importorskip("ml_dtypes")
     with pytest.raises(ts.UnsupportedError, match="unpacked int4/uint4/float4/float6 are not stored: pack them first"):
         tsnp.save_file({"q": np.zeros(4, ml_dtypes.int4)}, tmp_path / "x.tsafe")
+
+
+def test_another_format_is_named_not_called_corrupt(tmp_path):
+    # open, Updater and compact take .tsafe files only: a valid file of
+    # another format is UnsupportedError naming it, random bytes corruption.
+    st = tmp_path / "m.safetensors"
+    tsnp.save_file({"a": np.zeros(2, np.float32)}, st)
+    npy = tmp_path / "a.npy"
+    np.save(npy, np.zeros(3))
+    for path, fmt in ((st, "safetensors"), (npy, "npy")):
+        want = f"{path} is not a tsafe file: its format is {fmt}; `tensorsafe convert "
+        for call in (lambda: ts.open(path), lambda: ts.Updater(path), lambda: ts.compact(path)):
+            with pytest.raises(ts.UnsupportedError, match=re.escape(want)):
+                call()
+    noise = tmp_path / "noise.tsafe"
+    noise.write_bytes(b"x" * 300)
+    with pytest.raises(ts.CorruptionError, match="bad magic"):
+        ts.open(noise)

@@ -237,6 +237,39 @@ TEST_F(CliTest, ErrorsMapToExitCodes) {
   EXPECT_NE(trunc.err.find("smaller than the 10-byte"), std::string::npos) << trunc.err;
 }
 
+// A valid file of another format given to a command that changes .tsafe
+// files is named as what it is (kUnsupported, exit 5), never called corrupt;
+// bytes no format recognises stay corrupt (exit 1).
+TEST_F(CliTest, UpdateCommandsNameAnotherFormat) {
+  const std::string npy = std::string(TS_SOURCE_DIR) + "/tests/golden/npy/f32_2x3.npy";
+  const std::string st = dir_.File("m.safetensors");
+  ASSERT_EQ(Run("convert " + path_ + " " + st + " --tensor a --drop-metadata").rc, 0);
+  const std::string a_npy = dir_.File("a.npy");
+  ASSERT_EQ(Run("cat " + path_ + " a --out " + a_npy).rc, 0);
+  for (const std::string& file : {st, npy}) {
+    const std::string format = file == st ? "safetensors" : "npy";
+    for (const std::string& cmd : {"meta " + file, "rm " + file + " a", "mv " + file + " a b", "compact " + file,
+                                   "add " + file + " x " + a_npy, "lmdb put " + dir_.File("db") + " " + file}) {
+      Output o = Run(cmd);
+      EXPECT_EQ(o.rc, 5) << cmd << ": " << o.err;
+      EXPECT_NE(o.err.find(file + " is not a tsafe file: its format is " + format), std::string::npos)
+          << cmd << ": " << o.err;
+    }
+  }
+  // A tensor of any format is a SOURCE for add.
+  Output added = Run("add " + path_ + " from_st " + st + ":a");
+  EXPECT_EQ(added.rc, 0) << added.err;
+  EXPECT_EQ(added.out, "added from_st (f32 [2, 3], 24 bytes) in " + path_ + "\n");
+  Output hint = Run("rm " + st + " a");
+  EXPECT_NE(hint.err.find("`tensorsafe convert " + st + " " + dir_.File("m.tsafe") + "` rewrites it"),
+            std::string::npos)
+      << hint.err;
+  testing::WriteFileBytes(dir_.File("noise.tsafe"), std::string(300, 'x'));
+  Output noise = Run("rm " + dir_.File("noise.tsafe") + " a");
+  EXPECT_EQ(noise.rc, 1) << noise.err;
+  EXPECT_NE(noise.err.find("corruption"), std::string::npos) << noise.err;
+}
+
 TEST_F(CliTest, UpdateCommands) {
   // add from an .npy and from another .tsafe, rename, remove, metadata, compact.
   Output o = Run("cat " + path_ + " a --out " + dir_.File("a.npy"));

@@ -4,9 +4,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+
 #include "command.h"
 #include "exit_codes.h"
-#include "tensorsafe/formats/npy.h"
+#include "tensorsafe/formats/registry.h"
 #include "tensorsafe/reader.h"
 #include "tensorsafe/updater.h"
 
@@ -28,19 +30,19 @@ void AddCommon(CLI::App& sub, Common& c) {
   sub.add_option("--wait", c.wait_seconds, "Seconds to wait for another updater's lock (default: fail at once)");
 }
 
-// The tensor named by SOURCE: an .npy file, or OTHER.tsafe:NAME. `keep` holds
-// whatever the returned tensor's bytes live in.
-Result<Tensor> LoadSource(const std::string& source, std::shared_ptr<Reader>* keep) {
+// The tensor named by SOURCE: FILE:NAME, a tensor of a file in any format
+// (its checksum checked where the format has one), or FILE, a file of
+// exactly one tensor (an .npy).
+Result<Tensor> LoadSource(const std::string& source) {
   const auto colon = source.rfind(':');
-  if (colon != std::string::npos && colon > 0) {
-    const std::string file = source.substr(0, colon);
-    if (file.size() > 6 && file.compare(file.size() - 6, 6, ".tsafe") == 0) {
-      TS_ASSIGN_OR_RETURN(*keep, Reader::Open(file));
-      return (*keep)->Get(source.substr(colon + 1));
-    }
+  if (colon != std::string::npos && colon > 0 && !std::filesystem::exists(source)) {
+    return ReadTensor(source.substr(0, colon), Format::kUnknown, source.substr(colon + 1));
   }
-  TS_ASSIGN_OR_RETURN(TensorSet set, npy::ReadFile(source));
-  if (set.tensors.size() != 1) return InvalidArgument(source + ": expected one array");
+  TS_ASSIGN_OR_RETURN(TensorSet set, ReadTensorSet(source));
+  if (set.tensors.size() != 1) {
+    return InvalidArgument(source + ": holds " + std::to_string(set.tensors.size()) +
+                           " tensors; name one as " + source + ":NAME");
+  }
   return std::move(set.tensors.front());
 }
 
@@ -52,14 +54,14 @@ std::function<int()> SetupAdd(CLI::App& sub) {
   auto replace = std::make_shared<bool>(false);
   AddCommon(sub, *c);
   sub.add_option("NAME", *name, "Name of the new tensor")->required();
-  sub.add_option("SOURCE", *source, "An .npy file, or OTHER.tsafe:NAME")->required();
+  sub.add_option("SOURCE", *source, "OTHER:NAME, a tensor of a file in any format, or a one-tensor file (.npy)")
+      ->required();
   sub.add_option("--meta", *meta, "Per-tensor metadata, a JSON object");
   sub.add_flag("--replace", *replace, "Replace the tensor if it exists");
   return [=] {
-    std::shared_ptr<Reader> keep;
-    auto t = LoadSource(*source, &keep);
+    auto t = LoadSource(*source);
     if (!t.ok()) return Fail("add", t.status());
-    auto u = Updater::Open(c->file, c->Options());
+    auto u = ExplainFormatMismatch(c->file, Format::kTsafe, Updater::Open(c->file, c->Options()));
     if (!u.ok()) return Fail("add", u.status());
     const TensorView view = TensorView::Contiguous(t->info.dtype, t->info.shape, t->data);
     const bool exists = (*u)->Contains(*name);
@@ -80,7 +82,7 @@ std::function<int()> SetupRm(CLI::App& sub) {
   AddCommon(sub, *c);
   sub.add_option("NAME", *names, "Tensors to remove")->required();
   return [=] {
-    auto u = Updater::Open(c->file, c->Options());
+    auto u = ExplainFormatMismatch(c->file, Format::kTsafe, Updater::Open(c->file, c->Options()));
     if (!u.ok()) return Fail("rm", u.status());
     for (const auto& n : *names) {
       Status s = (*u)->Remove(n);
@@ -101,7 +103,7 @@ std::function<int()> SetupMv(CLI::App& sub) {
   sub.add_option("OLD", *from, "Current name")->required();
   sub.add_option("NEW", *to, "New name")->required();
   return [=] {
-    auto u = Updater::Open(c->file, c->Options());
+    auto u = ExplainFormatMismatch(c->file, Format::kTsafe, Updater::Open(c->file, c->Options()));
     if (!u.ok()) return Fail("mv", u.status());
     Status s = (*u)->Rename(*from, *to);
     if (s.ok()) s = (*u)->Commit();
@@ -121,7 +123,7 @@ std::function<int()> SetupMeta(CLI::App& sub) {
   sub.add_option("--del", *dels, "KEY: delete a top-level key (repeatable)");
   sub.add_option("--tensor", *tensor, "Change this tensor's metadata instead of the file's");
   return [=] {
-    auto u = Updater::Open(c->file, c->Options());
+    auto u = ExplainFormatMismatch(c->file, Format::kTsafe, Updater::Open(c->file, c->Options()));
     if (!u.ok()) return Fail("meta", u.status());
     // The changes form one RFC 7386 merge patch.
     nlohmann::json patch = nlohmann::json::object();
@@ -158,7 +160,7 @@ std::function<int()> SetupCompact(CLI::App& sub) {
   auto c = std::make_shared<Common>();
   AddCommon(sub, *c);
   return [=] {
-    auto r = Compact(c->file, c->Options());
+    auto r = ExplainFormatMismatch(c->file, Format::kTsafe, Compact(c->file, c->Options()));
     if (!r.ok()) return Fail("compact", r.status());
     fmt::print("compacted {}: {} -> {} bytes, {} bytes reclaimed\n", c->file, r->bytes_before, r->bytes_after,
                r->bytes_reclaimed());

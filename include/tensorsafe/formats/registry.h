@@ -243,6 +243,21 @@ Status WriteTensorSet(const std::string& path, const TensorSet& set, Format to, 
 Result<std::string> EncodeTensorSet(const TensorSet& set, Format to, const FormatWriteOptions& options = {},
                                     const Consent& consent = {});
 
+// `error` (a failure to open `path` as `want`) explained: when the file is
+// recognisably another format (its first bytes, or its extension when they
+// do not decide), kUnsupported "x.safetensors is not a tsafe file: its
+// format is safetensors; `tensorsafe convert x.safetensors x.tsafe`
+// rewrites it", so a valid
+// file of another kind is never reported as corrupt. Otherwise, and for OK,
+// `error` itself. Callers that open one format (the updater commands,
+// Python's tensorsafe.open) pass their errors through it.
+Status ExplainFormatMismatch(const std::string& path, Format want, Status error);
+template <typename T>
+Result<T> ExplainFormatMismatch(const std::string& path, Format want, Result<T> result) {
+  if (result.ok()) return result;
+  return ExplainFormatMismatch(path, want, result.status());
+}
+
 // True when `dtype` can be written as `format` and read back as the same
 // dtype (CONVERT.md §2).
 bool FormatHoldsDType(Format format, DType dtype);

@@ -89,6 +89,13 @@ struct EncodedKeyValues {
 Result<EncodedKeyValues> EncodeKeyValues(std::string_view metadata_json,
                                          const WriteOptions& options);
 
+// `metadata_json` without the "tensorsafe.gguf_types" entries a writer
+// would infer anyway (strings typed "string"), and without the member when
+// none remains, so that metadata that came from a format of strings goes
+// back to it unchanged (docs/formats/gguf.md §4). Used by convert for every
+// target but GGUF.
+std::string DropRedundantTypes(const std::string& metadata_json);
+
 // JSON text helpers shared by the reader's hand-written JSON.
 void AppendJsonString(std::string& out, std::string_view utf8);
 void AppendF32(std::string& out, float v);

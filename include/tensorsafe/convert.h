@@ -74,6 +74,18 @@ struct ConvertOptions {
   std::uint32_t alignment = 0;
   // npz: deflate the members (np.savez_compressed).
   bool compress = false;
+  // Every floating tensor as this dtype (f32, f16 or bf16; docs/CAST.md):
+  // f64/f32/f16/bf16 tensors cast as torch's Tensor.to() rounds, GGUF
+  // block-quantized tensors dequantised as gguf-py does; integer and bool
+  // tensors as they are; other floating dtypes (f8, f6, f4, complex)
+  // kUnsupported. The new bytes are built in an unlinked scratch file next
+  // to the output, so memory stays bounded (it needs their size in free
+  // disk space). A GGUF "general.file_type" key follows the new dtype.
+  std::optional<DType> dtype;
+  // GGUF output: key/values to set, each "KEY=TYPE:VALUE" (gguf_kv.h's
+  // ParseKeyValueEdit), replacing the input's value of the key; any other
+  // target: kInvalidArgument.
+  std::vector<std::string> gguf_kv;
   // tsafe input: check every tensor's data checksum, so damaged data is
   // never carried into a format without checksums. Costs one more read of
   // the data when the target is not tsafe.
@@ -91,6 +103,9 @@ struct ConvertStats {
   std::uint64_t tensor_count = 0;
   std::uint64_t data_bytes = 0;  // the tensors' data bytes
   std::uint64_t file_size = 0;   // of the output
+  // What the output lacks for its usual consumers, e.g. a GGUF file without
+  // general.architecture, which llama.cpp and transformers cannot load.
+  std::vector<std::string> warnings;
 };
 
 // Reads `in_path` and writes `out_path` (through a temporary file renamed

@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "formats/common/codec_util.h"
+#include "formats/gguf/gguf_internal.h"
 #include "tensorsafe/convert.h"
 #include "tensorsafe/formats/gguf.h"
+#include "tensorsafe/formats/gguf_kv.h"
 #include "tensorsafe/formats/npy.h"
 #include "tensorsafe/formats/safetensors.h"
 #include "tensorsafe/formats/tenbin.h"
@@ -107,6 +109,18 @@ Status PrepareTensorMetadata(Tensor& t, std::size_t i, Format to, const ConvertO
 }
 
 Status PrepareFileMetadata(TensorSet& set, Format to, const ConvertOptions& opt) {
+  if (!opt.gguf_kv.empty()) {  // docs/formats/gguf.md §11
+    if (to != Format::kGguf) return InvalidArgument("GGUF key/values (--gguf-kv) apply to gguf outputs only");
+    std::vector<gguf::KeyValueEdit> edits;
+    for (const std::string& kv : opt.gguf_kv) {
+      TS_ASSIGN_OR_RETURN(gguf::KeyValueEdit e, gguf::ParseKeyValueEdit(kv));
+      edits.push_back(std::move(e));
+    }
+    TS_ASSIGN_OR_RETURN(set.metadata_json, gguf::EditKeyValues(set.metadata_json, edits));
+  }
+  // GGUF's value types stay with GGUF: the ones a GGUF writer would infer
+  // again (strings) are not carried elsewhere (docs/formats/gguf.md §4).
+  if (to != Format::kGguf) set.metadata_json = gguf::internal::DropRedundantTypes(set.metadata_json);
   if (to == Format::kGguf || to == Format::kZio || (to == Format::kSafetensors && opt.stringify_metadata)) {
     if (auto w = internal::FindWideInteger(set.metadata_json)) return Unsupported(NarrowedInteger(*w, to));
   }
@@ -346,7 +360,7 @@ Status CheckDTypesAndRanks(const TensorSet& set, Format to) {
     if (const std::string q = GgufQuantType(t);
         !q.empty() && to != Format::kTsafe && to != Format::kGguf && to != Format::kZio) {
       return Unsupported(What(i, t) + ": a GGUF block-quantized " + q + " tensor cannot be stored in " + Fmt(to) +
-                         " (tsafe, zio and gguf keep it)");
+                         " (tsafe, zio and gguf keep it; dtype, --dtype f32|f16|bf16, dequantises it)");
     }
     if (!GgufQuantType(t).empty() && to == Format::kGguf) continue;  // the GGUF writer checks its blocks
     if (!FormatHoldsDType(to, t.info.dtype)) {

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "convert/cast.h"
 #include "formats/common/env_write.h"
 #include "formats/gguf/gguf_internal.h"
 #include "formats/safetensors/internal.h"
@@ -195,7 +196,14 @@ Status VerifyChecksums(const TensorSet& set, const std::string& path) {
 
 }  // namespace
 
-Status WriteTensorSet(const std::string& path, const TensorSet& in, Format format, const ConvertOptions& opt) {
+Status WriteTensorSet(const std::string& path, const TensorSet& input, Format format, const ConvertOptions& opt) {
+  TensorSet cast;
+  if (opt.dtype) {
+    auto c = internal::CastForConvert(input, *opt.dtype, path);
+    if (!c.ok()) return c.status().WithContext(path);
+    cast = std::move(*c);
+  }
+  const TensorSet& in = opt.dtype ? cast : input;
   auto set = PrepareForFormat(in, format, opt);
   if (!set.ok()) return set.status().WithContext(path);
   ProgressCounter progress(opt, *set);
@@ -221,6 +229,11 @@ Result<ConvertStats> Convert(const std::string& in_path, const std::string& out_
   TS_RETURN_IF_ERROR(WriteTensorSet(out_path, set, stats.to, opt));
   stats.tensor_count = set.tensors.size();
   for (const Tensor& t : set.tensors) stats.data_bytes += t.data.size();
+  if (stats.to == Format::kGguf) {
+    if (std::string w = internal::GgufLoadWarning(set.metadata_json, opt); !w.empty()) {
+      stats.warnings.push_back(out_path + ": " + w);
+    }
+  }
   std::error_code ec;
   stats.file_size = std::filesystem::file_size(out_path, ec);
   return stats;

@@ -6,7 +6,9 @@
 #include "command.h"
 #include "exit_codes.h"
 #include "source.h"
+#include "metadata_view.h"
 #include "tensorsafe/formats/gguf.h"
+#include "tensorsafe/formats/gguf_quants.h"
 
 namespace tensorsafe::cli {
 namespace {
@@ -19,10 +21,14 @@ nlohmann::json TensorJson(const TensorInfo& t) {
     j["nnz"] = t.nnz;
     j["coalesced"] = t.coalesced;
   }
+  if (auto q = gguf::FindQuantized(t)) {  // ggml blocks carried as u8 (gguf.h)
+    j["gguf_type"] = std::string(q->type.name);
+    j["gguf_shape"] = q->shape;
+  }
   return j;
 }
 
-int Run(const std::string& path, bool json, Format from) {
+int Run(const std::string& path, bool json, bool full, Format from) {
   auto src = OpenSource(path, false, from);
   if (!src.ok()) return Fail("info", src.status());
   nlohmann::json j;
@@ -79,6 +85,10 @@ int Run(const std::string& path, bool json, Format from) {
     j["metadata"] = src->set.metadata_json.empty() ? nlohmann::json::object()
                                                   : nlohmann::json::parse(src->set.metadata_json, nullptr, false);
   }
+  // In file order, for the listing and the summary (j sorts its keys).
+  const std::string meta_text = src->reader ? j["metadata"].dump() : src->set.metadata_json;
+  const auto ordered = nlohmann::ordered_json::parse(meta_text.empty() ? "{}" : meta_text, nullptr, false);
+  if (!full) j["metadata"] = SummariseMetadata(ordered);
   if (json) {
     j["tensors"] = std::move(tensors);
     fmt::print("{}\n", j.dump(2));
@@ -103,6 +113,12 @@ int Run(const std::string& path, bool json, Format from) {
     field("header slot:", j["header_slot"].is_string() ? j["header_slot"].get<std::string>()
                                                        : fmt::format("sequence {}", j["header_slot"].get<std::uint64_t>()));
   }
+  if (src->format == Format::kGguf && ordered.is_object()) {
+    const std::size_t keys = ordered.size() - (ordered.contains("tensorsafe.gguf_types") ? 1 : 0);
+    field("metadata:", fmt::format("{} key/value{}{}", keys, keys == 1 ? "" : "s", keys ? ":" : ""));
+    fmt::print("{}", FormatGgufKeyValues(ordered, full));
+    return kExitOk;
+  }
   field("metadata:", j["metadata"].dump());
   return kExitOk;
 }
@@ -110,11 +126,13 @@ int Run(const std::string& path, bool json, Format from) {
 std::function<int()> SetupCommand(CLI::App& sub) {
   auto path = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
+  auto full = std::make_shared<bool>(false);
   auto from = std::make_shared<Format>(Format::kUnknown);
   sub.add_option("FILE", *path, "Tensor file in any supported format")->required();
   sub.add_flag("--json", *json, "Print one JSON object, with a tensors array");
+  sub.add_flag("--full", *full, "Print long metadata arrays and strings whole (default: length and first items)");
   AddFormatOption(sub, "--from", from.get(), "Read FILE as this format instead of detecting it");
-  return [path, json, from] { return Run(*path, *json, *from); };
+  return [path, json, full, from] { return Run(*path, *json, *full, *from); };
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include "command.h"
 #include "exit_codes.h"
+#include "gguf_meta.h"
+#include "tensorsafe/formats/detect.h"
 #include "tensorsafe/formats/npy.h"
 #include "tensorsafe/reader.h"
 #include "tensorsafe/updater.h"
@@ -116,11 +118,19 @@ std::function<int()> SetupMeta(CLI::App& sub) {
   auto sets = std::make_shared<std::vector<std::string>>();
   auto dels = std::make_shared<std::vector<std::string>>();
   auto tensor = std::make_shared<std::string>();
-  AddCommon(sub, *c);
-  sub.add_option("--set", *sets, "KEY=JSON: set a top-level key (repeatable)");
+  auto json = std::make_shared<bool>(false);
+  auto full = std::make_shared<bool>(false);
+  sub.add_option("FILE", c->file, "The .tsafe or .gguf file to change")->required();
+  sub.add_option("--wait", c->wait_seconds, "Seconds to wait for another updater's lock (default: fail at once)");
+  sub.add_option("--set", *sets, "KEY=JSON: set a top-level key (repeatable); GGUF: KEY=TYPE:VALUE");
   sub.add_option("--del", *dels, "KEY: delete a top-level key (repeatable)");
   sub.add_option("--tensor", *tensor, "Change this tensor's metadata instead of the file's");
+  sub.add_flag("--json", *json, "GGUF: print the metadata JSON instead of typed lines");
+  sub.add_flag("--full", *full, "GGUF: print long arrays and strings whole");
   return [=] {
+    if (auto f = DetectFormat(c->file); f.ok() && *f == Format::kGguf) {
+      return RunGgufMeta({c->file, *sets, *dels, *tensor, *json, *full});
+    }
     auto u = Updater::Open(c->file, c->Options());
     if (!u.ok()) return Fail("meta", u.status());
     // The changes form one RFC 7386 merge patch.
@@ -171,7 +181,7 @@ std::function<int()> SetupCompact(CLI::App& sub) {
 TS_REGISTER_COMMAND("add", "Add (or --replace) a tensor from an .npy file or OTHER.tsafe:NAME, in place", SetupAdd);
 TS_REGISTER_COMMAND("rm", "Remove tensors, in place", SetupRm);
 TS_REGISTER_COMMAND("mv", "Rename a tensor, in place", SetupMv);
-TS_REGISTER_COMMAND("meta", "Show or change file (or --tensor) metadata, in place", SetupMeta);
+TS_REGISTER_COMMAND("meta", "Show or change file (or --tensor) metadata, in place (.tsafe, .gguf)", SetupMeta);
 TS_REGISTER_COMMAND("compact", "Rewrite the live tensors into a fresh file, reclaiming dead space", SetupCompact);
 
 }  // namespace tensorsafe::cli

@@ -235,8 +235,17 @@ void RegisterCodecs(py::module_& m) {
   m.def("convert", [](const std::string& src, const std::string& dst, const std::string& dst_format,
                       const std::string& src_format, std::vector<std::string> tensors, bool stringify_metadata,
                       bool drop_metadata, bool drop_tensor_metadata, bool drop_names, std::uint32_t alignment,
-                      bool compress, bool verify, bool sync, py::object progress) {
+                      bool compress, bool verify, bool sync, py::object progress, const std::string& dtype,
+                      std::vector<std::string> gguf_kv) {
     ConvertOptions o;
+    if (!dtype.empty()) {
+      std::optional<DType> d = ParseDType(dtype);
+      if (!d || (*d != DType::kF32 && *d != DType::kF16 && *d != DType::kBF16)) {
+        Throw(InvalidArgument("dtype \"" + dtype + "\": expected f32, f16 or bf16"));
+      }
+      o.dtype = *d;
+    }
+    o.gguf_kv = std::move(gguf_kv);
     auto format = [](const std::string& name, const char* which) {
       if (name.empty() || name == "auto") return Format::kUnknown;
       std::optional<Format> f = ParseFormat(name);
@@ -286,12 +295,13 @@ void RegisterCodecs(py::module_& m) {
     d["tensor_count"] = st.tensor_count;
     d["data_bytes"] = st.data_bytes;
     d["file_size"] = st.file_size;
+    d["warnings"] = st.warnings;
     return d;
   }, py::arg("src"), py::arg("dst"), py::arg("dst_format") = "auto", py::arg("src_format") = "auto",
      py::arg("tensors") = std::vector<std::string>{}, py::arg("stringify_metadata") = false,
      py::arg("drop_metadata") = false, py::arg("drop_tensor_metadata") = false, py::arg("drop_names") = false,
      py::arg("alignment") = 0, py::arg("compress") = false, py::arg("verify") = true, py::arg("sync") = true,
-     py::arg("progress") = py::none());
+     py::arg("progress") = py::none(), py::arg("dtype") = "", py::arg("gguf_kv") = std::vector<std::string>{});
 }
 
 }  // namespace tensorsafe::python

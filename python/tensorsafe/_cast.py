@@ -50,5 +50,7 @@ def cast(array: Any, dtype: str, *, threads: int = 0) -> np.ndarray:
     entry = _writer_entry("array", array)
     if entry[1] == target:  # already that dtype: a copy, as torch's .to(copy=True)
         data = np.asarray(entry[3]).reshape(-1).view(np.uint8).copy()
-        return data.view(_dtypes.NUMPY[target]).reshape(entry[2])
+        out = data.view(_dtypes.NUMPY[target]).reshape(entry[2])
+        out.flags.writeable = False  # as every other result
+        return out
     return _native.gguf_dequantize([entry], target, threads).numpy()

@@ -5,8 +5,8 @@
 
 #include "command.h"
 #include "exit_codes.h"
-#include "source.h"
 #include "metadata_view.h"
+#include "source.h"
 #include "tensorsafe/formats/gguf.h"
 #include "tensorsafe/formats/gguf_quants.h"
 
@@ -88,7 +88,7 @@ int Run(const std::string& path, bool json, bool full, Format from) {
   // In file order, for the listing and the summary (j sorts its keys).
   const std::string meta_text = src->reader ? j["metadata"].dump() : src->set.metadata_json;
   const auto ordered = nlohmann::ordered_json::parse(meta_text.empty() ? "{}" : meta_text, nullptr, false);
-  if (!full) j["metadata"] = SummariseMetadata(ordered);
+  if (!full && ordered.is_object()) j["metadata"] = SummariseMetadata(ordered);
   if (json) {
     j["tensors"] = std::move(tensors);
     fmt::print("{}\n", j.dump(2));

@@ -11,6 +11,12 @@
 #include "util/parallel_for.h"
 #include "util/text.h"
 
+// Element loops that GCC vectorises at -O2 only with the dynamic cost model
+// (see formats/gguf/quants_internal.h); the rounding is integer code.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
+#endif
+
 namespace tensorsafe {
 namespace {
 

@@ -35,6 +35,10 @@ void CheckSafetensors(std::span<const std::byte> data);
 void CheckNpy(std::span<const std::byte> data);
 void CheckNpz(std::span<const std::byte> data);
 void CheckGguf(std::span<const std::byte> data);
+// GGUF block decoding (gguf_quants_checks.cc): every tensor of a GGUF file
+// that decodes is dequantised to f32, f16 and bf16 without crashing, the
+// f16/bf16 results equal to the f32 one rounded (cast.h), and quantised back.
+void CheckGgufQuants(std::span<const std::byte> data);
 void CheckTenbin(std::span<const std::byte> data);
 void CheckBtf(std::span<const std::byte> data);
 void CheckZio(std::span<const std::byte> data);

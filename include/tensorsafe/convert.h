@@ -50,6 +50,19 @@ struct ConvertOptions : Consent, FormatWriteOptions {
   // Convert only these tensors, in this order (empty: all, in file order).
   // A name the input lacks is kNotFound.
   std::vector<std::string> tensors;
+  // Every floating tensor as this dtype (f32, f16 or bf16; docs/CAST.md):
+  // f64/f32/f16/bf16 tensors cast as torch's Tensor.to() rounds, GGUF
+  // block-quantized tensors dequantised as gguf-py does; integer and bool
+  // tensors as they are; other floating dtypes (f8, f6, f4, complex)
+  // kUnsupported. The new bytes are built in an unlinked scratch file next
+  // to the output, so memory stays bounded (it needs their size in free
+  // disk space). A GGUF "general.file_type" key follows the new dtype.
+  std::optional<DType> dtype;
+  // Typed key/values to set, each "KEY=TYPE:VALUE" (gguf_kv.h's
+  // ParseKeyValueEdit), replacing the input's value of the key, for a
+  // target with typed key/values (gguf: FormatInfo::edit_metadata); any
+  // other target: kInvalidArgument.
+  std::vector<std::string> gguf_kv;
   // An input with checksums (tsafe): check every tensor's data checksum, so
   // damaged data is never carried into a format without checksums. Costs one
   // more read of the data when the target is not tsafe.
@@ -65,6 +78,9 @@ struct ConvertStats {
   std::uint64_t tensor_count = 0;
   std::uint64_t data_bytes = 0;  // the tensors' data bytes
   std::uint64_t file_size = 0;   // of the output
+  // What the output lacks for its usual consumers, e.g. a GGUF file without
+  // general.architecture, which llama.cpp and transformers cannot load.
+  std::vector<std::string> warnings;
 };
 
 // Reads `in_path` and writes `out_path` (through a temporary file renamed

@@ -168,8 +168,17 @@ void RegisterCodecs(py::module_& m) {
   m.def("convert", [](const std::string& src, const std::string& dst, const std::string& dst_format,
                       const std::string& src_format, std::vector<std::string> tensors, bool stringify_metadata,
                       bool drop_metadata, bool drop_tensor_metadata, bool drop_names, bool densify,
-                      std::uint32_t alignment, bool compress, bool verify, bool sync, py::object progress) {
+                      std::uint32_t alignment, bool compress, bool verify, bool sync, py::object progress,
+                      const std::string& dtype, std::vector<std::string> gguf_kv) {
     ConvertOptions o;
+    if (!dtype.empty()) {
+      std::optional<DType> d = ParseDType(dtype);
+      if (!d || (*d != DType::kF32 && *d != DType::kF16 && *d != DType::kBF16)) {
+        Throw(InvalidArgument("dtype \"" + dtype + "\": expected f32, f16 or bf16"));
+      }
+      o.dtype = *d;
+    }
+    o.gguf_kv = std::move(gguf_kv);
     o.from = FormatArg(src_format, "source");
     o.to = FormatArg(dst_format, "destination");
     o.tensors = std::move(tensors);
@@ -211,12 +220,14 @@ void RegisterCodecs(py::module_& m) {
     d["tensor_count"] = st.tensor_count;
     d["data_bytes"] = st.data_bytes;
     d["file_size"] = st.file_size;
+    d["warnings"] = st.warnings;
     return d;
   }, py::arg("src"), py::arg("dst"), py::arg("dst_format") = "auto", py::arg("src_format") = "auto",
      py::arg("tensors") = std::vector<std::string>{}, py::arg("stringify_metadata") = false,
      py::arg("drop_metadata") = false, py::arg("drop_tensor_metadata") = false, py::arg("drop_names") = false,
-     py::arg("densify") = false, py::arg("alignment") = 0, py::arg("compress") = false, py::arg("verify") = true, py::arg("sync") = true,
-     py::arg("progress") = py::none());
+     py::arg("densify") = false, py::arg("alignment") = 0, py::arg("compress") = false, py::arg("verify") = true,
+     py::arg("sync") = true, py::arg("progress") = py::none(), py::arg("dtype") = "",
+     py::arg("gguf_kv") = std::vector<std::string>{});
 }
 
 }  // namespace tensorsafe::python

@@ -8,7 +8,10 @@
   load_model; storage_ptr and storage_size).
 - Every format through its codec: :func:`read`, :func:`write`,
   :func:`convert`, :func:`detect_format`, ``read_npy``/``write_npy``,
-  ``read_npz``/``write_npz``, and likewise for gguf, tenbin, btf and zio.
+  ``read_npz``/``write_npz``, and likewise for gguf, tenbin, btf and zio;
+  :func:`read_gguf` dequantises on request, and ``tensorsafe.gguf`` has
+  gguf-py-exact ``quantize``/``dequantize``; :func:`cast` rounds dtypes as
+  torch does.
 - Errors: :class:`Error` and its subclasses (tensorsafe.errors).
 
 Example:
@@ -41,7 +44,6 @@ from .formats import (
     detect_format,
     read,
     read_btf,
-    read_gguf,
     read_npy,
     read_npz,
     read_tenbin,
@@ -54,6 +56,9 @@ from .formats import (
     write_tenbin,
     write_zio,
 )
+from .gguf import read_gguf
+from ._cast import cast
+from . import gguf  # noqa: F401  (tensorsafe.gguf: quantize, dequantize, TYPES)
 from .reader import Reader, open
 from .safe_open import SafeSlice, safe_open
 from .writer import Updater, Writer, compact, verify
@@ -63,7 +68,7 @@ __version__ = "0.1.0"
 __all__ = [
     "open", "Reader", "Writer", "Updater", "compact", "verify", "TensorBuffer",
     "safe_open", "SafeSlice",
-    "read", "write", "convert", "detect_format", "FORMATS",
+    "read", "write", "convert", "detect_format", "FORMATS", "cast", "gguf",
     "read_npy", "write_npy", "read_npz", "write_npz", "read_gguf", "write_gguf",
     "read_tenbin", "write_tenbin", "read_btf", "write_btf", "read_zio", "write_zio",
     "errors", "Error", "InvalidArgumentError", "NotFoundError", "CorruptionError", "UnsupportedError",

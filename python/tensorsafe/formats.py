@@ -138,7 +138,8 @@ def convert(src: PathLike, dst: PathLike, *, src_format: str = "auto", dst_forma
             tensors: Optional[List[str]] = None, stringify_metadata: bool = False, drop_metadata: bool = False,
             drop_tensor_metadata: bool = False, drop_names: bool = False, densify: bool = False, alignment: int = 0,
             compress: bool = False, verify: bool = True, sync: bool = True,
-            progress: Optional[Callable[[Dict[str, Any]], None]] = None) -> Dict[str, Any]:
+            progress: Optional[Callable[[Dict[str, Any]], None]] = None, dtype: Optional[str] = None,
+            gguf_kv: Optional[List[str]] = None) -> Dict[str, Any]:
     """Converts a file between formats: the C++ ``Convert()``
     (include/tensorsafe/convert.h), the same code and bytes as
     ``tensorsafe convert``, streaming each tensor from the mapped input
@@ -163,9 +164,16 @@ def convert(src: PathLike, dst: PathLike, *, src_format: str = "auto", dst_forma
             "tensor_count", "done"} about every 4 MiB and at the end
             (on the calling thread or the writer's); an exception it raises
             is re-raised after the conversion.
+        dtype: "f32", "f16" or "bf16": every floating tensor in that dtype,
+            rounded as torch's ``Tensor.to()`` rounds; GGUF block-quantized
+            tensors dequantised as gguf-py does (docs/CAST.md).
+        gguf_kv: GGUF output: key/values to set, each "KEY=TYPE:VALUE"
+            (e.g. "general.architecture=str:llama").
 
     Returns:
-        {"from", "to", "tensor_count", "data_bytes", "file_size"}.
+        {"from", "to", "tensor_count", "data_bytes", "file_size",
+        "warnings"}; each warning (e.g. a GGUF output without
+        general.architecture) is also issued with warnings.warn.
 
     Raises:
         UnsupportedError: a dtype or feature the target cannot hold (e.g.
@@ -176,9 +184,13 @@ def convert(src: PathLike, dst: PathLike, *, src_format: str = "auto", dst_forma
         >>> tensorsafe.convert("model.safetensors", "model.tsafe")
         {'from': 'safetensors', 'to': 'tsafe', 'tensor_count': 2, ...}
     """
-    return _native.convert(os.fspath(src), os.fspath(dst), dst_format or "auto", src_format,
-                           list(tensors or []), stringify_metadata, drop_metadata, drop_tensor_metadata,
-                           drop_names, densify, alignment, compress, verify, sync, progress)
+    stats = _native.convert(os.fspath(src), os.fspath(dst), dst_format or "auto", src_format,
+                            list(tensors or []), stringify_metadata, drop_metadata, drop_tensor_metadata,
+                            drop_names, densify, alignment, compress, verify, sync, progress, dtype or "",
+                            list(gguf_kv or []))
+    for w in stats["warnings"]:
+        warnings.warn(w, stacklevel=2)
+    return stats
 
 
 def read_npy(path: PathLike, *, packed: bool = False) -> np.ndarray:

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "convert/cast.h"
 #include "formats/internal.h"
 #include "io/internal.h"
 #include "tensorsafe/convert.h"
@@ -132,12 +133,33 @@ Result<ConvertStats> Convert(const std::string& in_path, const std::string& out_
   TS_ASSIGN_OR_RETURN(TensorSet read, ReadTensorSet(in_path, stats.from, ro));
   TS_ASSIGN_OR_RETURN(TensorSet set, Select(std::move(read), opt.tensors, in_path));
   if (InfoOf(stats.from).caps.checksums && opt.verify) TS_RETURN_IF_ERROR(internal::CheckChecksums(set.tensors, in_path));
+  const FormatInfo& target = InfoOf(stats.to);
+  if (!opt.gguf_kv.empty()) {  // docs/formats/gguf.md §11
+    if (target.edit_metadata == nullptr) {
+      std::string typed;
+      for (const FormatInfo& row : AllFormats()) {
+        if (row.edit_metadata != nullptr) typed += (typed.empty() ? "" : ", ") + std::string(row.name);
+      }
+      return InvalidArgument("typed key/values (--gguf-kv) apply to " + typed + " outputs only");
+    }
+    auto edited = target.edit_metadata(set.metadata_json, opt.gguf_kv, {});
+    if (!edited.ok()) return edited.status();
+    set.metadata_json = std::move(*edited);
+  }
+  if (opt.dtype) {
+    auto cast = internal::CastForConvert(set, *opt.dtype, out_path);
+    if (!cast.ok()) return cast.status().WithContext(out_path);
+    set = std::move(*cast);
+  }
   ProgressCounter progress(opt, set);
   ProgressEnv env(internal::EnvOr(opt.env), &progress);
   FormatWriteOptions wo = opt;
   wo.env = &env;
   TS_RETURN_IF_ERROR(WriteTensorSet(out_path, set, stats.to, wo, opt));
   progress.Done();
+  if (target.write_warnings != nullptr) {
+    for (const std::string& w : target.write_warnings(set)) stats.warnings.push_back(out_path + ": " + w);
+  }
   stats.tensor_count = set.tensors.size();
   for (const Tensor& t : set.tensors) stats.data_bytes += t.data.size();
   std::error_code ec;

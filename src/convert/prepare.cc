@@ -105,6 +105,11 @@ Status PrepareTensorMetadata(Tensor& t, std::size_t i, Format to, const Consent&
 }
 
 Status PrepareFileMetadata(TensorSet& set, Format to, const Consent& opt) {
+  // Another format's bookkeeping keys stay with that format (GGUF's value
+  // types: docs/formats/gguf.md §4).
+  for (const FormatInfo& row : AllFormats()) {
+    if (row.format != to && row.metadata_elsewhere != nullptr) set.metadata_json = row.metadata_elsewhere(set.metadata_json);
+  }
   const Capabilities& caps = InfoOf(to).caps;
   const bool stringified = caps.file_metadata == Capabilities::Metadata::kStrings && opt.stringify_metadata;
   if ((caps.file_metadata == Capabilities::Metadata::kAny && !caps.wide_integers) || stringified) {
@@ -271,7 +276,7 @@ Status CheckDTypesAndRanks(const TensorSet& set, Format to) {
     const std::string q = GgufQuantType(t);
     if (!q.empty() && !KeepsQuantMarker(caps)) {
       return Unsupported(What(i, t) + ": a GGUF block-quantized " + q + " tensor cannot be stored in " + Fmt(to) +
-                         " (" + FormatsWhere(KeepsQuantMarker) + " keep it)");
+                         " (" + FormatsWhere(KeepsQuantMarker) + " keep it; dtype, --dtype f32|f16|bf16, dequantises it)");
     }
     // The GGUF writer checks its own blocks.
     if (!q.empty() && caps.tensor_metadata != Capabilities::Metadata::kAny) continue;

@@ -15,7 +15,9 @@
 #include "formats/internal.h"
 #include "io/internal.h"
 #include "tensorsafe/formats/btf.h"
+#include "formats/gguf/gguf_internal.h"
 #include "tensorsafe/formats/gguf.h"
+#include "tensorsafe/formats/gguf_kv.h"
 #include "tensorsafe/formats/npy.h"
 #include "tensorsafe/formats/npz.h"
 #include "tensorsafe/formats/safetensors.h"
@@ -128,6 +130,17 @@ Status WriteGguf(const std::string& p, const TensorSet& s, const FormatWriteOpti
 Result<std::string> EncodeGguf(const TensorSet& s, const FormatWriteOptions& o) {
   return gguf::Encode(s, GgufWriteOpts(o));
 }
+Result<std::string> EditGguf(const std::string& metadata_json, std::span<const std::string> sets,
+                             std::span<const std::string> dels) {
+  std::vector<gguf::KeyValueEdit> parsed;
+  for (const std::string& e : sets) {
+    auto kv = gguf::ParseKeyValueEdit(e);
+    if (!kv.ok()) return kv.status();
+    parsed.push_back(std::move(*kv));
+  }
+  return gguf::EditKeyValues(metadata_json, parsed, dels);
+}
+std::vector<std::string> GgufWarnings(const TensorSet& s) { return gguf::internal::ConsumerWarnings(s.metadata_json); }
 // Data aligned to general.alignment, 32 when the key is absent (the reader
 // checked it).
 Result<FileDescription> DescribeGguf(const std::string& path) {
@@ -272,7 +285,10 @@ constexpr FormatInfo kFormats[] = {
      .decode = DecodeGguf,
      .describe = DescribeGguf,
      .write_file = WriteGguf,
-     .encode = EncodeGguf},
+     .encode = EncodeGguf,
+     .edit_metadata = EditGguf,
+     .metadata_elsewhere = gguf::internal::DropRedundantTypes,
+     .write_warnings = GgufWarnings},
     {.format = Format::kTenbin,
      .name = "tenbin",
      .description = "WebDataset / tensorcom tenbin",

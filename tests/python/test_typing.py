@@ -38,6 +38,10 @@ def roundtrip(path: str) -> List[str]:
     arrays: Dict[str, Any] = tsn.load_file(path + ".safetensors")
     buf: tensorsafe.TensorBuffer = r.tensor("w")
     shape: tuple[int, ...] = buf.shape
+    q: "np.ndarray[Any, Any]" = tensorsafe.gguf.quantize(np.zeros((2, 32), np.float32), "Q8_0")
+    dq: "np.ndarray[Any, Any]" = tensorsafe.gguf.dequantize(q, "Q8_0", dtype="bf16")
+    g, gm = tensorsafe.read_gguf(path + ".gguf", dequantize="f16")
+    h: "np.ndarray[Any, Any]" = tensorsafe.cast(dq, "f32")
     return names + list(meta) + list(arrays) + [str(stats), str(m), str(shape), str(s)]
 
 def stream(url: str) -> None:

@@ -18,6 +18,7 @@ namespace {
 
 struct Args {
   std::string in, out;
+  std::string dtype;
   ConvertOptions options;
   bool quiet = false;
   bool no_verify = false;
@@ -27,6 +28,13 @@ struct Args {
 int Run(Args& a) {
   ProgressBar bar("converting", a.quiet);
   a.options.verify = !a.no_verify;
+  if (!a.dtype.empty()) {
+    auto d = ParseDType(a.dtype);
+    if (!d || (*d != DType::kF32 && *d != DType::kF16 && *d != DType::kBF16)) {
+      return Fail("convert", InvalidArgument("--dtype " + a.dtype + ": expected f32, f16 or bf16"));
+    }
+    a.options.dtype = *d;
+  }
   a.options.sync = !a.no_sync;
   if (bar.enabled()) {
     a.options.progress = [&bar](const ConvertProgress& p) { bar.Update(p.bytes_written, p.bytes_total, p.done); };
@@ -37,6 +45,7 @@ int Run(Args& a) {
     return Fail("convert", stats.status());
   }
   if (!a.quiet) {
+    for (const std::string& w : stats->warnings) fmt::print(stderr, "warning: {}\n", w);
     fmt::print("converted {} ({}) to {} ({}): {} tensors, {} bytes of data, {} bytes written\n", a.in,
                FormatName(stats->from), a.out, FormatName(stats->to), stats->tensor_count, stats->data_bytes,
                stats->file_size);
@@ -60,6 +69,14 @@ std::function<int()> SetupCommand(CLI::App& sub) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub.add_option("--alignment", o.alignment, "Data alignment: tsafe (default 64), gguf (general.alignment)")
       ->type_name("N");
+  sub.add_option("--dtype", a->dtype,
+                 "Floating tensors as f32, f16 or bf16 (rounded as torch's .to(); GGUF blocks dequantised)")
+      ->type_name("DTYPE");
+  sub.add_option("--gguf-kv", o.gguf_kv, "gguf: set a key/value, KEY=TYPE:VALUE (repeatable), e.g. general.architecture=str:llama")
+      ->type_name("KEY=TYPE:VALUE")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub.add_flag("--compress", o.compress, "npz: deflate members, as np.savez_compressed does");
   sub.add_flag("--stringify-metadata", o.stringify_metadata,
                "safetensors: store non-string metadata values as their JSON text");
@@ -75,7 +92,7 @@ std::function<int()> SetupCommand(CLI::App& sub) {
       ->type_name("N");
   sub.add_flag("--no-verify", a->no_verify, "Do not check a .tsafe input's data checksums first");
   sub.add_flag("--no-sync", a->no_sync, "Do not fsync the output");
-  sub.add_flag("-q,--quiet", a->quiet, "No progress bar and no summary line");
+  sub.add_flag("-q,--quiet", a->quiet, "No progress bar, no summary line, no warnings");
   return [a] { return Run(*a); };
 }
 

@@ -8,7 +8,9 @@
 
 #include "command.h"
 #include "exit_codes.h"
+#include "metadata_view.h"
 #include "source.h"
+#include "tensorsafe/formats/gguf_quants.h"
 
 namespace tensorsafe::cli {
 namespace {
@@ -21,6 +23,10 @@ nlohmann::json TensorJson(const TensorInfo& t) {
     j["nnz"] = t.nnz;
     j["coalesced"] = t.coalesced;
   }
+  if (auto q = gguf::FindQuantized(t)) {  // ggml blocks carried as u8 (gguf.h)
+    j["gguf_type"] = std::string(q->type.name);
+    j["gguf_shape"] = q->shape;
+  }
   return j;
 }
 
@@ -30,7 +36,7 @@ nlohmann::json OrNull(const std::optional<T>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json();
 }
 
-int Run(const std::string& path, bool json, Format from) {
+int Run(const std::string& path, bool json, bool full, Format from) {
   if (from == Format::kUnknown) {
     auto detected = DetectFormat(path);
     if (!detected.ok()) return Fail("info", detected.status());
@@ -54,8 +60,11 @@ int Run(const std::string& path, bool json, Format from) {
   j["header_slot"] = !d->header_sequence         ? nlohmann::json()
                      : *d->header_sequence == 0 ? nlohmann::json("streamed (trailer)")
                                                 : nlohmann::json(*d->header_sequence);
-  j["metadata"] = d->metadata_json.empty() ? nlohmann::json::object()
-                                           : nlohmann::json::parse(d->metadata_json, nullptr, false);
+  // In file order, for the listing and the summary (j sorts its keys).
+  const auto ordered =
+      nlohmann::ordered_json::parse(d->metadata_json.empty() ? "{}" : d->metadata_json, nullptr, false);
+  j["metadata"] = nlohmann::json::parse(d->metadata_json.empty() ? "{}" : d->metadata_json, nullptr, false);
+  if (!full && ordered.is_object()) j["metadata"] = SummariseMetadata(ordered);
   if (json) {
     nlohmann::json tensors = nlohmann::json::array();
     Status st = ForEachTensorInfo(path, from, [&](const TensorInfo& t) {
@@ -86,6 +95,13 @@ int Run(const std::string& path, bool json, Format from) {
     field("header slot:", *d->header_sequence == 0 ? std::string("streamed (trailer)")
                                                    : fmt::format("sequence {}", *d->header_sequence));
   }
+  // Typed key/values (GGUF's) are listed one a line with their types.
+  if (InfoOf(from).edit_metadata != nullptr && ordered.is_object()) {
+    const std::size_t keys = ordered.size() - (ordered.contains("tensorsafe.gguf_types") ? 1 : 0);
+    field("metadata:", fmt::format("{} key/value{}{}", keys, keys == 1 ? "" : "s", keys ? ":" : ""));
+    fmt::print("{}", FormatGgufKeyValues(ordered, full));
+    return kExitOk;
+  }
   field("metadata:", j["metadata"].dump());
   return kExitOk;
 }
@@ -93,11 +109,13 @@ int Run(const std::string& path, bool json, Format from) {
 std::function<int()> SetupCommand(CLI::App& sub) {
   auto path = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
+  auto full = std::make_shared<bool>(false);
   auto from = std::make_shared<Format>(Format::kUnknown);
   sub.add_option("FILE", *path, "Tensor file in any supported format")->required();
   sub.add_flag("--json", *json, "Print one JSON object, with a tensors array");
+  sub.add_flag("--full", *full, "Print long metadata arrays and strings whole (default: length and first items)");
   AddFormatOption(sub, "--from", from.get(), "Read FILE as this format instead of detecting it");
-  return [path, json, from] { return Run(*path, *json, *from); };
+  return [path, json, full, from] { return Run(*path, *json, *full, *from); };
 }
 
 }  // namespace

@@ -8,22 +8,31 @@
 #include "command.h"
 #include "exit_codes.h"
 #include "source.h"
+#include "tensorsafe/formats/gguf_quants.h"
 
 namespace tensorsafe::cli {
 namespace {
 
+// The dtype and shape shown: for GGUF blocks carried as u8 (gguf.h), the
+// ggml type and the logical shape.
+std::pair<std::string, std::string> TypeAndShape(const TensorInfo& t) {
+  if (auto q = gguf::FindQuantized(t)) return {std::string(q->type.name), ShapeToString(q->shape)};
+  return {std::string(DTypeName(t.dtype)), ShapeToString(t.shape)};
+}
+
 struct Widths {
   std::size_t name = 4, dtype = 5, shape = 5;
   void Add(const TensorInfo& t) {
+    const auto [type, shp] = TypeAndShape(t);
     name = std::max(name, t.name.size());
-    dtype = std::max(dtype, DTypeName(t.dtype).size());
-    shape = std::max(shape, ShapeToString(t.shape).size());
+    dtype = std::max(dtype, type.size());
+    shape = std::max(shape, shp.size());
   }
 };
 
 void Line(const Widths& w, const TensorInfo& t) {
-  fmt::print("{:<{}}  {:<{}}  {:<{}}  {:>12}\n", t.name, w.name, DTypeName(t.dtype), w.dtype,
-             ShapeToString(t.shape), w.shape, t.data_length);
+  const auto [type, shp] = TypeAndShape(t);
+  fmt::print("{:<{}}  {:<{}}  {:<{}}  {:>12}\n", t.name, w.name, type, w.dtype, shp, w.shape, t.data_length);
 }
 
 void Header(const Widths& w) {

@@ -9,6 +9,7 @@
 #include "command.h"
 #include "exit_codes.h"
 #include "tensorsafe/formats/registry.h"
+#include "typed_meta.h"
 #include "tensorsafe/reader.h"
 #include "tensorsafe/updater.h"
 
@@ -118,11 +119,20 @@ std::function<int()> SetupMeta(CLI::App& sub) {
   auto sets = std::make_shared<std::vector<std::string>>();
   auto dels = std::make_shared<std::vector<std::string>>();
   auto tensor = std::make_shared<std::string>();
-  AddCommon(sub, *c);
-  sub.add_option("--set", *sets, "KEY=JSON: set a top-level key (repeatable)");
+  auto json = std::make_shared<bool>(false);
+  auto full = std::make_shared<bool>(false);
+  sub.add_option("FILE", c->file, "The .tsafe file (or a file with typed key/values: .gguf) to change")->required();
+  sub.add_option("--wait", c->wait_seconds, "Seconds to wait for another updater's lock (default: fail at once)");
+  sub.add_option("--set", *sets, "KEY=JSON: set a top-level key (repeatable); GGUF: KEY=TYPE:VALUE");
   sub.add_option("--del", *dels, "KEY: delete a top-level key (repeatable)");
   sub.add_option("--tensor", *tensor, "Change this tensor's metadata instead of the file's");
+  sub.add_flag("--json", *json, "GGUF: print the metadata JSON instead of typed lines");
+  sub.add_flag("--full", *full, "GGUF: print long arrays and strings whole");
   return [=] {
+    // A format with typed key/values (GGUF) edits them its own way.
+    if (auto f = DetectFormat(c->file); f.ok() && InfoOf(*f).edit_metadata != nullptr) {
+      return RunTypedMeta({c->file, *f, *sets, *dels, *tensor, *json, *full});
+    }
     auto u = ExplainFormatMismatch(c->file, Format::kTsafe, Updater::Open(c->file, c->Options()));
     if (!u.ok()) return Fail("meta", u.status());
     // The changes form one RFC 7386 merge patch.
@@ -173,7 +183,7 @@ std::function<int()> SetupCompact(CLI::App& sub) {
 TS_REGISTER_COMMAND("add", "Add (or --replace) a tensor from an .npy file or OTHER.tsafe:NAME, in place", SetupAdd);
 TS_REGISTER_COMMAND("rm", "Remove tensors, in place", SetupRm);
 TS_REGISTER_COMMAND("mv", "Rename a tensor, in place", SetupMv);
-TS_REGISTER_COMMAND("meta", "Show or change file (or --tensor) metadata, in place", SetupMeta);
+TS_REGISTER_COMMAND("meta", "Show or change file (or --tensor) metadata, in place (.tsafe, .gguf)", SetupMeta);
 TS_REGISTER_COMMAND("compact", "Rewrite the live tensors into a fresh file, reclaiming dead space", SetupCompact);
 
 }  // namespace tensorsafe::cli

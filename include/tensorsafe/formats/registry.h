@@ -179,6 +179,21 @@ struct FormatInfo {
   Status (*write_file)(const std::string& path, const TensorSet& set, const FormatWriteOptions& options) = nullptr;
   // The file's bytes in memory. nullptr: write_file only.
   Result<std::string> (*encode)(const TensorSet& set, const FormatWriteOptions& options) = nullptr;
+
+  // Metadata hooks of formats with typed key/values (GGUF), nullptr for
+  // the others. `metadata_json` with the "KEY=TYPE:VALUE" `sets` and the
+  // KEY `dels` applied (convert --gguf-kv, meta --set/--del).
+  Result<std::string> (*edit_metadata)(const std::string& metadata_json, std::span<const std::string> sets,
+                                       std::span<const std::string> dels) = nullptr;
+  // The file metadata of a set that came from this format, as any other
+  // format should get it: this format's own bookkeeping (GGUF's
+  // "tensorsafe.gguf_types") reduced to what still carries information, so
+  // strings-only metadata goes back to a strings-only format unchanged.
+  std::string (*metadata_elsewhere)(const std::string& metadata_json) = nullptr;
+  // What a prepared set written in this format lacks for the format's usual
+  // consumers (a GGUF without general.architecture, which llama.cpp and
+  // transformers cannot load): one message each, for warnings.
+  std::vector<std::string> (*write_warnings)(const TensorSet& set) = nullptr;
 };
 
 // Every format, kTsafe first, in a stable order.

@@ -89,6 +89,18 @@ struct EncodedKeyValues {
 Result<EncodedKeyValues> EncodeKeyValues(std::string_view metadata_json,
                                          const WriteOptions& options);
 
+// `metadata_json` without the "tensorsafe.gguf_types" entries a writer
+// would infer anyway (strings typed "string"), and without the member when
+// none remains, so that metadata that came from a format of strings goes
+// back to it unchanged (docs/formats/gguf.md §4). Used by convert for every
+// target but GGUF.
+std::string DropRedundantTypes(const std::string& metadata_json);
+
+// What a GGUF file with this metadata lacks for llama.cpp and transformers:
+// a warning when general.architecture is missing (llama.cpp cannot load the
+// file as a model; transformers' GGUF loader stops with an IndexError).
+std::vector<std::string> ConsumerWarnings(const std::string& metadata_json);
+
 // JSON text helpers shared by the reader's hand-written JSON.
 void AppendJsonString(std::string& out, std::string_view utf8);
 void AppendF32(std::string& out, float v);

@@ -227,4 +227,19 @@ Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptio
 
 bool HoldsDType(DType dtype) { return GgmlCode(dtype).has_value(); }
 
+namespace internal {
+
+std::vector<std::string> ConsumerWarnings(const std::string& metadata_json) {
+  static constexpr std::string_view kKey = "general.architecture";
+  if (metadata_json.find(kKey) != std::string::npos) {
+    auto md = nlohmann::json::parse(metadata_json, nullptr, /*allow_exceptions=*/false);
+    if (md.is_object() && md.contains(kKey)) return {};
+  }
+  return {"no general.architecture key: llama.cpp cannot load the file as a model, and transformers' GGUF "
+          "loader stops with an IndexError; name one with --gguf-kv general.architecture=str:NAME (the "
+          "architecture's own keys and tensor names are needed too: docs/formats/gguf.md §12)"};
+}
+
+}  // namespace internal
+
 }  // namespace tensorsafe::gguf

@@ -6,7 +6,10 @@
 #include "common.h"
 
 namespace tensorsafe::python {
-void RegisterDataset(py::module_& m);  // dataset.cc
+void RegisterSampleIter(py::module_& m);        // sample_iter.cc
+void RegisterDatasetWriter(py::module_& m);     // dataset_writer.cc
+void RegisterDataset(py::module_& m);           // dataset.cc
+void RegisterSampler(py::module_& m);           // sampler.cc
 void RegisterDatasetPartition(py::module_& m);  // dataset_partition.cc
 }
 
@@ -19,6 +22,9 @@ PYBIND11_MODULE(_native, m) {
   tp::RegisterWriter(m);
   tp::RegisterCodecs(m);
   tp::RegisterStream(m);
+  tp::RegisterSampleIter(m);
+  tp::RegisterDatasetWriter(m);
+  tp::RegisterSampler(m);
   tp::RegisterDataset(m);
   tp::RegisterDatasetPartition(m);
 }

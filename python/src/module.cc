@@ -11,6 +11,7 @@ void RegisterDatasetWriter(py::module_& m);     // dataset_writer.cc
 void RegisterDataset(py::module_& m);           // dataset.cc
 void RegisterSampler(py::module_& m);           // sampler.cc
 void RegisterDatasetPartition(py::module_& m);  // dataset_partition.cc
+void RegisterLmdb(py::module_& m);              // lmdb.cc
 }
 
 PYBIND11_MODULE(_native, m) {
@@ -27,4 +28,5 @@ PYBIND11_MODULE(_native, m) {
   tp::RegisterSampler(m);
   tp::RegisterDataset(m);
   tp::RegisterDatasetPartition(m);
+  tp::RegisterLmdb(m);
 }

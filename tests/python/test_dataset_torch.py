@@ -229,3 +229,25 @@ def test_distributed_elastic_global_batches(ds200, tmp_path):
         per_rank = pickle.loads(out.read_bytes())
         assert sorted(flat(flat(per_rank))) == list(range(n)), world  # exactly once across ranks
         assert global_batches(per_rank) == ref, world
+
+
+def test_default_shuffle_block_is_the_cpp_default(dspath):
+    """An unset block size is C++'s DefaultShuffleBlockSize for the canonical
+    nodes (MosaicML's max(4_000_000 // ncn, 1 << 18)), for Python and C++
+    callers alike: 300,000 samples, where the default (2,000,000 for 2 nodes)
+    and the 1 << 18 floor give different epochs."""
+    from tensorsafe import _native
+
+    assert [_native.default_shuffle_block_size(n) for n in (1, 2, 15, 16, 64)] == [
+        4_000_000, 2_000_000, 266_666, 262_144, 262_144]
+    ds = tds.StreamingDataset(dspath, shuffle=True, num_canonical_nodes=2)
+    st = ds._start_state(ds._world())
+    assert st.shuffle_block_size is None and st.block_size == 2_000_000
+    shards = [150_000, 150_000]
+    unset = _native.SamplerState(shuffle=True, num_canonical_nodes=2)  # C++ defaults otherwise
+    ids = _native.epoch_worker_ids(shards, unset, 1, 1, 1, 0, 0, 0)
+    named = _native.epoch_worker_ids(shards, unset.replace(shuffle_block_size=2_000_000), 1, 1, 1, 0, 0, 0)
+    floor = _native.epoch_worker_ids(shards, unset.replace(shuffle_block_size=1 << 18), 1, 1, 1, 0, 0, 0)
+    assert ids.tolist() == named.tolist()
+    assert ids.tolist() != floor.tolist()
+    assert sorted(ids.tolist()) == list(range(300_000))

@@ -61,6 +61,7 @@ Example:
 from __future__ import annotations
 
 import atexit
+import errno
 import json
 import os
 import socket
@@ -443,10 +444,14 @@ class Connection:
             if (end and not foreign and self.mode == "send" and not self._ended and self.encoding == "native"
                     and (self._sender is not None or self._writer is not None or self._sock is not None
                          or self._listener is None)):
+                # A ZeroMQ sender that sent nothing may have no receiver at
+                # all: it offers the end without waiting, and keeps quiet.
+                idle_zmq = self._sender is not None and self._sent == 0
                 try:
-                    self._send_end_locked(max(0, int(self._linger * 1000)))
+                    self._send_end_locked(0 if idle_zmq else max(0, int(self._linger * 1000)))
                 except Error as e:
-                    error = e
+                    if not (idle_zmq and getattr(e, "errno", None) == errno.EAGAIN):
+                        error = e
             for obj in (self._sender, self._receiver, self._writer, self._reader):
                 if obj is not None:
                     obj.close()

@@ -10,8 +10,13 @@ sequence number is the number of batches sent. The workers share a few
 int64s of shared memory (made with the dataset, handed to workers when they
 start: inherited on fork, passed with the dataset on spawn and forkserver):
 
-* slot 0: (stream << 40) | (batches sent + 1), 0 while unknown;
-* slot 1 + w: (stream << 40) | batches worker w received of that stream.
+* slot 0: (stream << 40) | (end marker's sequence + 1), 0 while unknown;
+* slot 1: the sequence of the stream's first batch: 0, or for a sender that
+  goes on after an end marker (one stream per epoch), the sequence after
+  the previous stream's end marker (a sender starting anew counts from 0,
+  which the workers see as a sequence below it);
+* slot 2: the DataLoader iteration reading it (see _join_iteration);
+* slot 3 + w: (stream << 40) | batches worker w received of that stream.
 
 Each worker receives in a thread of its own (so the end marker is read even
 while the DataLoader waits for another worker, as ``in_order=True`` makes it
@@ -79,7 +84,7 @@ class StreamDataset(IterableDataset):  # type: ignore[type-arg]
         self.mode = None if u["transport"] == "zmq" else mode
         self.kwargs = dict(kwargs, framework=kwargs.get("framework", "pt"))
         self._url = u
-        self._slots: Any = multiprocessing.RawArray(ctypes.c_int64, 1 + _MAX_WORKERS)
+        self._slots: Any = multiprocessing.RawArray(ctypes.c_int64, 3 + _MAX_WORKERS)
 
     def __getstate__(self) -> Dict[str, Any]:
         d = dict(self.__dict__)
@@ -92,14 +97,14 @@ class StreamDataset(IterableDataset):  # type: ignore[type-arg]
     def __setstate__(self, d: Dict[str, Any]) -> None:
         self.__dict__.update(d)
         if self._slots is None:
-            self._slots = multiprocessing.RawArray(ctypes.c_int64, 1 + _MAX_WORKERS)
+            self._slots = multiprocessing.RawArray(ctypes.c_int64, 3 + _MAX_WORKERS)
 
     def __iter__(self) -> Iterator[Batch]:
         info = get_worker_info()
         if info is None or info.num_workers == 1:
             return self._iter_one()
         self._check_shareable(info.num_workers)
-        return self._iter_shared(info.id, info.num_workers)
+        return self._iter_shared(info)
 
     # -- one reader -----------------------------------------------------------
     def _iter_one(self) -> Iterator[Batch]:
@@ -133,26 +138,48 @@ class StreamDataset(IterableDataset):  # type: ignore[type-arg]
 
     def _received(self, stream: int) -> int:
         total = 0
-        for v in self._slots[1:]:
+        for v in self._slots[3:]:
             if v >> 40 == stream:
                 total += v & _LOW
         return total
 
-    def _finished(self, stream: int) -> bool:
+    def _complete(self, stream: int) -> bool:
+        """Whether the workers together received every batch of `stream`."""
         head = self._slots[0]
         if head >> 40 != stream:
-            return True  # another worker saw this stream complete and moved on
-        sent = (head & _LOW) - 1
-        if sent < 0 or self._received(stream) < sent:
-            return False
-        self._slots[0] = (stream + 1) << 40  # the next iteration reads a new stream
-        return True
+            return True  # a later iteration moved on: this one is over
+        end = (head & _LOW) - 1
+        base = self._slots[1] if self._slots[1] <= end else 0  # below the base: a sender starting anew
+        return end >= 0 and self._received(stream) >= end - base
 
-    def _iter_shared(self, worker: int, workers: int) -> Iterator[Batch]:
+    def _join_iteration(self, info: Any) -> int:
+        """The stream this DataLoader iteration reads. Worker 0 alone moves
+        the block to a new iteration (so no two workers race on it): a
+        stream the previous iteration completed is followed by the next one;
+        one it left unfinished is read on. The others wait for it. An
+        iteration is known by the DataLoader's base seed (new for every
+        iterator; fixed for persistent workers) and how many iterations this
+        worker process ran."""
+        self._iterations = getattr(self, "_iterations", 0) + 1
+        key = ((info.seed - info.id) * 1_000_003 + self._iterations) % (1 << 62) + 1
         slots = self._slots
-        stream = slots[0] >> 40
-        if slots[1 + worker] >> 40 != stream:
-            slots[1 + worker] = stream << 40
+        if info.id == 0 and slots[2] != key:
+            stream = slots[0] >> 40
+            if self._complete(stream):
+                end = (slots[0] & _LOW) - 1
+                slots[1] = end + 1  # the next stream starts after this end (if the sender goes on)
+                slots[0] = (stream + 1) << 40
+            slots[2] = key
+        while slots[2] != key:
+            time.sleep(0.01)
+        return slots[0] >> 40
+
+    def _iter_shared(self, info: Any) -> Iterator[Batch]:
+        worker = info.id
+        slots = self._slots
+        stream = self._join_iteration(info)
+        if slots[3 + worker] >> 40 != stream:
+            slots[3 + worker] = stream << 40
         kwargs = dict(self.kwargs, timeout=_POLL, bind=False)
         framework = kwargs.pop("framework")
         user_timeout = self.kwargs.get("timeout")
@@ -169,12 +196,16 @@ class StreamDataset(IterableDataset):  # type: ignore[type-arg]
                         if getattr(e, "errno", None) == errno.EAGAIN:  # the poll interval passed
                             continue
                         raise
-                    if item is None:  # the end marker: its sequence is the batches sent
-                        if slots[0] >> 40 == stream:
-                            slots[0] = (stream << 40) | (int(conn.last_sequence) + 1)
+                    if item is None:  # the end marker: its sequence counts what the sender sent
+                        end = int(conn.last_sequence)
+                        if end < slots[1]:
+                            slots[1] = 0  # a sender starting anew
+                        slots[0] = (stream << 40) | (end + 1)
                         return
+                    if int(conn.last_sequence) < slots[1]:
+                        slots[1] = 0  # a sender starting anew
                     got.put(item)  # queued before counted: a count the others see is in a queue
-                    slots[1 + worker] += 1
+                    slots[3 + worker] += 1
             except BaseException as e:  # noqa: BLE001 - handed to the iterating thread
                 got.put(e)
 
@@ -186,14 +217,15 @@ class StreamDataset(IterableDataset):  # type: ignore[type-arg]
                 try:
                     item = got.get(timeout=_POLL)
                 except queue.Empty:
-                    if self._finished(stream):
+                    if self._complete(stream):
                         return
                     now, seen = time.monotonic(), self._received(stream)
                     if seen != last_seen:
                         last_seen, last_change = seen, now
                     head = slots[0]
                     if (head & _LOW) and now - last_change > self.end_timeout:
-                        raise _IOError(errno.EIO, f"{self.url}: the end marker counts {(head & _LOW) - 1} batches but the "
+                        raise _IOError(errno.EIO, f"{self.url}: the end marker counts {(head & _LOW) - 1 - slots[1]} "
+                                       "batches but the "
                                     f"workers received {seen} and nothing more for {self.end_timeout:g} s "
                                     "(batches queued in the workers of an interrupted iteration are lost)")
                     if user_timeout is not None and now - idle_since > user_timeout:

@@ -349,3 +349,27 @@ def test_stream_dataset_refuses_what_several_workers_cannot_share(tmp_path):
                      ("tcp-raw://127.0.0.1:0", "a byte stream has one reader")]:
         with pytest.raises(Exception, match=why):
             list(DataLoader(StreamDataset(url), batch_size=None, num_workers=2, multiprocessing_context="fork"))
+
+
+def test_stream_dataset_one_stream_per_epoch_with_persistent_workers():
+    """A sender that ends each epoch with send_end() and goes on (the next
+    stream's sequence numbers continue): every epoch whole, each batch once,
+    with workers that persist across epochs."""
+    from torch.utils.data import DataLoader
+
+    from tensorsafe.stream import StreamDataset
+
+    with Connection("zrpush://127.0.0.1:*") as tx:
+        ds = StreamDataset(tx.endpoint.replace("tcp://", "zrpull://"))
+        loader = DataLoader(ds, batch_size=None, num_workers=3, persistent_workers=True,
+                            multiprocessing_context="fork")
+        for epoch in range(3):
+            def send(epoch=epoch):
+                for i in range(15):
+                    tx.send({"i": np.array([epoch * 100 + i])})
+                tx.send_end()
+
+            join = in_thread(send)
+            got = sorted(int(b["i"]) for b in loader)
+            join()
+            assert got == [epoch * 100 + i for i in range(15)], epoch

@@ -1,4 +1,5 @@
 // CheckSamplerState and CheckRemoteName (dataset_checks.h).
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -48,8 +49,19 @@ void CheckBuiltState(std::span<const std::byte> data) {
   s.num_canonical_nodes = Pick(in, 1, dataset::kMaxWorldDim, &in_range);
   s.global_batch_size = Pick(in, 0, std::int64_t{1} << 40, &in_range);
   s.shuffle = in.Bool();
-  s.shuffle_block_size = Pick(in, 1, dataset::kMaxPartitionSamples, &in_range);
+  if (in.Bool()) s.shuffle_block_size = Pick(in, 1, dataset::kMaxPartitionSamples, &in_range);
   if (in.Bool()) s.initial_nodes = Pick(in, 1, dataset::kMaxWorldDim, &in_range);
+  if (in.Bool()) {
+    dataset::WorkerPosition w;
+    w.world.num_nodes = Pick(in, 1, dataset::kMaxWorldDim, &in_range);
+    w.world.ranks_per_node = Pick(in, 1, dataset::kMaxWorldDim, &in_range);
+    w.world.workers_per_rank = Pick(in, 1, dataset::kMaxWorldDim, &in_range);
+    w.world.node = Pick(in, 0, std::max<std::int64_t>(w.world.num_nodes, 1) - 1, &in_range);
+    w.world.rank_of_node = Pick(in, 0, std::max<std::int64_t>(w.world.ranks_per_node, 1) - 1, &in_range);
+    w.world.worker_of_rank = Pick(in, 0, std::max<std::int64_t>(w.world.workers_per_rank, 1) - 1, &in_range);
+    w.samples = Pick(in, 0, dataset::kMaxPartitionSamples * 2, &in_range);
+    s.worker = w;
+  }
   if (in_range) {
     CheckCanonical(s, "sampler state built from the input");
     return;

@@ -29,7 +29,10 @@
 //
 // Senders and receivers of a process share one ZeroMQ context (inproc://
 // needs that); it ends with the last of them, waiting up to each socket's
-// linger_ms for undelivered messages.
+// linger_ms for undelivered messages. A forked child gets a context of its
+// own: senders and receivers it inherited refuse to work there
+// (kFailedPrecondition) and are destroyed without touching the parent's
+// sockets; new ones work normally.
 //
 // Thread safety: a sender or receiver is used by one thread at a time.
 // Received batches may be used from any thread, after the receiver is gone.
@@ -106,8 +109,10 @@ class ZmqSender {
   // (EAGAIN when send_timeout_ms passed with the queue full).
   Status Send(const TensorSet& batch);
   // kNative: sends the end-of-stream marker (a receiver then returns
-  // nullopt). Other encodings have none: kUnsupported.
+  // nullopt). Other encodings have none: kUnsupported. The second form waits
+  // at most timeout_ms (-1: forever) for room instead of send_timeout_ms.
   Status SendEnd();
+  Status SendEnd(int timeout_ms);
   // PUB: waits until a subscriber's subscription has arrived (ZeroMQ drops
   // what is published before that). Errors: kIOError EAGAIN on timeout,
   // kFailedPrecondition for PUSH.
@@ -146,6 +151,10 @@ class ZmqReceiver {
   std::string endpoint() const;
   std::uint64_t messages_received() const;
   std::uint64_t bytes_copied() const;  // tensor bytes that could not be viewed in place
+  // kNative: the header sequence of the last message received (a batch's,
+  // or an end marker's: the number of batches the sender sent before it).
+  // nullopt before the first message and for other encodings.
+  std::optional<std::uint64_t> last_sequence() const;
 
   class Impl;
   explicit ZmqReceiver(std::unique_ptr<Impl> impl);

@@ -111,26 +111,20 @@ void RegisterDatasetPartition(py::module_& m) {
 
   m.def(
       "epoch_worker_ids",
-      [](std::vector<std::int64_t> shards, const std::string& state_json, std::int64_t nodes, std::int64_t ranks,
+      [](std::vector<std::int64_t> shards, const ds::SamplerState& state, std::int64_t nodes, std::int64_t ranks,
          std::int64_t workers, std::int64_t node, std::int64_t rank, std::int64_t worker, bool keep_padding) {
         std::vector<std::int64_t> ids;
         {
           py::gil_scoped_release release;
-          ds::SamplerState state = Unwrap(ds::DecodeSamplerState(state_json));
           ids = Unwrap(ds::EpochWorkerIds(shards, state, MakeWorld(nodes, ranks, workers, node, rank, worker),
                                           keep_padding));
         }
         const auto n = static_cast<py::ssize_t>(ids.size());
         return ToArray(std::move(ids), {n});
       },
-      py::arg("samples_per_shard"), py::arg("state_json"), py::arg("num_nodes"), py::arg("ranks_per_node"),
+      py::arg("samples_per_shard"), py::arg("state"), py::arg("num_nodes"), py::arg("ranks_per_node"),
       py::arg("workers_per_rank"), py::arg("node"), py::arg("rank_of_node"), py::arg("worker_of_rank"),
-      py::arg("keep_padding") = false, "One worker's sample ids for the epoch and position in `state_json`.");
-
-  m.def(
-      "sampler_state_normalize",
-      [](const std::string& json) { return ds::EncodeSamplerState(Unwrap(ds::DecodeSamplerState(json))); },
-      py::arg("state_json"), "Strictly decodes a sampler state and re-encodes it canonically.");
+      py::arg("keep_padding") = false, "One worker's sample ids for the epoch and position in `state` (a SamplerState).");
 }
 
 }  // namespace tensorsafe::python

@@ -6,9 +6,13 @@
 #include "common.h"
 
 namespace tensorsafe::python {
-void RegisterDataset(py::module_& m);  // dataset.cc
+void RegisterSampleIter(py::module_& m);        // sample_iter.cc
+void RegisterDatasetWriter(py::module_& m);     // dataset_writer.cc
+void RegisterDataset(py::module_& m);           // dataset.cc
+void RegisterSampler(py::module_& m);           // sampler.cc
 void RegisterDatasetPartition(py::module_& m);  // dataset_partition.cc
-void RegisterGguf(py::module_& m);  // gguf.cc
+void RegisterGguf(py::module_& m);              // gguf.cc
+void RegisterLmdb(py::module_& m);              // lmdb.cc
 }
 
 PYBIND11_MODULE(_native, m) {
@@ -20,7 +24,11 @@ PYBIND11_MODULE(_native, m) {
   tp::RegisterWriter(m);
   tp::RegisterCodecs(m);
   tp::RegisterStream(m);
+  tp::RegisterSampleIter(m);
+  tp::RegisterDatasetWriter(m);
+  tp::RegisterSampler(m);
   tp::RegisterDataset(m);
   tp::RegisterDatasetPartition(m);
   tp::RegisterGguf(m);
+  tp::RegisterLmdb(m);
 }

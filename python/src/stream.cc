@@ -5,13 +5,19 @@
 // view the message (one aligned buffer for fd streams, the ZeroMQ frames
 // otherwise) and keep it alive.
 //
-// Sends do not hand Python memory to libzmq: its I/O thread would release
-// the owner without the GIL. ZmqSender copies tensors that have no owner, so
-// the caller's arrays are free again when send() returns.
+// ZeroMQ sends never let libzmq hold Python memory past the call: its I/O
+// thread could not release a Python owner without the GIL. Small tensors are
+// copied (ZmqSender copies tensors without an owner); large ones over tcp://
+// or ipc:// go zero-copy and send() returns once libzmq has released their
+// frames (written them to the socket), as a byte-stream write returns once
+// the bytes are in the kernel. Either way the caller's arrays are free again
+// when send() returns.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -19,6 +25,7 @@
 #include "common.h"
 #include "entries.h"
 #include "tensorsafe/stream.h"
+#include "tensorsafe/stream_url.h"
 #include "tensorsafe/stream_zmq.h"
 
 namespace tensorsafe::python {
@@ -66,7 +73,36 @@ struct PyStreamReader {
 };
 struct PyZmqSender {
   std::unique_ptr<ZmqSender> s;
+  // Large tensors zero-copy (see the top of this file): not over inproc://,
+  // whose frames are released only when the receiver drops them, nor with a
+  // send timeout, which could not bound the wait for the release.
+  bool zero_copy = false;
   ~PyZmqSender() { CloseNoGil(s); }
+};
+
+// Tensors at least this large go zero-copy (pyzmq's COPY_THRESHOLD is 64 KiB
+// for the same reason: below it, a copy costs less than the bookkeeping).
+constexpr std::size_t kZeroCopyBytes = std::size_t{64} << 10;
+
+// Set once every copy of the token it hands out is gone.
+class Released {
+ public:
+  std::shared_ptr<const void> Token() {
+    return std::shared_ptr<const void>(static_cast<const void*>(nullptr), [this](const void*) {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+      cv_.notify_all();
+    });
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return done_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
 };
 struct PyZmqReceiver {
   std::unique_ptr<ZmqReceiver> r;
@@ -181,6 +217,7 @@ void RegisterStream(py::module_& m) {
         }();
         auto out = std::make_unique<PyZmqSender>();
         out->s = Unwrap(std::move(s));
+        out->zero_copy = send_timeout_ms < 0 && endpoint.rfind("inproc://", 0) != 0;
         return out;
       }, py::arg("endpoint"), py::arg("pattern") = "pushpull", py::arg("encoding") = "native",
          py::arg("bind") = true, py::arg("send_hwm") = 16, py::arg("max_queued_bytes") = std::uint64_t{256} << 20,
@@ -190,22 +227,31 @@ void RegisterStream(py::module_& m) {
         ZmqSender& z = Live(self.s, "the ZeroMQ sender");
         std::vector<Entry> entries = ParseEntries(items);
         TensorSet set = BatchFromPython(entries, metadata_json);
+        Released released;  // outlives every token: Wait() below
+        if (self.zero_copy) {
+          std::shared_ptr<const void> token = released.Token();
+          for (Tensor& t : set.tensors) {
+            if (t.data.size() >= kZeroCopyBytes) t.owner = token;
+          }
+        }
         Status s;
         {
           py::gil_scoped_release nogil;
-          s = z.Send(set);  // no owners: copied before it returns
+          s = z.Send(set);  // tensors without an owner are copied before it returns
+          set.tensors.clear();  // drops this thread's tokens: libzmq holds the rest
+          if (self.zero_copy) released.Wait();
         }
         Check(s);
       }, py::arg("entries"), py::arg("metadata_json") = "")
-      .def("send_end", [](PyZmqSender& self) {
+      .def("send_end", [](PyZmqSender& self, int timeout_ms) {
         ZmqSender& z = Live(self.s, "the ZeroMQ sender");
         Status s;
         {
           py::gil_scoped_release nogil;
-          s = z.SendEnd();
+          s = timeout_ms == -2 ? z.SendEnd() : z.SendEnd(timeout_ms);
         }
         Check(s);
-      })
+      }, py::arg("timeout_ms") = -2, "-2: the send timeout; -1: wait forever; else milliseconds.")
       .def("wait_for_subscriber", [](PyZmqSender& self, int timeout_ms) {
         ZmqSender& z = Live(self.s, "the ZeroMQ sender");
         Status s;
@@ -277,7 +323,38 @@ void RegisterStream(py::module_& m) {
       })
       .def_property_readonly("bytes_copied", [](const PyZmqReceiver& self) {
         return Live(self.r, "the ZeroMQ receiver").bytes_copied();
-      });
+      })
+      .def_property_readonly("last_sequence", [](const PyZmqReceiver& self) -> py::object {
+        std::optional<std::uint64_t> s = Live(self.r, "the ZeroMQ receiver").last_sequence();
+        return s ? py::object(py::int_(*s)) : py::object(py::none());
+      }, "Native encoding: the header sequence of the last message (an end marker's: the batches sent).");
+
+  m.def("parse_stream_url", [](const std::string& url, const std::optional<std::string>& mode, bool pubsub) {
+    StreamUrlOptions o;
+    if (mode) {
+      if (*mode == "send") o.role = StreamRole::kSend;
+      else if (*mode == "recv") o.role = StreamRole::kRecv;
+      else Throw(InvalidArgument("mode must be \"send\" or \"recv\", not \"" + *mode + "\""));
+    }
+    o.pubsub = pubsub;
+    StreamUrl u = Unwrap(ParseStreamUrl(url, o));
+    static const char* kTransports[] = {"stdio", "fd", "tcp-raw", "unix", "zmq"};
+    py::dict d;
+    d["transport"] = kTransports[static_cast<int>(u.transport)];
+    d["mode"] = u.role == StreamRole::kSend ? "send" : "recv";
+    d["binds"] = u.binds;
+    d["fd"] = u.fd;
+    d["host"] = u.host;
+    d["port"] = u.port;
+    d["path"] = u.path;
+    d["pattern"] = u.pattern == ZmqPattern::kPubSub ? "pubsub" : "pushpull";
+    d["endpoint"] = u.endpoint;
+    d["topic"] = u.topic;
+    d["canonical"] = u.canonical;
+    d["deprecation"] = u.deprecation;
+    return d;
+  }, py::arg("url"), py::arg("mode") = py::none(), py::arg("pubsub") = false,
+     "The stream address grammar of include/tensorsafe/stream_url.h, as a dict.");
 }
 
 }  // namespace tensorsafe::python

@@ -70,6 +70,46 @@ def torch_tables():
     return _torch_tables
 
 
+def name_of_string(text: str, what: str) -> str:
+    """The tensorsafe name of a dtype written as a string in a Python API:
+    NumPy's meaning for anything ``numpy.dtype`` reads (``"int64"``, ``"<f4"``,
+    ``"i8"`` = int64, ``"u1"``), else a tensorsafe name (``"bf16"``, ``"f32"``,
+    ``"f8_e4m3fn"``). A string that is both and means different things
+    (``"i8"`` is int8 here and int64 in NumPy; ``"u8"``, ``"i4"``, ``"u4"``,
+    ``"f16"``) is refused with InvalidArgumentError naming both readings."""
+    from .errors import InvalidArgumentError
+
+    ours = text if text in CODES else None
+    try:
+        theirs: Optional[np.dtype] = np.dtype(text)
+    except TypeError:
+        theirs = None
+    theirs_name = None if theirs is None else FROM_NUMPY.get(theirs)
+    if ours is not None and theirs is not None and theirs_name != ours:
+        alt = "" if theirs_name is None else f" ({theirs_name!r} here)"
+        ours_np = NUMPY[ours]
+        spell = f"{ours_np.name!r}" if ours_np is not None else f"a NumPy-free name such as {ours!r} in a list schema"
+        raise InvalidArgumentError(
+            f"{what}: dtype {text!r} is ambiguous: NumPy reads it as {theirs.name} ({theirs.itemsize} bytes{alt}), "
+            f"tensorsafe's name {ours!r} is {ours_np.name if ours_np is not None else ours} ({_bits(ours)} bits); "
+            f"write {theirs.name!r} for the first, {spell} for the second")
+    if ours is not None:
+        return ours
+    if theirs is not None:
+        if theirs_name is None:
+            raise InvalidArgumentError(f"{what}: dtype {text!r} (NumPy {theirs}) has no tensorsafe equivalent"
+                                       + (" (only native byte order)" if theirs.byteorder not in "=|" else ""))
+        return theirs_name
+    raise InvalidArgumentError(f"{what}: unknown dtype {text!r}")
+
+
+def _bits(name: str) -> int:
+    dt = NUMPY[name]
+    if dt is not None:
+        return dt.itemsize * 8
+    return {"f6_e2m3": 6, "f6_e3m2": 6, "f4_e2m1": 4, "i4": 4, "u4": 4}[name]
+
+
 def numpy_table_by_code() -> list:
     """The list the native module indexes by dtype code (see buffer.h)."""
     table = [None] * (max(CODES.values()) + 1)

@@ -4,10 +4,11 @@
   directory: columnar ``.tsafe`` shards and ``index.json``.
 - :class:`Dataset` is map-style (``len``, ``ds[i]``), compatible with
   ``torch.utils.data.Dataset``.
-- :class:`StreamingDataset` is a ``torch.utils.data.IterableDataset`` that
-  partitions samples over nodes x ranks x DataLoader workers, shuffles them
-  per epoch with a seed, and resumes mid-epoch (``state_dict`` /
-  ``load_state_dict``), also on another world size.
+- :class:`StreamingDataset` (module ``tensorsafe.streaming``, re-exported
+  here) is a ``torch.utils.data.IterableDataset`` that partitions samples
+  over nodes x ranks x DataLoader workers, shuffles them per epoch with a
+  seed, and resumes mid-epoch (``state_dict`` / ``load_state_dict``), also
+  on another world size.
 - :func:`merge` joins independently written parts without copying shards;
   :func:`verify` checks every byte.
 
@@ -16,9 +17,10 @@ Field values are converted as follows on write, and come back as:
 ============================  ==========  ===================================
 written                       kind        read back as
 ============================  ==========  ===================================
-numpy array / scalar, torch   ``tensor``  read-only numpy array (zero-copy;
-tensor (any tensorsafe dtype,             ``arr.base`` keeps the shard
-incl. ml_dtypes bf16/float8)              mapped)
+numpy array / scalar, torch   ``tensor``  read-only numpy array, a
+tensor (any tensorsafe dtype,             :class:`SampleArray` (zero-copy;
+incl. ml_dtypes bf16/float8)              ``arr.base`` keeps the shard
+                                          mapped)
 bytes, bytearray, memoryview  ``bytes``   bytes
 str                           ``str``     str
 int (fits int64)              ``int``     int
@@ -49,17 +51,17 @@ import numpy as np
 
 from . import _arrays, _dtypes, _native
 from .errors import Error, InvalidArgumentError, OutOfRangeError
+from .streaming import DEFAULT_SEED, SamplerState, StreamingDataset, world_from_env
 
 try:  # torch is optional: the classes derive from its datasets when present
     import torch as _torch
     from torch.utils.data import Dataset as _TorchDataset
-    from torch.utils.data import IterableDataset as _TorchIterable
 except ImportError:  # pragma: no cover - exercised without torch only
     _torch = None
     _TorchDataset = object
-    _TorchIterable = object
 
-__all__ = ["Writer", "Dataset", "StreamingDataset", "merge", "verify", "world_from_env"]
+__all__ = ["Writer", "Dataset", "StreamingDataset", "SampleArray", "SamplerState", "merge", "verify",
+           "world_from_env", "DEFAULT_SEED"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -77,15 +79,20 @@ def _schema_json(schema: Any) -> str:
 
     Accepts ``{name: spec}`` where spec is a kind name (``"bytes"``,
     ``"str"``, ``"int"``, ``"float"``, ``"json"``), a ``(dtype, shape)`` tuple
-    for a tensor (dtype a tensorsafe name such as ``"f32"`` / ``"bf16"`` or
-    anything ``numpy.dtype`` accepts; ``None`` in the shape = any size), or a
-    dict ``{"kind": ..., "dtype": ..., "shape": ...}``; or the list form of
-    docs/DATASET.md §2.1.
+    for a tensor (``None`` in the shape = any size), or a dict ``{"kind":
+    ..., "dtype": ..., "shape": ...}``. A dtype is a NumPy or torch dtype, a
+    string with NumPy's meaning (``"int64"``, ``"<f4"``, ``"i8"`` is int64),
+    or a tensorsafe name NumPy does not read otherwise (``"bf16"``,
+    ``"f32"``); a string both read differently (``"i8"``, ``"u8"``,
+    ``"i4"``, ``"u4"``, ``"f16"``) is refused, naming both readings. Or the
+    list form of docs/DATASET.md §2.1 (what :attr:`Dataset.schema` returns),
+    whose dtype strings are the format's names (``"i8"`` is int8).
     """
     if schema is None:
         return ""
     if isinstance(schema, str):
         return schema
+    numpy_strings = isinstance(schema, Mapping)
     if isinstance(schema, Mapping):
         items = list(schema.items())
     else:
@@ -108,15 +115,17 @@ def _schema_json(schema: Any) -> str:
         kind = spec.get("kind", "tensor")
         entry: Dict[str, Any] = {"name": name, "kind": kind}
         if kind == "tensor":
-            entry["dtype"] = _dtype_name(spec.get("dtype"), name)
+            entry["dtype"] = _dtype_name(spec.get("dtype"), name, numpy_strings)
             entry["shape"] = [None if d is None or d == -1 else int(d) for d in spec.get("shape", ())]
         out.append(entry)
     return json.dumps(out)
 
 
-def _dtype_name(dtype: Any, field: str) -> str:
-    if isinstance(dtype, str) and dtype in _dtypes.CODES:
-        return dtype
+def _dtype_name(dtype: Any, field: str, numpy_strings: bool = True) -> str:
+    if isinstance(dtype, str):
+        if not numpy_strings and dtype in _dtypes.CODES:
+            return dtype
+        return _dtypes.name_of_string(dtype, f"schema: field {field!r}")
     if _torch is not None and isinstance(dtype, _torch.dtype):
         return _dtypes.torch_tables()[1][dtype]
     try:
@@ -382,6 +391,54 @@ class Writer:
 # Reading
 
 
+class SampleArray(np.ndarray):
+    """The type of the tensor fields a dataset yields: an ordinary ndarray,
+    read-only and zero-copy over the mapped shard (``base`` keeps it mapped).
+
+    Its own type lets torch's ``default_collate`` stack a batch of them
+    without ``torch.as_tensor`` on each read-only view (which would warn that
+    PyTorch does not support non-writable tensors): the batch is stacked
+    with NumPy into a new tensor (in a DataLoader worker, straight into
+    shared memory, as torch does), one copy as before, and dtypes
+    ``torch.as_tensor`` refuses (ml_dtypes bf16, float8) stack too.
+    Operations on it give ordinary results (``np.asarray(x)`` is a plain
+    ndarray view).
+    """
+
+    __slots__ = ()
+
+
+_native._set_sample_array_type(SampleArray)
+
+
+def _collate_sample_arrays(batch: Sequence[np.ndarray], *, collate_fn_map: Any = None) -> Any:
+    elem = batch[0]
+    shape = (len(batch),) + tuple(elem.shape)
+    name = _dtypes.FROM_NUMPY.get(elem.dtype)
+    tdt = None if name is None else _dtypes.torch_tables()[0].get(name)
+    if tdt is None or tdt.itemsize != elem.dtype.itemsize:
+        return _torch.as_tensor(np.stack(batch))  # a writable copy
+    numel = int(np.prod(shape, dtype=np.int64))
+    proto = _torch.empty(0, dtype=tdt)
+    if _torch.utils.data.get_worker_info() is not None:
+        # As torch's collate_tensor_fn: a worker writes the batch into shared
+        # memory, so sending it to the main process copies nothing more.
+        out = proto.new(proto._typed_storage()._new_shared(numel, device=proto.device)).resize_(shape)
+    else:
+        out = _torch.empty(shape, dtype=tdt)
+    if numel:
+        dst = out.view(_torch.uint8).numpy().view(elem.dtype).reshape(shape)
+        np.stack(batch, out=dst)
+    return out
+
+
+if _torch is not None:
+    from torch.utils.data._utils.collate import default_collate_fn_map as _collate_map
+
+    # torch's documented extension point for default_collate.
+    _collate_map[SampleArray] = _collate_sample_arrays
+
+
 class _Opened:
     """Opens the native dataset lazily, once per process: DataLoader workers
     (fork or spawn) get the path and options, never an open mapping."""
@@ -476,257 +533,6 @@ class Dataset(_TorchDataset):
 
     def __repr__(self) -> str:
         return f"tensorsafe.dataset.Dataset({self.path!r}, samples={self._len}, fields={[f['name'] for f in self.schema]})"
-
-
-def world_from_env() -> Tuple[int, int, int, int]:
-    """(rank, world_size, local_rank, local_world_size): from torch.distributed
-    when it is initialised (rank, size), else the RANK / WORLD_SIZE
-    environment variables torchrun sets; LOCAL_WORLD_SIZE (default: all
-    ranks on one node) gives the node layout. Never initialises anything."""
-    rank, size = None, None
-    if _torch is not None:
-        dist = _torch.distributed
-        if dist.is_available() and dist.is_initialized():
-            rank, size = dist.get_rank(), dist.get_world_size()
-    if rank is None:
-        rank = int(os.environ.get("RANK", "0"))
-        size = int(os.environ.get("WORLD_SIZE", "1"))
-    local_size = int(os.environ.get("LOCAL_WORLD_SIZE", str(size)))
-    if size < 1 or not 0 <= rank < size or local_size < 1 or size % local_size:
-        raise InvalidArgumentError(
-            f"world: rank {rank}, world size {size}, local world size {local_size}: need 0 <= rank < size and "
-            "size a multiple of the local size")
-    local_rank = rank % local_size
-    if "LOCAL_RANK" in os.environ and int(os.environ["LOCAL_RANK"]) != local_rank:
-        raise InvalidArgumentError(
-            f"world: LOCAL_RANK={os.environ['LOCAL_RANK']} but rank {rank} with {local_size} ranks per node "
-            f"is local rank {local_rank} (ranks must be numbered node by node)")
-    return rank, size, local_rank, local_size
-
-
-class StreamingDataset(_TorchIterable):
-    """Iterates over a dataset, partitioned over nodes x ranks x DataLoader
-    workers, optionally shuffled (differently every epoch, same for the same
-    seed), resumable mid-epoch.
-
-    Args:
-        path: the dataset directory.
-        shuffle: shuffle (within blocks of shards, so reads stay mostly
-            sequential).
-        seed: the shuffle seed (MosaicML's default 9176).
-        batch_size: the per-rank (per-device) batch size: pass the
-            DataLoader's. Batches are dealt to DataLoader workers round-robin
-            as the DataLoader collects them, so the sequence of global batches
-            does not depend on ``num_workers`` nor, in elastic mode, on the
-            world size (for a constant global batch size). None: 1.
-        mode: ``"elastic"`` (MosaicML canonical nodes; resumable on another
-            world size) or ``"seed"`` (Composer's get_partition: contiguous
-            ranges, no shuffle, no mid-epoch resumption).
-        num_canonical_nodes: elastic mode: the number of canonical nodes
-            (default: the number of physical nodes of this run). Keep it fixed
-            across runs that must see the same order.
-        shuffle_block_size: samples per shuffle block (default
-            ``max(4_000_000 // num_canonical_nodes, 1 << 18)`` as MosaicML).
-        partition_algo: ``"orig"`` or ``"relaxed"`` (elastic mode).
-        cache_dir, max_open_shards, verify_on_open: as :class:`Dataset`.
-
-    The rank and world size come from ``torch.distributed`` when it is
-    initialised, else from RANK / WORLD_SIZE / LOCAL_WORLD_SIZE (this class
-    never initialises a process group itself), the worker from
-    ``torch.utils.data.get_worker_info()``. No shared memory, no files, no
-    barriers: each worker computes its own ids.
-
-    Epochs: call :meth:`set_epoch` before each epoch (as with
-    DistributedSampler); the order depends on (seed, epoch) only.
-
-    Resumption: ``state = ds.state_dict(batches_consumed=step)`` (or
-    ``num_samples_consumed=`` the global sample count) saved with the
-    checkpoint; after restart ``ds.load_state_dict(state)`` and the next
-    iteration yields exactly the rest of that epoch.
-    """
-
-    def __init__(self, path: PathLike, shuffle: bool = False, seed: int = DEFAULT_SEED,
-                 batch_size: Optional[int] = None, mode: str = "elastic",
-                 num_canonical_nodes: Optional[int] = None, shuffle_block_size: Optional[int] = None,
-                 partition_algo: str = "orig", cache_dir: Optional[PathLike] = None, max_open_shards: int = 64,
-                 verify_on_open: bool = False) -> None:
-        if mode not in ("elastic", "seed"):
-            raise InvalidArgumentError(f"mode must be 'elastic' or 'seed', not {mode!r}")
-        if partition_algo not in ("orig", "relaxed"):
-            raise InvalidArgumentError(f"partition_algo must be 'orig' or 'relaxed', not {partition_algo!r}")
-        if mode == "seed" and shuffle:
-            raise InvalidArgumentError("mode 'seed' (Composer's get_partition) does not shuffle; use mode 'elastic'")
-        if batch_size is not None and int(batch_size) < 1:
-            raise InvalidArgumentError(f"batch_size must be >= 1, not {batch_size}")
-        if not 0 <= int(seed) < (1 << 64):
-            raise InvalidArgumentError(f"seed must be in [0, 2**64), not {seed}")
-        self._ds = _Opened(path, cache_dir, max_open_shards, verify_on_open)
-        self._len = len(self._ds.native)
-        self.shuffle = bool(shuffle)
-        self.seed = int(seed)
-        self.batch_size = None if batch_size is None else int(batch_size)
-        self.mode = mode
-        self.num_canonical_nodes = None if num_canonical_nodes is None else int(num_canonical_nodes)
-        self.shuffle_block_size = None if shuffle_block_size is None else int(shuffle_block_size)
-        self.partition_algo = partition_algo
-        self.epoch = 0
-        self.sample_in_epoch = 0  # the resume point of `epoch`
-        self.initial_nodes: Optional[int] = None
-
-    @property
-    def path(self) -> str:
-        return self._ds.path
-
-    @property
-    def num_samples(self) -> int:
-        """Samples in the whole dataset."""
-        return self._len
-
-    def __len__(self) -> int:
-        """Samples this rank yields in the current epoch from the resume point
-        (all its DataLoader workers together; padding repeats included), so
-        ``len(DataLoader(...))`` counts this rank's batches."""
-        w = self._world()
-        rank_world = (w[0], w[1], 1, w[3], w[4], 0)
-        return len(self.worker_ids(rank_world))
-
-    def set_epoch(self, epoch: int) -> None:
-        """Selects the epoch the next iteration runs. A resume point loaded by
-        load_state_dict is kept when ``epoch`` is its epoch."""
-        epoch = int(epoch)
-        if epoch < 0:
-            raise InvalidArgumentError(f"epoch must be >= 0, not {epoch}")
-        if epoch != self.epoch:
-            self.sample_in_epoch = 0
-        self.epoch = epoch
-
-    # -- the world ------------------------------------------------------------
-
-    def __getstate__(self) -> Dict[str, Any]:
-        # DataLoader workers started with "spawn" see neither the parent's
-        # process group nor, when it was set up by hand, RANK/WORLD_SIZE:
-        # the world is recorded when the DataLoader pickles the dataset.
-        d = dict(self.__dict__)
-        d["_pickled_world"] = world_from_env()
-        return d
-
-    def _world(self) -> Tuple[int, ...]:
-        pickled = self.__dict__.get("_pickled_world")
-        dist_on = (_torch is not None and _torch.distributed.is_available()
-                   and _torch.distributed.is_initialized())
-        if pickled is not None and not dist_on:
-            rank, size, local_rank, local_size = pickled
-        else:
-            rank, size, local_rank, local_size = world_from_env()
-        workers, worker = 1, 0
-        if _torch is not None:
-            info = _torch.utils.data.get_worker_info()
-            if info is not None:
-                workers, worker = info.num_workers, info.id
-        return (size // local_size, local_size, workers, rank // local_size, local_rank, worker)
-
-    def _state(self, world: Tuple[int, ...], sample_in_epoch: int, epoch: int) -> Dict[str, Any]:
-        nodes, ranks_per_node = world[0], world[1]
-        ncn = self.num_canonical_nodes if self.num_canonical_nodes is not None else nodes
-        block = self.shuffle_block_size
-        if block is None:
-            block = max(4_000_000 // ncn, 1 << 18)
-        bs = self.batch_size or 1
-        return {
-            "version": 1,
-            "mode": self.mode,
-            "partition": self.partition_algo,
-            "epoch": epoch,
-            "sample_in_epoch": sample_in_epoch,
-            "seed": self.seed,
-            "num_canonical_nodes": ncn,
-            "global_batch_size": bs * nodes * ranks_per_node,
-            "shuffle": self.shuffle,
-            "shuffle_block_size": block,
-            "initial_nodes": self.initial_nodes,
-        }
-
-    def worker_ids(self, world: Optional[Sequence[int]] = None) -> np.ndarray:
-        """The global sample ids this worker reads in the current epoch (from
-        the resume point on), as int64. ``world`` = (nodes, ranks_per_node,
-        workers_per_rank, node, rank_of_node, worker_of_rank) overrides the
-        detected one (for inspection and tests)."""
-        w = tuple(world) if world is not None else self._world()
-        state = self._state(w, self.sample_in_epoch, self.epoch)
-        # dataset_partition.cc's binding of the same EpochWorkerIds that
-        # iter_epoch runs natively.
-        return _native.epoch_worker_ids(self._ds.native.shard_samples, json.dumps(state), *w)
-
-    def __iter__(self) -> Iterator[Dict[str, Any]]:
-        w = self._world()
-        state = self._state(w, self.sample_in_epoch, self.epoch)
-        return self._ds.native.iter_epoch(json.dumps(state), list(w))
-
-    # -- resumption -------------------------------------------------------------
-
-    def state_dict(self, num_samples_consumed: Optional[int] = None, *,
-                   batches_consumed: Optional[int] = None) -> Dict[str, Any]:
-        """The resumption state after consuming part of the current epoch.
-
-        Give either ``batches_consumed``, the number of global batches
-        (optimizer steps) taken since this epoch's iteration started (the
-        state adds them as ``batches * batch_size * world size``), or
-        ``num_samples_consumed``, the global number of samples (summed over
-        all ranks). Both count from the point this iteration started (the
-        resume point, if resumed). A count reaching the end of the epoch gives
-        the start of the next one. The result is a small JSON-serialisable
-        dict (docs/python-dataset.md); every rank computes the same one.
-        """
-        w = self._world()
-        bs = self.batch_size or 1
-        if (num_samples_consumed is None) == (batches_consumed is None):
-            raise InvalidArgumentError("state_dict: give exactly one of num_samples_consumed and batches_consumed")
-        n = (int(batches_consumed) * bs * w[0] * w[1] if batches_consumed is not None
-             else int(num_samples_consumed))
-        if n < 0:
-            raise InvalidArgumentError(f"state_dict: negative consumed count {n}")
-        sample, epoch = self.sample_in_epoch + n, self.epoch
-        if sample >= self._len:
-            sample, epoch = 0, epoch + 1
-        state = self._state(w, sample, epoch)
-        if self.partition_algo == "relaxed" and state["initial_nodes"] is None:
-            state["initial_nodes"] = w[0]
-        return state
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restores a state from :meth:`state_dict`: the next iteration yields
-        the rest of that epoch, also with another number of DataLoader workers
-        or (elastic mode, same global batch size) ranks. Checks the state
-        strictly (InvalidArgumentError naming the key)."""
-        state = dict(state)
-        _check_state(state)
-        self.mode = state["mode"]
-        self.partition_algo = state["partition"]
-        self.epoch = int(state["epoch"])
-        self.sample_in_epoch = int(state["sample_in_epoch"])
-        self.seed = int(state["seed"])
-        self.num_canonical_nodes = int(state["num_canonical_nodes"])
-        self.shuffle = bool(state["shuffle"])
-        self.shuffle_block_size = int(state["shuffle_block_size"])
-        self.initial_nodes = None if state["initial_nodes"] is None else int(state["initial_nodes"])
-
-    def __repr__(self) -> str:
-        return (f"tensorsafe.dataset.StreamingDataset({self.path!r}, samples={self._len}, mode={self.mode!r}, "
-                f"shuffle={self.shuffle}, epoch={self.epoch})")
-
-
-_STATE_KEYS = ("version", "mode", "partition", "epoch", "sample_in_epoch", "seed", "num_canonical_nodes",
-               "global_batch_size", "shuffle", "shuffle_block_size", "initial_nodes")
-
-
-def _check_state(state: Dict[str, Any]) -> None:
-    missing = [k for k in _STATE_KEYS if k not in state]
-    unknown = [k for k in state if k not in _STATE_KEYS]
-    if missing or unknown:
-        raise InvalidArgumentError(f"sampler state: missing keys {missing}, unknown keys {unknown}")
-    if state["version"] != 1:
-        raise InvalidArgumentError(f"sampler state: key \"version\": {state['version']} is not supported (expected 1)")
-    _native.sampler_state_normalize(json.dumps(state))  # the strict native decoder
 
 
 # ---------------------------------------------------------------------------

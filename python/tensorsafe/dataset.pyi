@@ -5,7 +5,13 @@ import numpy as np
 
 PathLike = Union[str, "os.PathLike[str]"]
 Sample = Dict[str, Any]
-DEFAULT_SEED: int
+from ._native import SamplerState as SamplerState
+from .streaming import DEFAULT_SEED as DEFAULT_SEED
+from .streaming import StreamingDataset as StreamingDataset
+from .streaming import world_from_env as world_from_env
+
+class SampleArray(np.ndarray):
+    """Read-only zero-copy tensor field of a sample."""
 
 class Writer:
     path: str
@@ -40,35 +46,6 @@ class Dataset:
     def __getitem__(self, index: int) -> Sample: ...
     def __iter__(self) -> Iterator[Sample]: ...
     def iter(self, ids: Any = ...) -> Iterator[Sample]: ...
-
-def world_from_env() -> Tuple[int, int, int, int]: ...
-
-class StreamingDataset:
-    shuffle: bool
-    seed: int
-    batch_size: Optional[int]
-    mode: str
-    num_canonical_nodes: Optional[int]
-    shuffle_block_size: Optional[int]
-    partition_algo: str
-    epoch: int
-    sample_in_epoch: int
-    initial_nodes: Optional[int]
-    def __init__(self, path: PathLike, shuffle: bool = ..., seed: int = ..., batch_size: Optional[int] = ...,
-                 mode: str = ..., num_canonical_nodes: Optional[int] = ..., shuffle_block_size: Optional[int] = ...,
-                 partition_algo: str = ..., cache_dir: Optional[PathLike] = ..., max_open_shards: int = ...,
-                 verify_on_open: bool = ...) -> None: ...
-    @property
-    def path(self) -> str: ...
-    @property
-    def num_samples(self) -> int: ...
-    def __len__(self) -> int: ...
-    def set_epoch(self, epoch: int) -> None: ...
-    def worker_ids(self, world: Optional[Sequence[int]] = ...) -> np.ndarray: ...
-    def __iter__(self) -> Iterator[Sample]: ...
-    def state_dict(self, num_samples_consumed: Optional[int] = ..., *,
-                   batches_consumed: Optional[int] = ...) -> Dict[str, Any]: ...
-    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
 
 def merge(out: PathLike, parts: Sequence[PathLike], metadata: Optional[Dict[str, Any]] = ...,
           overwrite: bool = ..., sync: bool = ...) -> Dict[str, Any]: ...

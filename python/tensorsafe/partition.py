@@ -10,13 +10,17 @@ Example:
     >>> partition.seed([8], 1, 1, 3, 0, 0, 0, batch_size=2)["max_id"]
     3
 """
-from typing import Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 
 from . import _native
 
-__all__ = ["seed", "elastic", "epoch_shuffle", "worker_ids", "normalize_state"]
+SamplerState = _native.SamplerState
+default_shuffle_block_size = _native.default_shuffle_block_size
+
+__all__ = ["seed", "elastic", "epoch_shuffle", "worker_ids", "normalize_state", "SamplerState",
+           "default_shuffle_block_size"]
 
 
 def seed(samples_per_shard: Sequence[int], num_nodes: int, ranks_per_node: int, workers_per_rank: int,
@@ -64,23 +68,33 @@ def epoch_shuffle(shard_sizes: Sequence[int], num_canonical_nodes: int, seed: in
     return _native.epoch_shuffle(list(shard_sizes), num_canonical_nodes, seed, epoch, block_size)
 
 
-def worker_ids(samples_per_shard: Sequence[int], state_json: str, num_nodes: int, ranks_per_node: int,
+def _as_state(state: Any) -> Any:
+    if isinstance(state, _native.SamplerState):
+        return state
+    if isinstance(state, (str, bytes)):
+        return _native.SamplerState.from_json(state if isinstance(state, str) else state.decode())
+    return _native.SamplerState.from_dict(state)
+
+
+def worker_ids(samples_per_shard: Sequence[int], state: Any, num_nodes: int, ranks_per_node: int,
                workers_per_rank: int, node: int, rank_of_node: int, worker_of_rank: int,
                keep_padding: bool = False) -> np.ndarray:
-    """One worker's sample ids for the epoch and position in ``state_json`` (PARTITION.md §5).
+    """One worker's sample ids for the epoch and position in ``state`` (PARTITION.md §5): a
+    :class:`SamplerState`, its dict (``state_dict()``) or its JSON text.
 
     Raises:
-        InvalidArgumentError: a bad state (strict JSON) or world; UnsupportedError for seed mode with shuffle or
+        InvalidArgumentError: a bad state (strict) or world; UnsupportedError for seed mode with shuffle or
         mid-epoch resumption.
     """
-    return _native.epoch_worker_ids(list(samples_per_shard), state_json, num_nodes, ranks_per_node,
+    return _native.epoch_worker_ids(list(samples_per_shard), _as_state(state), num_nodes, ranks_per_node,
                                     workers_per_rank, node, rank_of_node, worker_of_rank, keep_padding)
 
 
-def normalize_state(state_json: str) -> str:
-    """Strictly decodes a sampler state and re-encodes it in the canonical key order.
+def normalize_state(state: Any) -> str:
+    """Strictly decodes a sampler state (JSON text or dict) and re-encodes it as canonical JSON text
+    (version 2, keys in order).
 
     Raises:
         InvalidArgumentError: naming the offending key.
     """
-    return _native.sampler_state_normalize(state_json)
+    return str(_as_state(state).to_json())

@@ -7,7 +7,9 @@ torch (CPU; bf16 and float8 included), with optional JSON metadata. Lists
 travel as tensors named ``"0"``, ``"1"``, ...; a received batch whose names
 are exactly those, in order, comes back as a list, any other as a dict.
 
-:class:`Connection` follows tensorcom's ``Connection(url)``:
+:class:`Connection` follows tensorcom's ``Connection(url)``; its addresses
+are those of the ``tensorsafe send`` / ``recv`` commands (one grammar, in C++:
+include/tensorsafe/stream_url.h, docs/STREAM.md §12):
 
 =========================  =====================================  =========
 URL                        what                                   default
@@ -17,16 +19,26 @@ URL                        what                                   default
 ``zpub://host:port``       ZeroMQ PUB (sends)                     binds
 ``zsub://host:port``       ZeroMQ SUB (receives)                  connects
 ``zrpush`` ... ``zrsub``   the same with bind and connect swapped
-``zpush+ipc:///path``      any of them over ipc (``+tcp``: the default)
+``zpush+ipc:///path``      any of them over ipc (``+tcp``: the
+                           default; ``+inproc``)
 ``tcp-raw://host:port``    a TCP byte stream (``mode`` "send" or   recv listens,
                            "recv")                                send connects
-``unix-raw:///path``       a Unix socket byte stream              the same
-``fd://N``                 an open file descriptor (pipe), with
-                           ``mode``
+``unix:///path``           a Unix socket byte stream              the same
+``fd://N``, ``-``          an open file descriptor (pipe);
+                           ``-``: stdin / stdout, with ``mode``
 =========================  =====================================  =========
 
 ``bind=True/False`` overrides the default. A SUB socket's topic prefix is
-the URL fragment (``zsub://h:p#topic``) or ``subscribe=``.
+the URL fragment (``zsub://h:p#topic``) or ``subscribe=``. Old spellings
+(``unix-raw://``, bare ZeroMQ endpoints ``tcp://``, ``ipc://``) still work
+until the next release, with a DeprecationWarning naming the new one.
+
+The end of a stream: a sending connection sends the end marker (native
+encoding) when it is closed: by ``close()``, at the end of a ``with`` block
+(not when the block raises: the receiver then sees a truncated stream, or
+over ZeroMQ no end), when it is garbage collected, and at interpreter exit.
+Receivers' iteration stops there. A forked child never closes or ends a
+parent's connection; it opens its own.
 
 Everything that waits (connect, accept, send, receive) runs without the
 GIL. Received arrays view the message in place (one 64-byte aligned buffer
@@ -48,27 +60,48 @@ Example:
 
 from __future__ import annotations
 
+import atexit
+import errno
 import json
 import os
 import socket
 import threading
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
-from urllib.parse import urlsplit
+import warnings
+import weakref
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from . import _arrays, _native
-from .errors import FailedPreconditionError, InvalidArgumentError
+from .errors import Error, FailedPreconditionError, InvalidArgumentError
 
 Batch = Union[Dict[str, Any], List[Any]]
 
 ENCODINGS = ("native", "tensorcom", "tensorcom-single", "zio")
 
-# scheme -> (pattern, sends, binds by default), as tensorcom's zcom.py.
-_ZMQ_SCHEMES: Dict[str, Tuple[str, bool, bool]] = {
-    "zpush": ("pushpull", True, False), "zpull": ("pushpull", False, True),
-    "zpub": ("pubsub", True, True), "zsub": ("pubsub", False, False),
-    "zrpush": ("pushpull", True, True), "zrpull": ("pushpull", False, False),
-    "zrpub": ("pubsub", True, False), "zrsub": ("pubsub", False, True),
-}
+
+
+def parse_url(url: str, mode: Optional[str] = None) -> Dict[str, Any]:
+    """The parts of a stream address (the C++ grammar, include/tensorsafe/stream_url.h):
+    ``transport`` ("stdio", "fd", "tcp-raw", "unix", "zmq"), ``mode``, ``binds``, ``fd``,
+    ``host``, ``port``, ``path``, ``pattern``, ``endpoint``, ``topic``, ``canonical`` (the
+    current spelling) and ``deprecation`` (a note for an old spelling, else "").
+
+    Raises:
+        InvalidArgumentError: naming the address and what is wrong.
+    """
+    return dict(_native.parse_stream_url(url, mode))
+
+
+# Sending connections still open, closed (with their end marker) at exit.
+_open_senders: "weakref.WeakSet[Connection]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_senders_at_exit() -> None:
+    for c in list(_open_senders):
+        try:
+            c.close()
+        except Exception:  # noqa: BLE001 - exiting: nothing to raise to
+            pass
 
 
 def batch_entries(batch: Any, keep: List[Any]) -> List[Tuple[Any, ...]]:
@@ -167,9 +200,11 @@ class Connection:
         self.framework = framework
         self.encoding = encoding
         self._timeout_ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        self._linger = linger
         self._verify = verify
         self._batch_arrays = batch_arrays
         self._lock = threading.Lock()
+        self._pid = os.getpid()  # a forked child never closes or ends this connection
         self._sender: Any = None
         self._receiver: Any = None
         self._writer: Any = None  # byte streams: made at the first send / recv
@@ -178,63 +213,61 @@ class Connection:
         self._listener: Optional[socket.socket] = None
         self._fd = -1
         self._closed = False
-        self._ended = False
+        self._ended = False  # receiving: the end arrived; sending: the end was sent
+        self._sent = 0
         self.metadata: Optional[Dict[str, Any]] = None  # of the last received batch
-        parts = urlsplit(url)
-        scheme, _, transport = parts.scheme.partition("+")
-        if scheme in _ZMQ_SCHEMES:
+        if mode is not None and mode not in ("send", "recv"):
+            raise InvalidArgumentError(f"{url}: mode must be 'send' or 'recv', not {mode!r}")
+        u = parse_url(url, mode)
+        if u["deprecation"]:
+            warnings.warn(f"{u['deprecation']} (the old spelling is accepted until the next release)",
+                          DeprecationWarning, stacklevel=2)
+        self.mode = u["mode"]
+        transport = u["transport"]
+        if transport == "zmq":
             if encoding not in ENCODINGS:
                 raise InvalidArgumentError(f"encoding must be one of {', '.join(ENCODINGS)}, not {encoding!r}")
-            pattern, sends, binds = _ZMQ_SCHEMES[scheme]
-            if mode is not None and mode != ("send" if sends else "recv"):
-                raise InvalidArgumentError(f"{scheme}:// {'sends' if sends else 'receives'}; mode={mode!r} "
-                                           "contradicts it")
-            self.mode = "send" if sends else "recv"
-            endpoint = f"{transport or 'tcp'}://{parts.netloc}{parts.path}"
-            do_bind = binds if bind is None else bind
-            if sends:
+            do_bind = u["binds"] if bind is None else bind
+            if self.mode == "send":
                 self._sender = _native.ZmqSender.create(
-                    endpoint, pattern, encoding, do_bind, hwm, max_queued_bytes, self._timeout_ms,
+                    u["endpoint"], u["pattern"], encoding, do_bind, hwm, max_queued_bytes, self._timeout_ms,
                     int(linger * 1000), False, True)
+                _open_senders.add(self)
             else:
-                topic = parts.fragment if subscribe is None else subscribe
+                topic = u["topic"] if subscribe is None else subscribe
                 self._receiver = _native.ZmqReceiver.create(
-                    endpoint, pattern, encoding, do_bind, hwm, self._timeout_ms, topic, 0, verify)
+                    u["endpoint"], u["pattern"], encoding, do_bind, hwm, self._timeout_ms, topic, 0, verify)
             return
-        if scheme not in ("fd", "tcp-raw", "unix-raw"):
-            raise InvalidArgumentError(
-                f"{url}: unknown scheme {parts.scheme!r} (zpush, zpull, zpub, zsub, zrpush, zrpull, zrpub, zrsub "
-                "[+tcp|+ipc], tcp-raw, unix-raw, fd)")
         if encoding not in ("native", "tenbin"):
             raise InvalidArgumentError(f"byte streams carry encoding 'native' or 'tenbin', not {encoding!r}")
-        if mode not in ("send", "recv"):
-            raise InvalidArgumentError(f"{url}: mode must be 'send' or 'recv'")
-        self.mode = mode
-        if scheme == "fd":
-            self._fd = int(parts.netloc)
+        if self.mode == "send":
+            _open_senders.add(self)
+        if transport in ("fd", "stdio"):
+            self._fd = int(u["fd"])
+            return
+        listen = u["binds"] if bind is None else bind
+        if transport == "tcp-raw":
+            host = u["host"]
+            family, address = (socket.AF_INET6 if ":" in host else socket.AF_INET), (host, int(u["port"]))
         else:
-            listen = (mode == "recv") if bind is None else bind
-            if scheme == "tcp-raw":
-                family, address = socket.AF_INET6 if ":" in (parts.hostname or "") else socket.AF_INET, \
-                    (parts.hostname or "127.0.0.1", parts.port or 0)
+            family, address = socket.AF_UNIX, u["path"]
+        s = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            if listen:
+                if family != socket.AF_UNIX:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.bind(address)
+                s.listen(1)
+                self._listener = s
             else:
-                family, address = socket.AF_UNIX, parts.path
-            s = socket.socket(family, socket.SOCK_STREAM)
-            try:
-                if listen:
-                    if family != socket.AF_UNIX:
-                        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                    s.bind(address)
-                    s.listen(1)
-                    self._listener = s
-                else:
-                    s.settimeout(None if timeout is None else timeout)
-                    s.connect(address)
-                    s.settimeout(None)
-                    self._attach(s)
-            except BaseException:
-                s.close()
-                raise
+                s.settimeout(None if timeout is None else timeout)
+                s.connect(address)
+                s.settimeout(None)
+                self._attach(s)
+        except BaseException:
+            s.close()
+            _open_senders.discard(self)
+            raise
 
     @classmethod
     def from_fd(cls, fd: int, mode: str, **kwargs: Any) -> "Connection":
@@ -275,7 +308,7 @@ class Connection:
             return self.url
         name = s.getsockname()
         if s.family == socket.AF_UNIX:
-            return f"unix-raw://{name}"
+            return f"unix://{name}"
         return f"tcp-raw://{name[0]}:{name[1]}"
 
     # -- sending ------------------------------------------------------------------
@@ -297,22 +330,31 @@ class Connection:
                 raise FailedPreconditionError(f"{self.url}: a receiving connection cannot send")
             if self._sender is not None:
                 self._sender.send(entries, meta)
-                return
-            if self._writer is None:
-                self._writer = _native.StreamWriter.to_fd(self._stream_fd(), self.encoding, False)
-            self._writer.write(entries, meta)
-
-    def send_end(self) -> None:
-        """Marks the end of the stream: receivers' iteration stops. Native
-        encoding only (others end with EOF, or never over ZeroMQ)."""
-        with self._lock:
-            self._check_open()
-            if self._sender is not None:
-                self._sender.send_end()
             else:
                 if self._writer is None:
                     self._writer = _native.StreamWriter.to_fd(self._stream_fd(), self.encoding, False)
-                self._writer.finish()
+                self._writer.write(entries, meta)
+            self._sent += 1
+
+    def send_end(self) -> None:
+        """Marks the end of the stream now: receivers' iteration stops. Native
+        encoding only (others end with EOF, or never over ZeroMQ). Closing
+        the connection does this too (see the module doc); a second end is
+        not sent."""
+        with self._lock:
+            self._check_open()
+            if self.mode != "send":
+                raise FailedPreconditionError(f"{self.url}: a receiving connection cannot send")
+            self._send_end_locked(None)
+
+    def _send_end_locked(self, timeout_ms: Optional[int]) -> None:
+        if self._sender is not None:
+            self._sender.send_end(-2 if timeout_ms is None else timeout_ms)
+        else:
+            if self._writer is None:
+                self._writer = _native.StreamWriter.to_fd(self._stream_fd(), self.encoding, False)
+            self._writer.finish()
+        self._ended = True
 
     def wait_for_subscriber(self, timeout: float = 5.0) -> None:
         """PUB: waits until a subscriber is connected (ZeroMQ drops what is
@@ -373,15 +415,43 @@ class Connection:
                 return
             yield batch
 
+    @property
+    def last_sequence(self) -> Optional[int]:
+        """ZeroMQ native receivers: the sequence number of the last message
+        (a batch's; an end marker's is the number of batches sent), else None."""
+        return None if self._receiver is None else self._receiver.last_sequence
+
     # -- closing ------------------------------------------------------------------
-    def close(self) -> None:
-        """Closes the sockets (a ZeroMQ sender first delivers what is queued,
-        up to ``linger``). A byte-stream sender that did not call
-        :meth:`send_end` leaves its receiver with a truncation error."""
+    def close(self, *, end: bool = True) -> None:
+        """Closes the connection. A sending connection of the native encoding
+        first sends the end marker, unless it was sent, ``end`` is False, or
+        the stream never started (a listening sender nobody connected to); a
+        ZeroMQ sender then delivers what is queued, up to ``linger`` seconds,
+        which also bounds the wait for the end marker. In a forked child the
+        parent's connection is only let go: nothing is sent or unlinked.
+
+        Raises:
+            IOError: the end marker could not be sent (the connection is
+                closed all the same).
+        """
+        error: Optional[BaseException] = None
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+            _open_senders.discard(self)
+            foreign = os.getpid() != self._pid
+            if (end and not foreign and self.mode == "send" and not self._ended and self.encoding == "native"
+                    and (self._sender is not None or self._writer is not None or self._sock is not None
+                         or self._listener is None)):
+                # A ZeroMQ sender that sent nothing may have no receiver at
+                # all: it offers the end without waiting, and keeps quiet.
+                idle_zmq = self._sender is not None and self._sent == 0
+                try:
+                    self._send_end_locked(0 if idle_zmq else max(0, int(self._linger * 1000)))
+                except Error as e:
+                    if not (idle_zmq and getattr(e, "errno", None) == errno.EAGAIN):
+                        error = e
             for obj in (self._sender, self._receiver, self._writer, self._reader):
                 if obj is not None:
                     obj.close()
@@ -389,73 +459,40 @@ class Connection:
             if self._sock is not None:
                 self._sock.close()
             if self._listener is not None:
-                if self._listener.family == socket.AF_UNIX:
-                    path = self._listener.getsockname()
-                    self._listener.close()
-                    if isinstance(path, str) and path and os.path.exists(path):
-                        os.unlink(path)
-                else:
-                    self._listener.close()
+                path = self._listener.getsockname() if self._listener.family == socket.AF_UNIX else None
+                self._listener.close()
+                if not foreign and isinstance(path, str) and path and os.path.exists(path):
+                    os.unlink(path)
             self._sock = self._listener = None
             self._fd = -1
+        if error is not None:
+            raise error
 
     def __enter__(self) -> "Connection":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        # A block that failed leaves the stream unended: its receiver must not
+        # take a partial stream for a whole one.
+        ok = exc_type is None or issubclass(exc_type, GeneratorExit) or (
+            exc_type is SystemExit and getattr(exc, "code", None) in (0, None))
+        self.close(end=ok)
 
     def __del__(self) -> None:
         try:
             self.close()
-        except Exception:
+        except Exception:  # noqa: BLE001 - nothing to raise to from a finalizer
             pass
 
 
-def _make_dataset_class() -> Any:
-    from torch.utils.data import IterableDataset
-
-    class StreamDataset(IterableDataset):  # type: ignore[misc, type-arg]
-        """A torch ``IterableDataset`` of the batches arriving on ``url``:
-        ``DataLoader(StreamDataset("zpull://127.0.0.1:7880", framework="pt"),
-        batch_size=None)``. Each iteration opens its own
-        :class:`Connection` (with worker processes, use a connecting URL
-        such as ``zrpull://``, so that each worker connects), and stops after
-        ``count`` batches or at the end of the stream.
-        """
-
-        def __init__(self, url: str, mode: Optional[str] = "recv", *, count: Optional[int] = None,
-                     **kwargs: Any) -> None:
-            super().__init__()
-            self.url, self.count = url, count
-            self.kwargs = dict(kwargs, framework=kwargs.get("framework", "pt"))
-            self.mode = None if url.split(":", 1)[0].split("+")[0] in _ZMQ_SCHEMES else mode
-
-        def __iter__(self) -> Iterator[Batch]:
-            with Connection(self.url, self.mode, **self.kwargs) as c:
-                n = 0
-                while self.count is None or n < self.count:
-                    batch = c.recv()
-                    if batch is None:
-                        return
-                    n += 1
-                    yield batch
-
-    return StreamDataset
-
-
-_dataset_class: Any = None
-
-
 def __getattr__(name: str) -> Any:
-    # StreamDataset subclasses torch's IterableDataset: made on first use so
-    # that importing tensorsafe.stream does not import torch.
-    global _dataset_class
+    # StreamDataset subclasses torch's IterableDataset: it lives in its own
+    # module so that importing tensorsafe.stream does not import torch.
     if name == "StreamDataset":
-        if _dataset_class is None:
-            _dataset_class = _make_dataset_class()
-        return _dataset_class
+        from .stream_dataset import StreamDataset
+
+        return StreamDataset
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Connection", "StreamDataset", "Batch", "ENCODINGS", "batch_entries", "decode_batch"]
+__all__ = ["Connection", "StreamDataset", "Batch", "ENCODINGS", "batch_entries", "decode_batch", "parse_url"]

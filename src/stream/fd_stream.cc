@@ -4,6 +4,7 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <optional>
 
@@ -184,13 +185,24 @@ class StreamReader::Impl {
     return *wire_ == WireFormat::kNative ? NextNative() : NextTenbin();
   }
 
-  // A buffer of `size` bytes: the previous batch's when no tensor of it is
-  // alive any more (nothing else holds it), else a fresh one. Reuse keeps a
-  // steady stream from faulting in fresh pages for every message.
+  // A buffer of `size` bytes: one of the last kSpares batches' whose tensors
+  // are all gone (nothing else holds it), else a fresh one. Reuse keeps a
+  // steady stream from faulting in fresh pages for every message; more than
+  // one spare, because a caller typically still holds the previous batch
+  // while it asks for the next (`for batch in stream`: 64 MiB batches were
+  // mapped and faulted in anew each time, 2026-11-26).
   std::shared_ptr<AlignedBuffer> Buffer(std::size_t size) {
-    if (spare_ && spare_.use_count() == 1 && spare_->capacity() >= size) return spare_;
-    spare_ = AlignedBuffer::Allocate(size);
-    return spare_;
+    for (auto& s : spares_) {
+      if (s && s.use_count() == 1 && s->capacity() >= size) return s;
+    }
+    // None fits: take the slot of a free (too small) or empty one, else
+    // forget the oldest (its holder keeps it alive).
+    std::shared_ptr<AlignedBuffer>* slot = &spares_[next_victim_++ % kSpares];
+    for (auto& s : spares_) {
+      if (!s || s.use_count() == 1) slot = &s;
+    }
+    *slot = AlignedBuffer::Allocate(size);
+    return *slot;
   }
 
   Result<std::optional<TensorSet>> NextNative() {
@@ -302,7 +314,9 @@ class StreamReader::Impl {
   std::optional<WireFormat> wire_;
   bool pending_magic_ = false, failed_ = false, done_ = false, done_after_ = false;
   std::uint64_t batches_ = 0, bytes_ = 0;
-  std::shared_ptr<AlignedBuffer> spare_;
+  static constexpr std::size_t kSpares = 3;
+  std::array<std::shared_ptr<AlignedBuffer>, kSpares> spares_;
+  std::size_t next_victim_ = 0;
 };
 
 Result<std::unique_ptr<StreamReader>> StreamReader::FromFd(int fd, const StreamReaderOptions& options) {

@@ -1,9 +1,11 @@
 // ZmqSender / ZmqReceiver (include/tensorsafe/stream_zmq.h), on cppzmq.
 // Frame layouts: docs/STREAM.md §9.
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <unistd.h>
 #include <zmq.hpp>
 
 #include "formats/common/codec_util.h"
@@ -59,13 +61,46 @@ bool WaitFor(QueueState& q, std::unique_lock<std::mutex>& lock, int timeout_ms, 
   return q.cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), pred);
 }
 
+// ZeroMQ state belongs to the process that made it. A forked child inherits
+// the parent's context without its I/O and reaper threads: sockets made on it
+// never send or receive, and closing an inherited socket (or terminating the
+// context) posts commands through the mailbox the child shares with the
+// parent, into the parent's threads. So each process gets its own context,
+// and objects inherited across fork() are left alone (leaked) in the child;
+// pyzmq checks the pid for the same reason.
+struct ProcessBound {
+  pid_t pid = ::getpid();
+  bool foreign() const { return ::getpid() != pid; }
+  Status Check(const char* what) const {
+    if (!foreign()) return Status::OK();
+    return FailedPrecondition(std::string(what) + " was made by process " + std::to_string(pid) +
+                              " and is used in process " + std::to_string(::getpid()) +
+                              " (a fork): ZeroMQ sockets do not cross fork(); open a new one in this process");
+  }
+};
+
+// Never closes `socket` nor releases `ctx`: the child's copies of the
+// parent's objects (see ProcessBound).
+void Abandon(zmq::socket_t& socket, std::shared_ptr<zmq::context_t>& ctx) {
+  (void)new zmq::socket_t(std::move(socket));
+  (void)new std::shared_ptr<zmq::context_t>(std::move(ctx));
+}
+
 // One context per process while any sender or receiver exists: inproc://
 // endpoints only connect sockets of the same context. The last owner's
-// release terminates it, waiting for each socket's linger.
+// release terminates it, waiting for each socket's linger. After a fork the
+// child starts a context of its own (the parent's is never touched).
 std::shared_ptr<zmq::context_t> SharedContext() {
   static std::mutex mu;
   static std::weak_ptr<zmq::context_t> weak;
+  static pid_t owner = 0;
   std::lock_guard<std::mutex> lock(mu);
+  if (owner != ::getpid()) {
+    // The parent's weak reference is dropped without touching its context
+    // (only the control block's counts change, in this process's memory).
+    weak = std::weak_ptr<zmq::context_t>();
+    owner = ::getpid();
+  }
   auto ctx = weak.lock();
   if (!ctx) {
     ctx = std::make_shared<zmq::context_t>(1);
@@ -99,7 +134,13 @@ std::optional<ZmqEncoding> ParseZmqEncoding(std::string_view name) {
 class ZmqSender::Impl {
  public:
   explicit Impl(ZmqSenderOptions o) : opt_(std::move(o)), queue_(std::make_shared<QueueState>()) {}
-  ~Impl() { socket_.close(); }  // ctx_'s last owner waits up to linger_ms for queued messages
+  ~Impl() {
+    if (owner_.foreign()) {
+      Abandon(socket_, ctx_);
+      return;
+    }
+    socket_.close();  // ctx_'s last owner waits up to linger_ms for queued messages
+  }
 
   Status Open(const std::string& endpoint) {
     try {
@@ -232,6 +273,7 @@ class ZmqSender::Impl {
   }
 
   Status Send(const TensorSet& b) {
+    TS_RETURN_IF_ERROR(owner_.Check("this ZeroMQ sender"));
     std::uint64_t bytes = 0;
     for (const Tensor& t : b.tensors) bytes += t.data.size();
     TS_RETURN_IF_ERROR(WaitForRoom(bytes));
@@ -245,6 +287,7 @@ class ZmqSender::Impl {
 
   ZmqSenderOptions opt_;
   std::shared_ptr<QueueState> queue_;
+  ProcessBound owner_;
   std::shared_ptr<zmq::context_t> ctx_ = SharedContext();
   zmq::socket_t socket_;
   std::string endpoint_;
@@ -261,17 +304,35 @@ ZmqSender::ZmqSender(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ZmqSender::~ZmqSender() = default;
 Status ZmqSender::Send(const TensorSet& batch) { return impl_->Send(batch); }
 
-Status ZmqSender::SendEnd() {
+Status ZmqSender::SendEnd() { return SendEnd(impl_->opt_.send_timeout_ms); }
+
+Status ZmqSender::SendEnd(int timeout_ms) {
+  TS_RETURN_IF_ERROR(impl_->owner_.Check("this ZeroMQ sender"));
   if (impl_->opt_.encoding != ZmqEncoding::kNative) {
     return Unsupported(std::string(ZmqEncodingName(impl_->opt_.encoding)) + " has no end-of-stream marker");
   }
   const std::string end = internal::EncodeEndMessage(impl_->sent_);
   std::vector<zmq::message_t> frames;
   frames.emplace_back(end.data(), end.size());
-  return impl_->SendFrames(frames);
+  try {
+    impl_->socket_.set(zmq::sockopt::sndtimeo, timeout_ms);
+  } catch (const zmq::error_t& e) {
+    return ZmqError(e, "send end");
+  }
+  Status s = impl_->SendFrames(frames);
+  try {
+    impl_->socket_.set(zmq::sockopt::sndtimeo, impl_->opt_.send_timeout_ms);
+  } catch (const zmq::error_t& e) {
+    if (s.ok()) s = ZmqError(e, "send end");
+  }
+  if (!s.ok() && s.error_number() == EAGAIN) {
+    return IOError("the end-of-stream marker found no room within " + N(timeout_ms) + " ms (no receiver?)", EAGAIN);
+  }
+  return s;
 }
 
 Status ZmqSender::WaitForSubscriber(int timeout_ms) {
+  TS_RETURN_IF_ERROR(impl_->owner_.Check("this ZeroMQ sender"));
   if (impl_->opt_.pattern != ZmqPattern::kPubSub) return FailedPrecondition("not a PUB sender");
   try {
     impl_->socket_.set(zmq::sockopt::rcvtimeo, timeout_ms);
@@ -286,6 +347,7 @@ Status ZmqSender::WaitForSubscriber(int timeout_ms) {
 }
 
 Status ZmqSender::Drain(int timeout_ms) {
+  TS_RETURN_IF_ERROR(impl_->owner_.Check("this ZeroMQ sender"));
   std::unique_lock<std::mutex> lock(impl_->queue_->mu);
   if (!WaitFor(*impl_->queue_, lock, timeout_ms, [&] { return impl_->queue_->queued == 0; })) {
     return IOError("drain timed out with " + N(impl_->queue_->queued) + " bytes queued", EAGAIN);
@@ -309,7 +371,13 @@ std::uint64_t ZmqSender::messages_sent() const { return impl_->sent_; }
 class ZmqReceiver::Impl {
  public:
   explicit Impl(ZmqReceiverOptions o) : opt_(std::move(o)) {}
-  ~Impl() { socket_.close(); }
+  ~Impl() {
+    if (owner_.foreign()) {
+      Abandon(socket_, ctx_);
+      return;
+    }
+    socket_.close();
+  }
 
   Status Open(const std::string& endpoint) {
     try {
@@ -338,6 +406,7 @@ class ZmqReceiver::Impl {
     const StreamReaderOptions& no = opt_.native;
     auto f0 = View((*frames)[0]);
     TS_ASSIGN_OR_RETURN(auto h, internal::DecodeHeader(f0, no));
+    last_sequence_ = h.sequence;
     if (h.kind == internal::MessageKind::kEnd) {
       if (frames->size() != 1 || f0.size() != internal::kMessageHeaderSize) {
         return Corruption("end-of-stream message with extra bytes or frames");
@@ -421,6 +490,7 @@ class ZmqReceiver::Impl {
   }
 
   Result<std::optional<TensorSet>> Receive() {
+    TS_RETURN_IF_ERROR(owner_.Check("this ZeroMQ receiver"));
     auto frames = std::make_shared<Frames>();
     try {
       do {
@@ -443,10 +513,12 @@ class ZmqReceiver::Impl {
   }
 
   ZmqReceiverOptions opt_;
+  ProcessBound owner_;
   std::shared_ptr<zmq::context_t> ctx_ = SharedContext();
   zmq::socket_t socket_;
   std::string endpoint_;
   std::uint64_t received_ = 0, copied_ = 0;
+  std::optional<std::uint64_t> last_sequence_;
 };
 
 Result<std::unique_ptr<ZmqReceiver>> ZmqReceiver::Create(const std::string& endpoint,
@@ -461,5 +533,6 @@ Result<std::optional<TensorSet>> ZmqReceiver::Receive() { return impl_->Receive(
 std::string ZmqReceiver::endpoint() const { return impl_->endpoint_; }
 std::uint64_t ZmqReceiver::messages_received() const { return impl_->received_; }
 std::uint64_t ZmqReceiver::bytes_copied() const { return impl_->copied_; }
+std::optional<std::uint64_t> ZmqReceiver::last_sequence() const { return impl_->last_sequence_; }
 
 }  // namespace tensorsafe

@@ -39,9 +39,11 @@ TEST(SamplerState, GoldenEncodingAndRoundTrip) {
   s.initial_nodes = 2;
   const std::string json = EncodeSamplerState(s);
   EXPECT_EQ(json,
-            "{\"version\":1,\"mode\":\"elastic\",\"partition\":\"relaxed\",\"epoch\":3,\"sample_in_epoch\":96,"
+            "{\"version\":2,\"mode\":\"elastic\",\"partition\":\"relaxed\",\"epoch\":3,\"sample_in_epoch\":96,"
             "\"seed\":18446744073709551615,\"num_canonical_nodes\":8,\"global_batch_size\":32,\"shuffle\":true,"
-            "\"shuffle_block_size\":1000,\"initial_nodes\":2}");
+            "\"shuffle_block_size\":1000,\"initial_nodes\":2,\"worker_num_nodes\":null,\"worker_ranks_per_node\":null,"
+            "\"worker_workers_per_rank\":null,\"worker_node\":null,\"worker_rank_of_node\":null,\"worker_of_rank\":null,"
+            "\"worker_samples\":null}");
   auto back = DecodeSamplerState(json);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, s);
@@ -56,6 +58,44 @@ TEST(SamplerState, GoldenEncodingAndRoundTrip) {
       "\"mode\":\"seed\",\"version\":1 } ");
   ASSERT_TRUE(spaced.ok()) << spaced.status().ToString();
   EXPECT_EQ(spaced->mode, PartitionMode::kSeed);
+  EXPECT_EQ(spaced->shuffle_block_size, 7);
+  EXPECT_FALSE(spaced->worker.has_value());
+  // A worker position round-trips too.
+  s.worker = WorkerPosition{W(2, 4, 3, 1, 2, 0), 40};
+  auto back3 = DecodeSamplerState(EncodeSamplerState(s));
+  ASSERT_TRUE(back3.ok()) << back3.status().ToString();
+  EXPECT_EQ(*back3, s);
+  EXPECT_NE(EncodeSamplerState(s).find("\"worker_node\":1,\"worker_rank_of_node\":2,\"worker_of_rank\":0,"
+                                       "\"worker_samples\":40}"),
+            std::string::npos);
+}
+
+TEST(SamplerState, DefaultShuffleBlockSizeIsMosaicMLs) {
+  // max(4_000_000 // ncn, 1 << 18), streaming's StreamingDataset.__init__.
+  EXPECT_EQ(DefaultShuffleBlockSize(1), 4'000'000);
+  EXPECT_EQ(DefaultShuffleBlockSize(4), 1'000'000);
+  EXPECT_EQ(DefaultShuffleBlockSize(15), 266'666);
+  EXPECT_EQ(DefaultShuffleBlockSize(16), 262'144);
+  EXPECT_EQ(DefaultShuffleBlockSize(1 << 20), 262'144);
+  EXPECT_EQ(DefaultShuffleBlockSize(0), 4'000'000);
+  // An unset block size is the default for the state's canonical nodes: the
+  // same epoch as naming it.
+  std::vector<i64> shards;
+  for (int i = 0; i < 40; ++i) shards.push_back(50'000);  // 2M samples: blocks matter
+  SamplerState unset;
+  unset.shuffle = true;
+  unset.num_canonical_nodes = 4;
+  SamplerState named = unset;
+  named.shuffle_block_size = 1'000'000;
+  SamplerState other = unset;
+  other.shuffle_block_size = 1 << 18;
+  auto a = EpochWorkerIds(shards, unset, W(1, 1, 1));
+  auto b = EpochWorkerIds(shards, named, W(1, 1, 1));
+  auto c = EpochWorkerIds(shards, other, W(1, 1, 1));
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(*a, *b);
+  EXPECT_NE(*a, *c);
+  EXPECT_EQ(unset.block_size(), 1'000'000);
 }
 
 TEST(SamplerState, StrictDecodingErrors) {
@@ -81,16 +121,29 @@ TEST(SamplerState, StrictDecodingErrors) {
       {replace("\"epoch\":0", "\"epoch\":\"0\""), "key \"epoch\": expected an integer, got string"},
       {replace("\"epoch\":0", "\"epoch\":1.5"), "key \"epoch\": expected an integer, got number 1.5"},
       {replace("\"epoch\":0", "\"epoch\":-1"), "key \"epoch\": -1 is outside [0, "},
-      {replace("\"version\":1", "\"version\":2"), "key \"version\": 2 is not supported"},
+      {replace("\"version\":2", "\"version\":3"), "key \"version\": 3 is not supported (expected 1 or 2)"},
+      {replace("\"version\":2", "\"version\":1"), "key \"worker_num_nodes\": is not a version 1 sampler state key"},
+      {replace("\"worker_samples\":null", "\"worker_samples\":3"), "key \"worker_num_nodes\": is null while"},
+      {replace("\"version\":2,", ""), "key \"version\": is missing"},
       {replace("\"mode\":\"elastic\"", "\"mode\":\"fast\""), "key \"mode\": unknown partition mode \"fast\""},
-      {replace("\"partition\":\"orig\"", "\"partition\":7"), "key \"partition\": expected a string, got number"},
+      {replace("\"partition\":\"orig\"", "\"partition\":7"), "key \"partition\": expected a string, got integer 7"},
       {replace("\"seed\":9176", "\"seed\":-4"), "key \"seed\": expected an integer in [0, 2^64), got -4"},
       {replace("\"seed\":9176", "\"seed\":18446744073709551616"), "key \"seed\": expected an integer"},
-      {replace("\"shuffle\":false", "\"shuffle\":0"), "key \"shuffle\": expected true or false, got 0"},
+      {replace("\"shuffle\":false", "\"shuffle\":0"), "key \"shuffle\": expected true or false, got integer 0"},
       {replace("\"num_canonical_nodes\":1", "\"num_canonical_nodes\":0"), "key \"num_canonical_nodes\": 0 is outside"},
       {replace("\"initial_nodes\":null", "\"initial_nodes\":0"), "key \"initial_nodes\": 0 is outside [1, "},
-      {replace("\"shuffle_block_size\":262144", "\"shuffle_block_size\":0"), "key \"shuffle_block_size\": 0"},
+      {replace("\"shuffle_block_size\":null", "\"shuffle_block_size\":0"), "key \"shuffle_block_size\": 0"},
   };
+  // Worker keys: all set, coordinates below their counts.
+  const std::string worker = replace(
+      "\"worker_num_nodes\":null,\"worker_ranks_per_node\":null,\"worker_workers_per_rank\":null,\"worker_node\":null,"
+      "\"worker_rank_of_node\":null,\"worker_of_rank\":null,\"worker_samples\":null",
+      "\"worker_num_nodes\":1,\"worker_ranks_per_node\":2,\"worker_workers_per_rank\":3,\"worker_node\":0,"
+      "\"worker_rank_of_node\":1,\"worker_of_rank\":3,\"worker_samples\":5");
+  auto bad_worker = DecodeSamplerState(worker);
+  ASSERT_FALSE(bad_worker.ok());
+  EXPECT_NE(bad_worker.status().message().find("key \"worker_of_rank\": 3 is outside [0, 2]"), std::string::npos)
+      << bad_worker.status().message();
   auto huge = DecodeSamplerState(std::string(70000, ' '));
   ASSERT_FALSE(huge.ok());
   EXPECT_EQ(huge.status().code(), StatusCode::kLimitExceeded);
@@ -254,6 +307,81 @@ TEST(EpochSampler, Errors) {
   auto far = EpochPlan::Create(shards, st, W(1, 4, 1));
   ASSERT_FALSE(far.ok());
   EXPECT_NE(far.status().message().find("drop_first 100"), std::string::npos);
+}
+
+TEST(SamplerState, FieldsAreTheOneCheck) {
+  SamplerState st;
+  st.epoch = 4;
+  SamplerFields f = SamplerStateToFields(st);
+  ASSERT_EQ(f.size(), 18u);
+  EXPECT_EQ(f[0].first, "version");
+  EXPECT_EQ(f[9].first, "shuffle_block_size");
+  EXPECT_EQ(f[9].second.kind, SamplerValue::Kind::kNull);
+  auto back = SamplerStateFromFields(f);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, st);
+  // What a Python dict can hold beyond JSON: a float, a repeated key in the
+  // pair list, a huge integer.
+  auto with = [&](std::string_view key, SamplerValue v) {
+    SamplerFields g = f;
+    for (auto& [k, old] : g)
+      if (k == key) old = std::move(v);
+    return SamplerStateFromFields(g);
+  };
+  auto r = with("epoch", SamplerValue::Other("float 1.5"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "sampler state: key \"epoch\": expected an integer, got float 1.5");
+  r = with("epoch", SamplerValue::UInt(std::uint64_t{1} << 63));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("9223372036854775808 is outside [0, "), std::string::npos);
+  SamplerFields twice = f;
+  twice.push_back(f[3]);
+  r = SamplerStateFromFields(twice);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "sampler state: key \"epoch\": appears more than once");
+}
+
+// A worker position (one DataLoader worker's own state, as torchdata's
+// StatefulDataLoader saves it) resumes that worker's sequence exactly.
+TEST(EpochSampler, WorkerPositionResumesThatWorker) {
+  const auto shards = Shards();
+  SamplerState st;
+  st.num_canonical_nodes = 2;
+  st.global_batch_size = 4;
+  st.shuffle = true;
+  st.shuffle_block_size = 16;
+  st.epoch = 1;
+  st.sample_in_epoch = 24;  // resumed once already: the worker position counts from here
+  for (i64 worker = 0; worker < 3; ++worker) {
+    const World me = W(1, 2, 3, 0, 1, worker);
+    auto all = EpochWorkerIds(shards, st, me);
+    ASSERT_TRUE(all.ok());
+    SamplerState at = st;
+    at.worker = WorkerPosition{me, 5};
+    auto rest = EpochWorkerIds(shards, *DecodeSamplerState(EncodeSamplerState(at)), me);
+    ASSERT_TRUE(rest.ok()) << rest.status().ToString();
+    EXPECT_EQ(*rest, std::vector<i64>(all->begin() + 5, all->end()));
+    at.worker->samples = static_cast<i64>(all->size());
+    EXPECT_TRUE(EpochWorkerIds(shards, at, me)->empty());
+    at.worker->samples += 1;
+    auto over = EpochWorkerIds(shards, at, me);
+    ASSERT_FALSE(over.ok());
+    EXPECT_NE(over.status().message().find("is more than the"), std::string::npos) << over.status().message();
+  }
+  SamplerState at = st;
+  at.worker = WorkerPosition{W(1, 2, 3, 0, 1, 2), 1};
+  auto other = EpochWorkerIds(shards, at, W(1, 2, 3, 0, 0, 2));
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("position of worker (node 0, rank 1, worker 2); it resumes only that "
+                                          "worker, not (node 0, rank 0, worker 2)"),
+            std::string::npos)
+      << other.status().message();
+  auto world = EpochPlan::Create(shards, at, W(1, 2, 2));
+  ASSERT_FALSE(world.ok());
+  EXPECT_NE(world.status().message().find("saved with 1 nodes x 2 ranks x 3 workers; it resumes only that world, "
+                                          "not 1 nodes x 2 ranks x 2 workers"),
+            std::string::npos)
+      << world.status().message();
 }
 
 }  // namespace

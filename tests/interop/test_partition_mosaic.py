@@ -150,7 +150,7 @@ def test_shuffled_coverage_matches_mosaic(mosaic, algo):
             ids = get_partitions("orig", n, ncn, nodes, ranks, workers, bs, 0, None)
             perm = get_shuffle(algo, np.array(shards, np.int64), ncn, SEED, epoch, 64)
             ref = np.where(ids != -1, perm[ids], -1)
-            state = _state(ncn, nodes * ranks * bs, True, epoch)
+            state = _native.SamplerState.from_json(_state(ncn, nodes * ranks * bs, True, epoch))
             ours = {}
             for node in range(nodes):
                 for rank in range(ranks):
@@ -165,7 +165,7 @@ def test_shuffled_coverage_matches_mosaic(mosaic, algo):
             for (node, rank, worker), got in ours.items():
                 assert len(got) == int((ref[node, rank, worker] != -1).sum()), case
             # Unshuffled, the multisets are equal worker by worker.
-            plain = _state(ncn, nodes * ranks * bs, False)
+            plain = _native.SamplerState.from_json(_state(ncn, nodes * ranks * bs, False))
             for (node, rank, worker) in ours:
                 got = _native.epoch_worker_ids(shards, plain, nodes, ranks, workers, node, rank, worker)
                 want = ids[node, rank, worker]
@@ -265,7 +265,7 @@ def test_errors_are_tensorsafe_exceptions():
     with pytest.raises(ts.InvalidArgumentError, match="unknown partition algorithm"):
         _native.partition_elastic("py1e", 10, 1, 1, 1, 1, 1)
     with pytest.raises(ts.InvalidArgumentError, match='key "mode": is missing'):
-        _native.sampler_state_normalize('{"version":1}')
+        _native.SamplerState.from_json('{"version":1}')
     with pytest.raises(ts.InvalidArgumentError, match="empty range"):
         _native.partition_seed([3], 1, 1, 4, 0, 0, 3)
     assert _native.partition_seed([8], 1, 1, 3, 0, 0, 0, 2)["max_id"] == 3

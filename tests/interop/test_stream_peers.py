@@ -94,7 +94,7 @@ def test_cli_receives_what_pyzmq_sends(ctx, rng, tmp_path, cli):
     out = tmp_path / "got.tsafe"
     port = _free_port()
     recv = subprocess.Popen([str(cli), "recv", "--encoding", "tensorcom", "--count", "1",
-                             f"tcp://127.0.0.1:{port}", str(out)], stderr=subprocess.PIPE, text=True)
+                             f"zpull://127.0.0.1:{port}", str(out)], stderr=subprocess.PIPE, text=True)
     try:
         push = ctx.socket(zmq.PUSH)
         push.connect(f"tcp://127.0.0.1:{port}")

@@ -56,7 +56,7 @@ def mixed_samples(rng, n):
     return out
 
 
-SCHEMA = {"img": ("u8", (2, 3)), "var": ("f32", (None,)), "raw": "bytes", "text": "str", "label": "int",
+SCHEMA = {"img": ("uint8", (2, 3)), "var": ("f32", (None,)), "raw": "bytes", "text": "str", "label": "int",
           "score": "float", "meta": "json"}
 
 

@@ -17,8 +17,6 @@ from torch.utils.data import DataLoader  # noqa: E402
 
 N = 203  # not a multiple of any batch or world size used here
 
-# Read-only arrays make default_collate warn; the tests use ids only.
-pytestmark = pytest.mark.filterwarnings("ignore:The given NumPy array is not writable")
 
 
 @pytest.fixture(scope="module")
@@ -126,12 +124,16 @@ def test_resume_mid_epoch(dspath, workers_before, workers_after):
 def test_bad_state_rejected(dspath):
     ds = tds.StreamingDataset(dspath)
     good = ds.state_dict(num_samples_consumed=0)
-    with pytest.raises(ValueError, match="missing keys"):
+    with pytest.raises(ValueError, match='key "seed": is missing'):
         ds.load_state_dict({k: v for k, v in good.items() if k != "seed"})
-    with pytest.raises(ValueError, match='"mode"'):
+    with pytest.raises(ValueError, match='key "mode": unknown partition mode "chaos"'):
         ds.load_state_dict(dict(good, mode="chaos"))
-    with pytest.raises(ValueError, match="exactly one"):
-        ds.state_dict()
+    with pytest.raises(ValueError, match='key "epoch": expected an integer, got float 1.5'):
+        ds.load_state_dict(dict(good, epoch=1.5))
+    with pytest.raises(ValueError, match='key "epochs": is not a sampler state key'):
+        ds.load_state_dict(dict(good, epochs=1))
+    with pytest.raises(ValueError, match="at most one"):
+        ds.state_dict(num_samples_consumed=1, batches_consumed=1)
 
 
 def test_seed_mode_is_composer_get_partition(dspath):
@@ -227,3 +229,25 @@ def test_distributed_elastic_global_batches(ds200, tmp_path):
         per_rank = pickle.loads(out.read_bytes())
         assert sorted(flat(flat(per_rank))) == list(range(n)), world  # exactly once across ranks
         assert global_batches(per_rank) == ref, world
+
+
+def test_default_shuffle_block_is_the_cpp_default(dspath):
+    """An unset block size is C++'s DefaultShuffleBlockSize for the canonical
+    nodes (MosaicML's max(4_000_000 // ncn, 1 << 18)), for Python and C++
+    callers alike: 300,000 samples, where the default (2,000,000 for 2 nodes)
+    and the 1 << 18 floor give different epochs."""
+    from tensorsafe import _native
+
+    assert [_native.default_shuffle_block_size(n) for n in (1, 2, 15, 16, 64)] == [
+        4_000_000, 2_000_000, 266_666, 262_144, 262_144]
+    ds = tds.StreamingDataset(dspath, shuffle=True, num_canonical_nodes=2)
+    st = ds._start_state(ds._world())
+    assert st.shuffle_block_size is None and st.block_size == 2_000_000
+    shards = [150_000, 150_000]
+    unset = _native.SamplerState(shuffle=True, num_canonical_nodes=2)  # C++ defaults otherwise
+    ids = _native.epoch_worker_ids(shards, unset, 1, 1, 1, 0, 0, 0)
+    named = _native.epoch_worker_ids(shards, unset.replace(shuffle_block_size=2_000_000), 1, 1, 1, 0, 0, 0)
+    floor = _native.epoch_worker_ids(shards, unset.replace(shuffle_block_size=1 << 18), 1, 1, 1, 0, 0, 0)
+    assert ids.tolist() == named.tolist()
+    assert ids.tolist() != floor.tolist()
+    assert sorted(ids.tolist()) == list(range(300_000))

@@ -189,7 +189,7 @@ Status Create(const Args& a) {
   opt.zstd_level = a.zstd;
   opt.shard_prefix = a.prefix;
   opt.metadata_json = a.metadata;
-  ProgressBar bar("writing", a.quiet);
+  ProgressBar bar("writing", a.quiet, "samples");
   // Sources that are datasets (any location OpenAny takes: DATASET.md
   // "Locations") are copied; directories of files are grouped. A directory
   // counts as a dataset when it holds index.json; --from forces a dataset
@@ -308,7 +308,7 @@ Status Info(const Args& a) {
 int Verify(const Args& a) {
   auto ds = OpenAny(a.dir, OpenOptions(a));
   if (!ds.ok()) return Fail("dataset verify", ds.status());
-  ProgressBar bar("verifying", a.quiet);
+  ProgressBar bar("verifying", a.quiet, "shards");
   std::vector<Status> problems;
   Status s = (*ds)->Verify(&problems, [&](std::size_t done, std::size_t total) { bar.Update(done, total, done == total); });
   if (!s.ok()) {

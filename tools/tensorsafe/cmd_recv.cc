@@ -1,6 +1,7 @@
 // `tensorsafe recv ADDRESS [OUT]`: receives a stream of batches (the
 // counterpart of `send`) and writes every tensor to OUT (.tsafe), or lists
-// the batches when OUT is absent. Sockets listen/bind by default.
+// the batches when OUT is absent. Byte-stream sockets listen by default;
+// ZeroMQ schemes say whether they bind (include/tensorsafe/stream_url.h).
 #include <fmt/core.h>
 
 #include <memory>
@@ -20,8 +21,11 @@ struct Args {
   std::string address, out, encoding = "native";
   std::uint64_t count = 0;
   std::uint32_t tenbin_arrays = 0;
-  bool connect = false, sub = false;
+  bool bind = false, connect = false, sub = false;
 };
+
+// The address's default, or what --bind / --connect ask.
+bool Binds(const StreamUrl& u, const Args& a) { return a.bind ? true : a.connect ? false : u.binds; }
 
 // Consumes batches from `next` until the end or --count.
 template <typename Next>
@@ -64,15 +68,14 @@ Status RecvFd(int fd, const Args& a) {
   return Drain([&] { return r->Next(); }, a);
 }
 
-Status RecvSocket(const Address& addr, const Args& a) {
+Status RecvSocket(const StreamUrl& addr, const Args& a) {
   UniqueFd fd;
-  if (a.connect) {
-    TS_ASSIGN_OR_RETURN(fd, addr.kind == Address::Kind::kUnix ? ConnectUnix(addr.path)
-                                                               : ConnectTcp(addr.host, addr.port));
+  const bool unix_socket = addr.transport == StreamUrl::Transport::kUnix;
+  if (!Binds(addr, a)) {
+    TS_ASSIGN_OR_RETURN(fd, unix_socket ? ConnectUnix(addr.path) : ConnectTcp(addr.host, addr.port));
   } else {
-    TS_ASSIGN_OR_RETURN(UniqueFd l, addr.kind == Address::Kind::kUnix ? ListenUnix(addr.path)
-                                                                       : ListenTcp(addr.host, addr.port));
-    if (addr.kind == Address::Kind::kTcpRaw) {
+    TS_ASSIGN_OR_RETURN(UniqueFd l, unix_socket ? ListenUnix(addr.path) : ListenTcp(addr.host, addr.port));
+    if (!unix_socket) {
       TS_ASSIGN_OR_RETURN(std::uint16_t port, ListenPort(l.get()));
       fmt::print(stderr, "tensorsafe recv: listening on tcp-raw://{}:{}\n", addr.host, port);
     }
@@ -81,7 +84,7 @@ Status RecvSocket(const Address& addr, const Args& a) {
   return RecvFd(fd.get(), a);
 }
 
-Status RecvZmq(const Address& addr, const Args& a) {
+Status RecvZmq(const StreamUrl& addr, const Args& a) {
   ZmqReceiverOptions o;
   auto enc = ParseZmqEncoding(a.encoding);
   if (!enc) return InvalidArgument("--encoding " + a.encoding + ": native, tensorcom, tensorcom-single or zio");
@@ -89,22 +92,25 @@ Status RecvZmq(const Address& addr, const Args& a) {
     return InvalidArgument("--encoding " + a.encoding + " has no end marker: give --count");
   }
   o.encoding = *enc;
-  o.pattern = a.sub ? ZmqPattern::kPubSub : ZmqPattern::kPushPull;
-  o.bind = !a.connect;
+  o.pattern = addr.pattern;
+  o.bind = Binds(addr, a);
+  o.subscribe = addr.topic;
   TS_ASSIGN_OR_RETURN(auto rx, ZmqReceiver::Create(addr.endpoint, o));
   if (o.bind) fmt::print(stderr, "tensorsafe recv: bound to {}\n", rx->endpoint());
   return Drain([&] { return rx->Receive(); }, a);
 }
 
 int Run(const Args& a) {
-  auto addr = ParseAddress(a.address);
+  if (a.bind && a.connect) return Fail("recv", InvalidArgument("--bind and --connect contradict each other"));
+  auto addr = ParseAddress(a.address, StreamRole::kRecv, a.sub, "recv");
   if (!addr.ok()) return Fail("recv", addr.status());
   Status s;
-  switch (addr->kind) {
-    case Address::Kind::kStdio: s = RecvFd(0, a); break;
-    case Address::Kind::kTcpRaw:
-    case Address::Kind::kUnix: s = RecvSocket(*addr, a); break;
-    case Address::Kind::kZmq: s = RecvZmq(*addr, a); break;
+  switch (addr->transport) {
+    case StreamUrl::Transport::kStdio:
+    case StreamUrl::Transport::kFd: s = RecvFd(addr->fd, a); break;
+    case StreamUrl::Transport::kTcpRaw:
+    case StreamUrl::Transport::kUnix: s = RecvSocket(*addr, a); break;
+    case StreamUrl::Transport::kZmq: s = RecvZmq(*addr, a); break;
   }
   if (!s.ok()) return Fail("recv", s.WithContext(a.address));
   return kExitOk;
@@ -113,14 +119,16 @@ int Run(const Args& a) {
 std::function<int()> SetupCommand(CLI::App& sub) {
   auto a = std::make_shared<Args>();
   sub.add_option("ADDRESS", a->address,
-                 "- (stdin), tcp-raw://HOST:PORT, unix://PATH, or ZeroMQ tcp://HOST:PORT, ipc://PATH")
+                 "- (stdin), fd://N, tcp-raw://HOST:PORT, unix://PATH, or ZeroMQ zpull://HOST:PORT, "
+                 "zsub://HOST:PORT[#TOPIC] (+ipc: zpull+ipc:///PATH)")
       ->required();
   sub.add_option("OUT", a->out, "Write every received tensor to this .tsafe file (default: list batches)");
   sub.add_option("--count", a->count, "Stop after this many batches (needed for ZeroMQ tensorcom/zio)");
   sub.add_option("--encoding", a->encoding, "ZeroMQ: native | tensorcom | tensorcom-single | zio");
   sub.add_option("--tenbin-arrays", a->tenbin_arrays, "Tenbin fd input: arrays per batch (0 = all in one)");
-  sub.add_flag("--connect", a->connect, "Connect instead of listening/binding (the sender binds)");
-  sub.add_flag("--sub", a->sub, "ZeroMQ SUB instead of PULL");
+  sub.add_flag("--bind", a->bind, "Listen/bind instead of the address's default");
+  sub.add_flag("--connect", a->connect, "Connect instead of the address's default");
+  sub.add_flag("--sub", a->sub, "Deprecated: a bare ZeroMQ endpoint is SUB (use zsub://)");
   return [a] { return Run(*a); };
 }
 

@@ -8,8 +8,28 @@
 
 namespace tensorsafe::cli {
 
-ProgressBar::ProgressBar(std::string label, bool quiet)
-    : label_(std::move(label)), enabled_(!quiet && ::isatty(STDERR_FILENO) == 1) {}
+ProgressBar::ProgressBar(std::string label, bool quiet, std::string unit)
+    : label_(std::move(label)), unit_(std::move(unit)), enabled_(!quiet && ::isatty(STDERR_FILENO) == 1) {}
+
+std::string ProgressLine(const std::string& label, std::uint64_t done, std::uint64_t total, bool final,
+                         const std::string& unit) {
+  constexpr int kWidth = 30;
+  const double frac =
+      final || total == 0 ? 1.0 : std::min(1.0, static_cast<double>(done) / static_cast<double>(total));
+  const int filled = static_cast<int>(frac * kWidth);
+  std::string bar(static_cast<std::size_t>(filled), '#');
+  bar.append(static_cast<std::size_t>(kWidth - filled), '.');
+  std::string amount;
+  if (unit.empty()) {
+    const auto shown = static_cast<std::uint64_t>(frac * static_cast<double>(total));
+    amount = HumanBytes(shown) + " of " + HumanBytes(total);
+  } else {
+    // Counts are exact: the count done (the total when final), never a share.
+    amount = HumanCount(final ? std::max(done, total) : std::min(done, total)) + " of " + HumanCount(total) + " " +
+             unit;
+  }
+  return fmt::format("{} [{}] {:3.0f}%  {}", label, bar, frac * 100, amount);
+}
 
 void ProgressBar::Update(std::uint64_t done, std::uint64_t total, bool final) {
   if (!enabled_) return;
@@ -17,18 +37,8 @@ void ProgressBar::Update(std::uint64_t done, std::uint64_t total, bool final) {
   if (!final && drawn_ && now - last_ < std::chrono::milliseconds(100)) return;
   last_ = now;
   drawn_ = true;
-  constexpr int kWidth = 30;
-  const double frac =
-      final || total == 0 ? 1.0 : std::min(1.0, static_cast<double>(done) / static_cast<double>(total));
-  const int filled = static_cast<int>(frac * kWidth);
-  std::string bar(static_cast<std::size_t>(filled), '#');
-  bar.append(static_cast<std::size_t>(kWidth - filled), '.');
   // \r redraws the line; trailing spaces clear a longer previous one.
-  // The bytes shown are the data's share: headers can make `done` pass
-  // `total`, compression keep it below.
-  const auto shown = static_cast<std::uint64_t>(frac * static_cast<double>(total));
-  fmt::print(stderr, "\r{} [{}] {:3.0f}%  {} of {}   {}", label_, bar, frac * 100, HumanBytes(shown),
-             HumanBytes(total), final ? "\n" : "");
+  fmt::print(stderr, "\r{}   {}", ProgressLine(label_, done, total, final, unit_), final ? "\n" : "");
   std::fflush(stderr);
   if (final) drawn_ = false;
 }
@@ -49,6 +59,15 @@ std::string HumanBytes(std::uint64_t n) {
     ++u;
   }
   return fmt::format("{:.1f} {}", v, units[u]);
+}
+
+std::string HumanCount(std::uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
 }
 
 }  // namespace tensorsafe::cli

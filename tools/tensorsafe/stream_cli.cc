@@ -1,44 +1,16 @@
 #include "stream_cli.h"
 
-#include <charconv>
+#include <fmt/core.h>
 
 namespace tensorsafe::cli {
 
-Result<Address> ParseAddress(const std::string& text) {
-  Address a;
-  if (text == "-") return a;
-  auto host_port = [&](std::string_view rest) -> Status {
-    const auto colon = rest.rfind(':');
-    if (colon == std::string_view::npos) return InvalidArgument("address \"" + text + "\" needs HOST:PORT");
-    a.host = std::string(rest.substr(0, colon));
-    if (a.host.size() >= 2 && a.host.front() == '[' && a.host.back() == ']') a.host = a.host.substr(1, a.host.size() - 2);
-    const auto p = rest.substr(colon + 1);
-    unsigned v = 0;
-    auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), v);
-    if (ec != std::errc() || end != p.data() + p.size() || v > 65535) {
-      return InvalidArgument("address \"" + text + "\": bad port");
-    }
-    a.port = static_cast<std::uint16_t>(v);
-    return Status::OK();
-  };
-  std::string_view t = text;
-  if (t.starts_with("tcp-raw://")) {
-    a.kind = Address::Kind::kTcpRaw;
-    TS_RETURN_IF_ERROR(host_port(t.substr(10)));
-    return a;
-  }
-  if (t.starts_with("unix://")) {
-    a.kind = Address::Kind::kUnix;
-    a.path = std::string(t.substr(7));
-    return a;
-  }
-  if (t.starts_with("tcp://") || t.starts_with("ipc://") || t.starts_with("inproc://")) {
-    a.kind = Address::Kind::kZmq;
-    a.endpoint = text;
-    return a;
-  }
-  return InvalidArgument("address \"" + text + "\": use -, tcp-raw://HOST:PORT, unix://PATH, or a ZeroMQ "
-                         "endpoint tcp://HOST:PORT / ipc://PATH");
+Result<StreamUrl> ParseAddress(const std::string& text, StreamRole role, bool pubsub, std::string_view command) {
+  StreamUrlOptions o;
+  o.role = role;
+  o.pubsub = pubsub;
+  TS_ASSIGN_OR_RETURN(StreamUrl u, ParseStreamUrl(text, o));
+  if (!u.deprecation.empty()) fmt::print(stderr, "tensorsafe {}: warning: {}\n", command, u.deprecation);
+  return u;
 }
 
 Result<std::vector<TensorSet>> SourceBatches(const std::string& path, std::uint32_t per_batch) {

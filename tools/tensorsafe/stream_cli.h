@@ -1,4 +1,5 @@
-// Shared by `send`, `recv` and `lmdb`: stream addresses, turning a tensor
+// Shared by `send`, `recv` and `lmdb`: stream addresses (the grammar of
+// include/tensorsafe/stream_url.h), turning a tensor
 // file into batches, and writing received batches to a .tsafe file.
 #pragma once
 
@@ -8,21 +9,16 @@
 #include <vector>
 
 #include "tensorsafe/formats/registry.h"
+#include "tensorsafe/stream_url.h"
 #include "tensorsafe/tensor_set.h"
 #include "tensorsafe/writer.h"
 
 namespace tensorsafe::cli {
 
-// "-" (stdin/stdout), "tcp-raw://HOST:PORT", "unix://PATH" (fd framing), or a
-// ZeroMQ endpoint "tcp://...", "ipc://...", "inproc://...".
-struct Address {
-  enum class Kind { kStdio, kTcpRaw, kUnix, kZmq } kind = Kind::kStdio;
-  std::string host;
-  std::uint16_t port = 0;
-  std::string path;      // kUnix
-  std::string endpoint;  // kZmq
-};
-Result<Address> ParseAddress(const std::string& text);
+// The address in the stream grammar (include/tensorsafe/stream_url.h) for
+// `role`; an old spelling prints its deprecation note on stderr, prefixed by
+// "tensorsafe <command>: warning: ".
+Result<StreamUrl> ParseAddress(const std::string& text, StreamRole role, bool pubsub, std::string_view command);
 
 // The tensors of the file at `path` (any format) in file order, `per_batch`
 // to a batch (0 = all in one). A file with checksums (.tsafe) is verified

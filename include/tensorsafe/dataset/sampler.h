@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <vector>
+#include <utility>
 
 #include "tensorsafe/dataset/partition.h"
 #include "tensorsafe/dataset/shuffle.h"
@@ -26,11 +27,34 @@ enum class PartitionMode : std::uint8_t { kSeed, kElastic };
 std::string_view PartitionModeName(PartitionMode mode);
 Result<PartitionMode> ParsePartitionMode(std::string_view name);
 
+// MosaicML streaming's default shuffle block size for `num_canonical_nodes`
+// (StreamingDataset.__init__): max(4'000'000 / ncn, 2^18); ncn < 1 counts as 1.
+// SamplerState::shuffle_block_size = nullopt means this value.
+std::int64_t DefaultShuffleBlockSize(std::int64_t num_canonical_nodes);
+
+// Where one DataLoader worker stands in its own sequence (WorkerIds), for
+// loaders that save each worker's state apart (torchdata's
+// StatefulDataLoader). Such a position resumes only the same worker of the
+// same world; a global position (sample_in_epoch alone) resumes any world.
+struct WorkerPosition {
+  World world;               // the world it was saved in, with the worker's own coordinates
+  std::int64_t samples = 0;  // ids of the worker's sequence already yielded
+
+  bool operator==(const WorkerPosition& o) const {
+    return world.num_nodes == o.world.num_nodes && world.ranks_per_node == o.world.ranks_per_node &&
+           world.workers_per_rank == o.world.workers_per_rank && world.node == o.world.node &&
+           world.rank_of_node == o.world.rank_of_node && world.worker_of_rank == o.world.worker_of_rank &&
+           samples == o.samples;
+  }
+};
+
 // Configuration and progress in one record, as MosaicML's state_dict. The
-// configuration fields must stay the same for the whole run; only `epoch` and
-// `sample_in_epoch` move.
+// configuration fields must stay the same for the whole run; only `epoch`,
+// `sample_in_epoch` and `worker` move.
 struct SamplerState {
-  static constexpr int kVersion = 1;
+  // Encoded states are version 2 (PARTITION.md §5.1); version 1 (without
+  // the worker keys) still decodes.
+  static constexpr int kVersion = 2;
 
   PartitionMode mode = PartitionMode::kElastic;
   PartitionAlgo partition = PartitionAlgo::kOrig;  // elastic only
@@ -44,20 +68,61 @@ struct SamplerState {
   // global_batch_size / (nodes * ranks_per_node), which must divide evenly.
   std::int64_t global_batch_size = 1;
   bool shuffle = false;
-  std::int64_t shuffle_block_size = std::int64_t{1} << 18;
+  // nullopt: DefaultShuffleBlockSize(num_canonical_nodes).
+  std::optional<std::int64_t> shuffle_block_size;
   std::optional<std::int64_t> initial_nodes;  // relaxed partition only
+  // A position inside one worker's sequence, counted from sample_in_epoch.
+  std::optional<WorkerPosition> worker;
 
+  std::int64_t block_size() const {
+    return shuffle_block_size ? *shuffle_block_size : DefaultShuffleBlockSize(num_canonical_nodes);
+  }
   bool operator==(const SamplerState&) const = default;
 };
 
-// {"version":1,"mode":"elastic","partition":"orig","epoch":0,...}: keys in a
-// fixed order, every field always present (null for no initial_nodes).
+// One field's value as a JSON object or a Python dict holds it, so both are
+// checked by the same code (SamplerStateFromFields).
+struct SamplerValue {
+  enum class Kind : std::uint8_t { kNull, kBool, kInt, kUInt, kString, kOther };
+  Kind kind = Kind::kNull;
+  bool boolean = false;
+  std::int64_t integer = 0;    // kInt
+  std::uint64_t uinteger = 0;  // kUInt: an integer above INT64_MAX
+  // kString: the string. kOther (a float, list, ...): what it is, for the
+  // error message ("number 1.5", "float 1.5").
+  std::string text;
+
+  static SamplerValue Null() { return {}; }
+  static SamplerValue Bool(bool b) { return {Kind::kBool, b, 0, 0, {}}; }
+  static SamplerValue Int(std::int64_t i) { return {Kind::kInt, false, i, 0, {}}; }
+  static SamplerValue UInt(std::uint64_t u) { return {Kind::kUInt, false, 0, u, {}}; }
+  static SamplerValue String(std::string s) { return {Kind::kString, false, 0, 0, std::move(s)}; }
+  static SamplerValue Other(std::string what) { return {Kind::kOther, false, 0, 0, std::move(what)}; }
+};
+using SamplerFields = std::vector<std::pair<std::string, SamplerValue>>;
+
+// Every key of the version-2 state in encoding order, with its value (null
+// where the state has none).
+SamplerFields SamplerStateToFields(const SamplerState& state);
+// Strict: exactly the keys of version 1 or 2 (each once), exact types (no
+// floats for integers, no 0/1 for booleans, no strings for numbers), the
+// ranges of PARTITION.md §5.1, and the worker keys all null or all set;
+// otherwise kInvalidArgument naming the key.
+Result<SamplerState> SamplerStateFromFields(const SamplerFields& fields);
+
+// {"version":2,"mode":"elastic","partition":"orig","epoch":0,...}: the keys of
+// SamplerStateToFields in order, every one present (null where unset).
 std::string EncodeSamplerState(const SamplerState& state);
-// Strict: kInvalidArgument naming the key for bad JSON, a missing, unknown or
-// duplicated key, a wrong type, a non-integer or out-of-range number, an
-// unknown mode or partition name, or a version other than 1; kLimitExceeded
-// for more than 64 KiB of text.
+// JSON text through SamplerStateFromFields: kInvalidArgument for bad JSON or
+// a duplicated key and as that function; kLimitExceeded for more than 64 KiB
+// of text.
 Result<SamplerState> DecodeSamplerState(std::string_view json);
+
+// The checks that need neither shards nor a world, which EpochPlan::Create
+// also runs: seed mode (Composer's get_partition) shuffles not and resumes
+// no global mid-epoch position (kUnsupported); elastic mode needs a global
+// batch size >= 1 (kInvalidArgument).
+Status CheckSamplerState(const SamplerState& state);
 
 // One epoch's plan for a whole world (nodes x ranks x workers).
 class EpochPlan {
@@ -65,8 +130,9 @@ class EpochPlan {
   // `samples_per_shard`: the dataset's shards in order. `world` supplies the
   // counts; its indices are ignored. Errors (kInvalidArgument): those of
   // ElasticPartition::Create / EpochShuffle::Create / GetSeedPartition, a
-  // global batch not divisible by the ranks, and in seed mode shuffle or
-  // sample_in_epoch != 0 (kUnsupported: Composer had neither).
+  // global batch not divisible by the ranks, a worker position saved in a
+  // world of other counts, and in seed mode shuffle or sample_in_epoch != 0
+  // (kUnsupported: Composer had neither).
   static Result<EpochPlan> Create(std::span<const std::int64_t> samples_per_shard, const SamplerState& state,
                                   const World& world);
 
@@ -74,6 +140,9 @@ class EpochPlan {
   // epoch from state.sample_in_epoch on, in order. Elastic: padding slots (-1)
   // are removed unless `keep_padding` (then the result is the worker's
   // (batches x batch) block, row-major). Seed: the worker's contiguous range.
+  // With a worker position: only that worker, its first `samples` ids
+  // dropped (kInvalidArgument for another worker, for keep_padding, or for
+  // more samples than the worker has).
   Result<std::vector<std::int64_t>> WorkerIds(const World& world, bool keep_padding = false) const;
 
   std::int64_t num_samples() const { return num_samples_; }
@@ -81,6 +150,8 @@ class EpochPlan {
   const std::optional<ElasticPartition>& partition() const { return partition_; }
 
  private:
+  Result<std::vector<std::int64_t>> AllWorkerIds(const World& world, bool keep_padding) const;
+
   SamplerState state_;
   World world_;
   std::vector<std::int64_t> shards_;

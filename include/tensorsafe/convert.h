@@ -80,6 +80,11 @@ struct ConvertOptions {
   bool verify = true;
   // fsync the output and its directory.
   bool sync = true;
+  // Sharded output (OUT a directory, a name ending in "/", or a
+  // "*.index.json"; docs/SHARDED.md): the most data bytes per shard, as
+  // huggingface_hub splits. 0: a sharded input keeps its shards; any other
+  // input is split at the hub's default, 5 GB.
+  std::uint64_t max_shard_size = 0;
   // Called as output bytes are written (about every 8 MiB) and once more
   // with done = true. May be empty.
   std::function<void(const ConvertProgress&)> progress;
@@ -95,7 +100,8 @@ struct ConvertStats {
 
 // Reads `in_path` and writes `out_path` (through a temporary file renamed
 // into place, so `out_path` is either untouched or complete; it may equal
-// `in_path`). Errors, each naming the file and, where one is at fault, the
+// `in_path`). Either side may be a sharded checkpoint: an index file or its
+// directory (docs/SHARDED.md). Errors, each naming the file and, where one is at fault, the
 // tensor: those of the input's reader (kCorruption, kIOError, ...);
 // kNotFound (a selected tensor); kInvalidArgument (no format can be told
 // from a name, options that do not apply, a name or a metadata value the
@@ -106,7 +112,8 @@ Result<ConvertStats> Convert(const std::string& in_path, const std::string& out_
                              const ConvertOptions& options = {});
 
 // Opens any supported file as a TensorSet: tensors view the file's mapping
-// (see the exceptions above) and keep it alive. `format` kUnknown detects
+// (see the exceptions above) and keep it alive. A sharded checkpoint (an
+// index or its directory) opens as one set (sharded.h). `format` kUnknown detects
 // it. A .tsafe file's tensors carry their checksums in info.data_checksum
 // (unchecked here) and an empty metadata object reads as "". Errors: those
 // of DetectFormat and of the format's reader; kUnsupported for an

@@ -10,6 +10,7 @@
 #include "tensorsafe/formats/npy.h"
 #include "tensorsafe/formats/npz.h"
 #include "tensorsafe/formats/safetensors.h"
+#include "tensorsafe/formats/sharded.h"
 #include "tensorsafe/formats/tenbin.h"
 #include "tensorsafe/formats/zio.h"
 #include "tensorsafe/reader.h"
@@ -71,7 +72,15 @@ std::optional<Format> ParseFormat(std::string_view name) {
   return std::nullopt;
 }
 
-Result<TensorSet> ReadTensorSet(const std::string& path, Format format) {
+Result<TensorSet> ReadTensorSet(const std::string& path_in, Format format) {
+  std::string path = path_in;
+  if (sharded::IsShardedPath(path)) {  // an index, or a directory (docs/SHARDED.md)
+    TS_ASSIGN_OR_RETURN(path, sharded::ResolveCheckpoint(path));
+    if (sharded::IsIndexName(path)) {
+      TS_ASSIGN_OR_RETURN(sharded::Checkpoint ck, sharded::Open(path));
+      return std::move(ck.set);
+    }
+  }
   if (format == Format::kUnknown) {
     TS_ASSIGN_OR_RETURN(format, DetectFormat(path));
   }

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "convert/sharded.h"
 #include "formats/common/env_write.h"
 #include "formats/gguf/gguf_internal.h"
 #include "formats/safetensors/internal.h"
@@ -206,6 +207,7 @@ Status WriteTensorSet(const std::string& path, const TensorSet& in, Format forma
 }
 
 Result<ConvertStats> Convert(const std::string& in_path, const std::string& out_path, const ConvertOptions& opt) {
+  if (internal::IsShardedConversion(in_path, out_path)) return internal::ConvertSharded(in_path, out_path, opt);
   ConvertStats stats;
   stats.from = opt.from;
   if (stats.from == Format::kUnknown) {

@@ -22,11 +22,23 @@ nlohmann::json TensorJson(const TensorInfo& t) {
   return j;
 }
 
+// A sharded checkpoint's index metadata and shards.
+void AddShardedInfo(nlohmann::json& j, const sharded::Checkpoint& ck) {
+  j["sharded"] = true;
+  j["index_metadata"] = ck.index.metadata_json.empty() ? nlohmann::json::object()
+                                                       : nlohmann::json::parse(ck.index.metadata_json, nullptr, false);
+  nlohmann::json shards = nlohmann::json::array();
+  for (const sharded::ShardInfo& s : ck.shards) {
+    shards.push_back({{"name", s.name}, {"file_size", s.file_size}, {"tensor_count", s.tensor_count}});
+  }
+  j["shards"] = std::move(shards);
+}
+
 int Run(const std::string& path, bool json, Format from) {
   auto src = OpenSource(path, false, from);
   if (!src.ok()) return Fail("info", src.status());
   nlohmann::json j;
-  j["file"] = path;
+  j["file"] = src->checkpoint ? src->path : path;
   j["format"] = std::string(FormatName(src->format));
   j["file_size"] = src->file_size;
   nlohmann::json tensors = nlohmann::json::array();
@@ -56,9 +68,11 @@ int Run(const std::string& path, bool json, Format from) {
     }
   } else {
     std::uint64_t bytes = 0;
-    for (const Tensor& t : src->set.tensors) {
+    for (std::size_t i = 0; i < src->set.tensors.size(); ++i) {
+      const Tensor& t = src->set.tensors[i];
       bytes += t.info.data_length;
       tensors.push_back(TensorJson(t.info));
+      if (src->checkpoint) tensors.back()["shard"] = src->checkpoint->shards[src->checkpoint->shard_of[i]].name;
     }
     // Fields the format does not have are null. GGUF aligns its data to
     // general.alignment, 32 when the key is absent (the reader checked it).
@@ -79,6 +93,7 @@ int Run(const std::string& path, bool json, Format from) {
     j["metadata"] = src->set.metadata_json.empty() ? nlohmann::json::object()
                                                   : nlohmann::json::parse(src->set.metadata_json, nullptr, false);
   }
+  if (src->checkpoint) AddShardedInfo(j, *src->checkpoint);  // docs/SHARDED.md
   if (json) {
     j["tensors"] = std::move(tensors);
     fmt::print("{}\n", j.dump(2));
@@ -86,9 +101,10 @@ int Run(const std::string& path, bool json, Format from) {
   }
   auto field = [](const char* name, const std::string& value) { fmt::print("{:<14}{}\n", name, value); };
   auto opt = [&](const char* key) { return j[key].is_null() ? std::string("-") : j[key].dump(); };
-  field("file:", path);
+  field("file:", j["file"].get<std::string>());
   field("format:", j["format"].get<std::string>() +
-                       (j["version"].is_null() ? "" : " " + j["version"].get<std::string>()));
+                       (j["version"].is_null() ? "" : " " + j["version"].get<std::string>()) +
+                       (src->checkpoint ? fmt::format(", sharded ({} shards)", src->checkpoint->shards.size()) : ""));
   field("file size:", fmt::format("{} bytes", src->file_size));
   field("tensors:", opt("tensor_count"));
   field("data bytes:", opt("data_bytes"));
@@ -104,6 +120,14 @@ int Run(const std::string& path, bool json, Format from) {
                                                        : fmt::format("sequence {}", j["header_slot"].get<std::uint64_t>()));
   }
   field("metadata:", j["metadata"].dump());
+  if (src->checkpoint) {
+    field("index meta:", j["index_metadata"].dump());
+    for (const auto& shard : j["shards"]) {
+      const auto count = shard["tensor_count"].get<std::uint64_t>();
+      field("shard:", fmt::format("{} ({} tensor{}, {} bytes)", shard["name"].get<std::string>(), count,
+                                  count == 1 ? "" : "s", shard["file_size"].get<std::uint64_t>()));
+    }
+  }
   return kExitOk;
 }
 
@@ -111,7 +135,8 @@ std::function<int()> SetupCommand(CLI::App& sub) {
   auto path = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
   auto from = std::make_shared<Format>(Format::kUnknown);
-  sub.add_option("FILE", *path, "Tensor file in any supported format")->required();
+  sub.add_option("FILE", *path, "Tensor file in any supported format, or a sharded checkpoint's index or directory")
+      ->required();
   sub.add_flag("--json", *json, "Print one JSON object, with a tensors array");
   AddFormatOption(sub, "--from", from.get(), "Read FILE as this format instead of detecting it");
   return [path, json, from] { return Run(*path, *json, *from); };

@@ -9,8 +9,24 @@
 
 namespace tensorsafe::cli {
 
-Result<Source> OpenSource(const std::string& path, bool eager, Format format) {
+Result<Source> OpenSource(const std::string& path_arg, bool eager, Format format) {
   Source src;
+  std::string path = path_arg;
+  if (sharded::IsShardedPath(path)) {
+    TS_ASSIGN_OR_RETURN(path, sharded::ResolveCheckpoint(path));
+    if (sharded::IsIndexName(path)) {
+      TS_ASSIGN_OR_RETURN(sharded::Checkpoint ck, sharded::Open(path));
+      if (eager) TS_RETURN_IF_ERROR(sharded::Verify(ck));
+      src.path = path;
+      src.format = ck.index.format;
+      std::error_code ec;
+      src.file_size = std::filesystem::file_size(path, ec);
+      for (const sharded::ShardInfo& s : ck.shards) src.file_size += s.file_size;
+      src.set = std::move(ck.set);
+      src.checkpoint = std::make_shared<sharded::Checkpoint>(std::move(ck));
+      return src;
+    }
+  }
   src.path = path;
   src.format = format;
   if (src.format == Format::kUnknown) {

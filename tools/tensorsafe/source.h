@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tensorsafe/formats/detect.h"
+#include "tensorsafe/formats/sharded.h"
 #include "tensorsafe/reader.h"
 #include "tensorsafe/tensor_set.h"
 
@@ -18,12 +19,16 @@ struct Source {
   std::string path;
   Format format = Format::kUnknown;
   std::shared_ptr<Reader> reader;  // kTsafe
-  TensorSet set;                   // every other format
-  std::uint64_t file_size = 0;
+  TensorSet set;                   // every other format, and sharded checkpoints
+  std::uint64_t file_size = 0;     // of a sharded checkpoint: its shards and index
+  // A sharded checkpoint (docs/SHARDED.md): its index and shards; the
+  // tensors are in `set` (checkpoint->set is left empty).
+  std::shared_ptr<sharded::Checkpoint> checkpoint;
 };
 
-// `eager`: check the whole .tsafe index at open (verify). `format`:
-// kUnknown detects it (DetectFormat).
+// `eager`: check the whole .tsafe index at open, and a sharded checkpoint's
+// .tsafe shard checksums (verify). `format`: kUnknown detects it
+// (DetectFormat). `path` may be a sharded checkpoint's index or directory.
 Result<Source> OpenSource(const std::string& path, bool eager = false, Format format = Format::kUnknown);
 
 // Adds a "--from FMT" option to `sub` that sets *format; FMT is checked

@@ -235,8 +235,9 @@ void RegisterCodecs(py::module_& m) {
   m.def("convert", [](const std::string& src, const std::string& dst, const std::string& dst_format,
                       const std::string& src_format, std::vector<std::string> tensors, bool stringify_metadata,
                       bool drop_metadata, bool drop_tensor_metadata, bool drop_names, std::uint32_t alignment,
-                      bool compress, bool verify, bool sync, py::object progress) {
+                      bool compress, bool verify, bool sync, py::object progress, std::uint64_t max_shard_size) {
     ConvertOptions o;
+    o.max_shard_size = max_shard_size;  // sharded output (docs/SHARDED.md)
     auto format = [](const std::string& name, const char* which) {
       if (name.empty() || name == "auto") return Format::kUnknown;
       std::optional<Format> f = ParseFormat(name);
@@ -291,7 +292,7 @@ void RegisterCodecs(py::module_& m) {
      py::arg("tensors") = std::vector<std::string>{}, py::arg("stringify_metadata") = false,
      py::arg("drop_metadata") = false, py::arg("drop_tensor_metadata") = false, py::arg("drop_names") = false,
      py::arg("alignment") = 0, py::arg("compress") = false, py::arg("verify") = true, py::arg("sync") = true,
-     py::arg("progress") = py::none());
+     py::arg("progress") = py::none(), py::arg("max_shard_size") = 0);
 }
 
 }  // namespace tensorsafe::python

@@ -8,6 +8,7 @@
 namespace tensorsafe::python {
 void RegisterDataset(py::module_& m);  // dataset.cc
 void RegisterDatasetPartition(py::module_& m);  // dataset_partition.cc
+void RegisterSharded(py::module_& m);  // sharded.cc
 }
 
 PYBIND11_MODULE(_native, m) {
@@ -21,4 +22,5 @@ PYBIND11_MODULE(_native, m) {
   tp::RegisterStream(m);
   tp::RegisterDataset(m);
   tp::RegisterDatasetPartition(m);
+  tp::RegisterSharded(m);
 }

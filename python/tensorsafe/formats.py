@@ -92,7 +92,8 @@ def convert(src: PathLike, dst: PathLike, *, src_format: str = "auto", dst_forma
             tensors: Optional[List[str]] = None, stringify_metadata: bool = False, drop_metadata: bool = False,
             drop_tensor_metadata: bool = False, drop_names: bool = False, alignment: int = 0,
             compress: bool = False, verify: bool = True, sync: bool = True,
-            progress: Optional[Callable[[Dict[str, Any]], None]] = None) -> Dict[str, Any]:
+            progress: Optional[Callable[[Dict[str, Any]], None]] = None,
+            max_shard_size: Union[int, str] = 0) -> Dict[str, Any]:
     """Converts a file between formats: the C++ ``Convert()``
     (include/tensorsafe/convert.h), the same code and bytes as
     ``tensorsafe convert``, streaming each tensor from the mapped input
@@ -116,6 +117,11 @@ def convert(src: PathLike, dst: PathLike, *, src_format: str = "auto", dst_forma
         progress: called with {"bytes_written", "bytes_total",
             "tensor_count", "done"} about every 8 MiB and at the end; an
             exception it raises is re-raised after the conversion.
+        max_shard_size: for a sharded output (``dst`` a directory, or a
+            ``*.safetensors.index.json`` / ``*.tsafe.index.json``; ``src``
+            may be one too): bytes per shard, an int or "5GB"-style string;
+            0 keeps a sharded input's shards, else splits at 5 GB
+            (docs/SHARDED.md).
 
     Returns:
         {"from", "to", "tensor_count", "data_bytes", "file_size"}.
@@ -129,9 +135,11 @@ def convert(src: PathLike, dst: PathLike, *, src_format: str = "auto", dst_forma
         >>> tensorsafe.convert("model.safetensors", "model.tsafe")
         {'from': 'safetensors', 'to': 'tsafe', 'tensor_count': 2, ...}
     """
+    from ._sharded import size_to_int
+
     return _native.convert(os.fspath(src), os.fspath(dst), dst_format or "auto", src_format,
                            list(tensors or []), stringify_metadata, drop_metadata, drop_tensor_metadata,
-                           drop_names, alignment, compress, verify, sync, progress)
+                           drop_names, alignment, compress, verify, sync, progress, size_to_int(max_shard_size))
 
 
 def read_npy(path: PathLike, *, packed: bool = False) -> np.ndarray:

@@ -122,7 +122,7 @@ class safe_open:  # noqa: N801 - the name safetensors uses
         """The tensor names, sorted."""
         self._check()
         if self._keys is None:
-            self._keys = sorted(self._reader.names() if self._reader is not None else self._view.names())
+            self._keys = sorted(self._reader.names()) if self._reader is not None else self._view.sorted_names()
         return list(self._keys)
 
     def offset_keys(self) -> List[str]:

@@ -543,3 +543,32 @@ def test_torch_distributed_checkpoint_through_the_alias(tmp_path):
     shard = next(p for p in tmp_path.iterdir() if p.suffix == ".safetensors")
     got = real_pt.load_file(shard)
     assert got["a"].equal(torch.arange(12.).reshape(3, 4)) and got["b"].dtype == torch.bfloat16
+
+
+def test_difference_torch_slices_follow_torch_with_either_backend(tmp_path):
+    """safetensors 0.8 indexes torch tensors by torch's rules with the mmap
+    backend but by its strict slicer with backend="pread"; tensorsafe uses
+    torch's rules with both."""
+    a = torch.arange(50.).reshape(10, 5)
+    p = tmp_path / "x.safetensors"
+    real_pt.save_file({"a": a}, p)
+    with real.safe_open(p, "pt", backend="pread") as f:
+        with pytest.raises(real.SafetensorError, match="index 10 out of bounds"):
+            f.get_slice("a")[10:20]
+        with pytest.raises(OverflowError):
+            f.get_slice("a")[-3:]
+    for backend in ("mmap", "pread"):
+        with ours.safe_open(p, "pt", backend=backend) as g:
+            assert g.get_slice("a")[10:20].shape == (0, 5)
+            assert g.get_slice("a")[-3:].equal(a[-3:])
+
+
+def test_difference_deserialize_order_and_input(tmp_path):
+    """deserialize lists tensors in data order (safetensors 0.8: its hash
+    map's order) and takes any bytes-like object (0.8: bytes only)."""
+    data = real_np.save({"z": np.zeros(2, np.float64), "a": np.ones(3, np.int8), "m": np.ones(1, np.float32)})
+    order = [name for name, _ in ours.deserialize(data)]
+    assert order == ["z", "m", "a"]  # F64, F32, I8: the writer's order, which is the data's
+    assert ours.deserialize(bytearray(data)) == ours.deserialize(memoryview(data)) == ours.deserialize(data)
+    with pytest.raises(TypeError):
+        real.deserialize(bytearray(data))

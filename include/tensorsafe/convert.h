@@ -67,6 +67,11 @@ struct ConvertOptions : Consent, FormatWriteOptions {
   // damaged data is never carried into a format without checksums. Costs one
   // more read of the data when the target is not tsafe.
   bool verify = true;
+  // Sharded output (OUT a directory, a name ending in "/", or a
+  // "*.index.json"; docs/SHARDED.md): the most data bytes per shard, as
+  // huggingface_hub splits. 0: a sharded input keeps its shards; any other
+  // input is split at the hub's default, 5 GB.
+  std::uint64_t max_shard_size = 0;
   // Called as output bytes are written (about every 4 MiB) and once more
   // with done = true. May be empty.
   std::function<void(const ConvertProgress&)> progress;
@@ -85,7 +90,8 @@ struct ConvertStats {
 
 // Reads `in_path` and writes `out_path` (through a temporary file renamed
 // into place, so `out_path` is either untouched or complete; it may equal
-// `in_path`). Errors, each naming the file and, where one is at fault, the
+// `in_path`). Either side may be a sharded checkpoint: an index file or its
+// directory (docs/SHARDED.md). Errors, each naming the file and, where one is at fault, the
 // tensor: those of the input's reader (kCorruption, kIOError, ...);
 // kNotFound (a selected tensor); kInvalidArgument (no format can be told
 // from a name, options that do not apply, a name or a metadata value the

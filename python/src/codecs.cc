@@ -169,8 +169,10 @@ void RegisterCodecs(py::module_& m) {
                       const std::string& src_format, std::vector<std::string> tensors, bool stringify_metadata,
                       bool drop_metadata, bool drop_tensor_metadata, bool drop_names, bool densify,
                       std::uint32_t alignment, bool compress, bool verify, bool sync, py::object progress,
-                      const std::string& dtype, std::vector<std::string> gguf_kv) {
+                      const std::string& dtype, std::vector<std::string> gguf_kv,
+                      std::uint64_t max_shard_size) {
     ConvertOptions o;
+    o.max_shard_size = max_shard_size;  // sharded output (docs/SHARDED.md)
     if (!dtype.empty()) {
       std::optional<DType> d = ParseDType(dtype);
       if (!d || (*d != DType::kF32 && *d != DType::kF16 && *d != DType::kBF16)) {
@@ -227,7 +229,7 @@ void RegisterCodecs(py::module_& m) {
      py::arg("drop_metadata") = false, py::arg("drop_tensor_metadata") = false, py::arg("drop_names") = false,
      py::arg("densify") = false, py::arg("alignment") = 0, py::arg("compress") = false, py::arg("verify") = true,
      py::arg("sync") = true, py::arg("progress") = py::none(), py::arg("dtype") = "",
-     py::arg("gguf_kv") = std::vector<std::string>{});
+     py::arg("gguf_kv") = std::vector<std::string>{}, py::arg("max_shard_size") = 0);
 }
 
 }  // namespace tensorsafe::python

@@ -13,6 +13,7 @@ void RegisterSampler(py::module_& m);           // sampler.cc
 void RegisterDatasetPartition(py::module_& m);  // dataset_partition.cc
 void RegisterGguf(py::module_& m);              // gguf.cc
 void RegisterLmdb(py::module_& m);              // lmdb.cc
+void RegisterSharded(py::module_& m);  // sharded.cc
 }
 
 PYBIND11_MODULE(_native, m) {
@@ -31,4 +32,5 @@ PYBIND11_MODULE(_native, m) {
   tp::RegisterDatasetPartition(m);
   tp::RegisterGguf(m);
   tp::RegisterLmdb(m);
+  tp::RegisterSharded(m);
 }

@@ -139,7 +139,7 @@ def convert(src: PathLike, dst: PathLike, *, src_format: str = "auto", dst_forma
             drop_tensor_metadata: bool = False, drop_names: bool = False, densify: bool = False, alignment: int = 0,
             compress: bool = False, verify: bool = True, sync: bool = True,
             progress: Optional[Callable[[Dict[str, Any]], None]] = None, dtype: Optional[str] = None,
-            gguf_kv: Optional[List[str]] = None) -> Dict[str, Any]:
+            gguf_kv: Optional[List[str]] = None, max_shard_size: Union[int, str] = 0) -> Dict[str, Any]:
     """Converts a file between formats: the C++ ``Convert()``
     (include/tensorsafe/convert.h), the same code and bytes as
     ``tensorsafe convert``, streaming each tensor from the mapped input
@@ -169,6 +169,11 @@ def convert(src: PathLike, dst: PathLike, *, src_format: str = "auto", dst_forma
             tensors dequantised as gguf-py does (docs/CAST.md).
         gguf_kv: GGUF output: key/values to set, each "KEY=TYPE:VALUE"
             (e.g. "general.architecture=str:llama").
+        max_shard_size: for a sharded output (``dst`` a directory, or a
+            ``*.safetensors.index.json`` / ``*.tsafe.index.json``; ``src``
+            may be one too): bytes per shard, an int or "5GB"-style string;
+            0 keeps a sharded input's shards, else splits at 5 GB
+            (docs/SHARDED.md).
 
     Returns:
         {"from", "to", "tensor_count", "data_bytes", "file_size",
@@ -184,10 +189,12 @@ def convert(src: PathLike, dst: PathLike, *, src_format: str = "auto", dst_forma
         >>> tensorsafe.convert("model.safetensors", "model.tsafe")
         {'from': 'safetensors', 'to': 'tsafe', 'tensor_count': 2, ...}
     """
+    from ._sharded import size_to_int
+
     stats = _native.convert(os.fspath(src), os.fspath(dst), dst_format or "auto", src_format,
                             list(tensors or []), stringify_metadata, drop_metadata, drop_tensor_metadata,
                             drop_names, densify, alignment, compress, verify, sync, progress, dtype or "",
-                            list(gguf_kv or []))
+                            list(gguf_kv or []), size_to_int(max_shard_size))
     for w in stats["warnings"]:
         warnings.warn(w, stacklevel=2)
     return stats

@@ -1,8 +1,11 @@
 """safetensors.numpy's API on tensorsafe: save, save_file, load, load_file.
 
 The file's format follows its extension: ``*.tsafe`` writes the native
-format, anything else (``*.safetensors``) a safetensors file byte-identical
-to what the safetensors package writes.
+format, ``*.safetensors`` (or a name of no known format) a safetensors file
+byte-identical to what the safetensors package writes, ``*.npz``,
+``*.gguf``... that format; a PyTorch pickle name (``*.pt``, ``*.bin``) is
+refused. load_file also takes a sharded checkpoint (an index file or its
+directory), and save_sharded writes one (docs/SHARDED.md).
 
 Example:
     >>> from tensorsafe.numpy import save_file, load_file
@@ -18,14 +21,14 @@ from typing import Any, Dict, Optional, Union
 
 import numpy as np
 
-from . import _arrays, _native
+from . import _arrays, _native, _sharded
 from .safe_open import safe_open
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
 def _format(filename: str) -> str:
-    return "tsafe" if filename.endswith(".tsafe") else "safetensors"
+    return _sharded.format_for_save(filename)
 
 
 def save(tensor_dict: Dict[str, np.ndarray], metadata: Optional[Dict[str, str]] = None) -> bytes:
@@ -82,3 +85,21 @@ def load_file(filename: PathLike, *, backend: str = "mmap") -> Dict[str, np.ndar
     """
     with safe_open(filename, framework="np", backend=backend) as f:
         return f.get_tensors()
+
+
+def save_sharded(tensor_dict: Dict[str, np.ndarray], save_directory: PathLike, *,
+                 max_shard_size: Union[int, str] = "5GB", filename_pattern: Optional[str] = None,
+                 metadata: Optional[Dict[str, str]] = None, format: Optional[str] = None) -> Dict[str, Any]:
+    """Saves arrays as a sharded checkpoint in huggingface_hub's layout
+    (``model-00001-of-00002.safetensors`` + ``model.safetensors.index.json``,
+    or one ``model.safetensors``), split as the hub splits: in order, a new
+    shard when the next array would pass ``max_shard_size``. Each shard
+    carries ``metadata``; the index records ``total_size``.
+
+    Returns:
+        {"files", "index", "total_size"} as tensorsafe.torch.save_sharded.
+    """
+    pattern, fmt = _sharded.pattern_and_format(filename_pattern, format)
+    entries = _arrays.entries_from_dict(tensor_dict, framework="np")
+    return _sharded.write(save_directory, entries, None, fmt=fmt, pattern=pattern, max_shard_size=max_shard_size,
+                          shard_metadata=metadata, single_metadata=metadata, index_metadata=None)

@@ -69,27 +69,40 @@ class safe_open:  # noqa: N801 - the name safetensors uses
         self._device = _device(self._fw, device)
         if backend not in ("mmap", "pread"):
             raise InvalidArgumentError(f"backend {backend!r} is invalid: use 'mmap' or 'pread'")
-        self._path = os.fspath(filename)
+        self._open(os.fspath(filename), backend)
+
+    def _open(self, path: str, backend: str) -> None:
+        self._path = path
         self._backend = backend
-        self._cow = None
-        fmt = self._fmt = _native.detect_format(self._path)
-        self._bufs: Optional[Dict[str, Any]] = None
-        if fmt == "tsafe":
-            # Nothing per tensor is decoded here: opening costs the same for
-            # 10 tensors or 100,000.
-            self._reader = _native.Reader.open(self._path, backend)
-            meta = self._reader.metadata()
-            self._meta = json.loads(meta) if meta != "{}" else None
-            self._file_size = self._reader.summary()["file_size"]
-        else:
-            self._reader = None
-            bufs, meta = _native.read_file(self._path, "auto", backend == "pread")
-            self._bufs = {b.name: b for b in bufs}
-            self._meta = json.loads(meta) if meta else None
-            self._file_size = os.stat(self._path).st_size
         self._closed = False
         self._keys: Optional[List[str]] = None
         self._offset_order: Optional[List[str]] = None
+        self._reader = self._view = None
+        if _native.is_sharded_path(path):
+            fmt = "sharded"
+        else:
+            fmt = _native.detect_format(path)
+        if fmt == "tsafe":
+            # Nothing per tensor is decoded here: opening costs the same for
+            # 10 tensors or 100,000.
+            self._reader = _native.Reader.open(path, backend)
+            meta = self._reader.metadata()
+            self._meta = json.loads(meta) if meta != "{}" else None
+            self._shard_paths = [path]
+            self._file_sizes = [self._reader.summary()["file_size"]]
+            self._fmt = "tsafe"
+        else:
+            # Every other format, and sharded checkpoints (an index or its
+            # directory: docs/SHARDED.md), through one lazy native view:
+            # tensors become Python objects only when asked for.
+            view = self._view = _native.TensorSetView.open(path)
+            shards = view.shards()
+            meta = view.metadata()
+            self._meta = json.loads(meta) if meta else None
+            self._shard_paths = [s["path"] for s in shards]
+            self._file_sizes = [s["file_size"] for s in shards]
+            self._fmt = view.format  # of the shards, for a sharded checkpoint
+        self._cows: List[Any] = [None] * len(self._shard_paths)
 
     # -- context manager ------------------------------------------------------
     def __enter__(self) -> "safe_open":
@@ -97,7 +110,8 @@ class safe_open:  # noqa: N801 - the name safetensors uses
 
     def __exit__(self, *exc) -> None:
         self._closed = True
-        self._reader = self._bufs = self._cow = None
+        self._reader = self._view = None
+        self._cows = []
 
     def _check(self) -> None:
         if self._closed:
@@ -108,7 +122,7 @@ class safe_open:  # noqa: N801 - the name safetensors uses
         """The tensor names, sorted."""
         self._check()
         if self._keys is None:
-            self._keys = sorted(self._reader.names() if self._reader is not None else self._bufs)
+            self._keys = sorted(self._reader.names()) if self._reader is not None else self._view.sorted_names()
         return list(self._keys)
 
     def offset_keys(self) -> List[str]:
@@ -118,9 +132,9 @@ class safe_open:  # noqa: N801 - the name safetensors uses
         if self._offset_order is None:
             if self._reader is not None:
                 pairs = [(i["offset"], i["name"]) for i in self._reader.infos()]
-            else:
-                pairs = [(b.offset, b.name) for b in self._bufs.values()]
-            self._offset_order = [n for _, n in sorted(pairs, key=lambda p: p[0])]
+                self._offset_order = [n for _, n in sorted(pairs, key=lambda p: p[0])]
+            else:  # shard by shard, each in data order
+                self._offset_order = self._view.offset_names()
         return list(self._offset_order)
 
     def metadata(self) -> Optional[Dict[str, Any]]:
@@ -134,10 +148,13 @@ class safe_open:  # noqa: N801 - the name safetensors uses
         self._check()
         if self._reader is not None:
             return self._reader.get(name)
-        try:
-            return self._bufs[name]
-        except (KeyError, TypeError):
-            raise NotFoundError(f"File does not contain tensor {name}") from None
+        if not self._view.contains(name):
+            raise NotFoundError(f"File does not contain tensor {name}")
+        return self._view.get(name)
+
+    def _shard(self, name: str) -> int:
+        """The shard that holds ``name`` (0 unless the checkpoint is sharded)."""
+        return self._view.shard_of(name) if len(self._shard_paths) > 1 else 0
 
     def _to_device(self, t):
         return t if self._device == "cpu" else t.to(self._device)
@@ -156,10 +173,11 @@ class safe_open:  # noqa: N801 - the name safetensors uses
         buf = self._buffer(name)
         if self._fw == "np":
             return buf.numpy(False)
-        return self._to_device(self._torch(buf))
+        return self._to_device(self._torch(buf, self._shard(name) if self._view is not None else 0))
 
     def get_tensors(self) -> Dict[str, Any]:
-        """Every tensor, in offset order, in one native call."""
+        """Every tensor, in offset order (shard by shard for a sharded
+        checkpoint), in one native call."""
         self._check()
         if self._reader is not None:
             if self._fw == "np":  # arrays made natively, already in data order
@@ -167,37 +185,75 @@ class safe_open:  # noqa: N801 - the name safetensors uses
                     return self._reader.get_many(None, True, False, True)
             if self._device == "cpu" and self._backend == "mmap":
                 # Writable views of the copy-on-write mapping, made natively.
-                cow = self._cow_file()
+                cow = self._cow_file(0)
                 if cow.mm is not None:
                     return cow.from_views(self._reader.get_many(None, False, False, True, cow.mm), self._torch)
             bufs = list(self._reader.get_many(None, False, False, True).values())
-        else:
-            bufs = sorted(self._bufs.values(), key=lambda b: b.offset)  # stable, as offset_keys()
+            if self._fw == "np":
+                return {b.name: b.numpy(False) for b in bufs}
+            return {b.name: self._to_device(self._torch(b)) for b in bufs}
+        view = self._view
         if self._fw == "np":
-            return {b.name: b.numpy(False) for b in bufs}
-        if self._device == "cpu":
-            return {b.name: self._torch(b) for b in bufs}
-        return {b.name: self._to_device(self._torch(b)) for b in bufs}
+            with _arrays.no_gc():
+                return view.get_many(None, True, False)
+        if self._device == "cpu" and self._backend == "mmap" and self._fmt in ("tsafe", "safetensors"):
+            cows = [self._cow_file(i) for i in range(len(self._shard_paths))]
+            views = view.get_many(None, False, False, [c.mm for c in cows])
+            return _arrays.CowFile.from_views(views, lambda b: self._torch(b, self._shard(b.name)))
+        if self._backend == "pread" and self._fmt in ("tsafe", "safetensors"):
+            return self._read_fresh([i for i in view.infos()])
+        bufs = list(view.get_many(None, False, False).values())
+        return {b.name: self._to_device(self._torch(b, self._shard(b.name))) for b in bufs}
 
-    def _torch(self, buf):
+    def _read_fresh(self, infos: List[Dict[str, Any]]) -> Dict[str, Any]:
+        """Torch tensors in fresh memory, filled by positional reads of the
+        files spread over threads (no page faults of a mapping)."""
+        import torch
+
+        out: Dict[str, Any] = {}
+        names, addresses = [], []
+        with _arrays.no_gc():
+            for info in infos:
+                name, dname = info["name"], info["dtype"]
+                if info.get("layout") == "coo":
+                    out[name] = _arrays.coo_torch(self._view.get(name))
+                    continue
+                _native.check_shape(name, dname, info["shape"])
+                t = torch.empty(_arrays.torch_shape(dname, tuple(info["shape"])), dtype=_arrays.torch_dtype(dname))
+                out[name] = t
+                if info["nbytes"]:
+                    names.append(name)
+                    addresses.append(t.data_ptr())
+        self._view.read_into(names, addresses)
+        if self._device != "cpu":
+            return {k: self._to_device(v) for k, v in out.items()}
+        return out
+
+    def _torch(self, buf, shard: int = 0):
         if buf.layout == "coo":
-            cow = self._cow_file() if self._backend == "mmap" and self._fmt == "tsafe" else None
+            cow = self._cow_file(shard) if self._backend == "mmap" and self._fmt == "tsafe" else None
             return _arrays.coo_torch(buf, cow)
         dname = buf.dtype
         # Offsets are file offsets for these two formats, whose tensors always
         # view the file; other codecs may decode into memory of their own.
+        if (self._backend == "pread" and self._view is not None and buf.nbytes
+                and self._fmt in ("tsafe", "safetensors")):
+            return self._read_fresh([{"name": buf.name, "dtype": dname, "shape": buf.shape, "nbytes": buf.nbytes}])[
+                buf.name]
         if self._backend != "mmap" or not buf.nbytes or self._fmt not in ("tsafe", "safetensors"):
             _arrays.torch_dtype(dname)  # UnsupportedError before any copy
             return _arrays.torch_from_numpy(np.array(buf.numpy(True)), dname, buf.shape)
-        return self._cow_file().tensor(dname, buf.shape, buf.offset, buf.nbytes)
+        return self._cow_file(shard).tensor(dname, buf.shape, buf.offset, buf.nbytes)
 
-    def _cow_file(self):
-        if self._cow is None:
-            cow = _arrays.CowFile(self._path)
-            if not cow.matches(self._path, self._file_size):
-                raise FailedPreconditionError(f"{self._path}: the file changed since it was opened")
-            self._cow = cow
-        return self._cow
+    def _cow_file(self, shard: int = 0):
+        cow = self._cows[shard]
+        if cow is None:
+            path = self._shard_paths[shard]
+            cow = _arrays.CowFile(path)
+            if not cow.matches(path, self._file_sizes[shard]):
+                raise FailedPreconditionError(f"{path}: the file changed since it was opened")
+            self._cows[shard] = cow
+        return cow
 
     def get_slice(self, name: str) -> "SafeSlice":
         """A lazy handle on ``name`` to index: ``f.get_slice("w")[:, 1:3]``."""

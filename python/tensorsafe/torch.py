@@ -2,9 +2,14 @@
 save_model, load_model, and the storage helpers storage_ptr and storage_size
 (transformers imports them from safetensors.torch).
 
-``*.tsafe`` files get the native format, anything else safetensors bytes
-identical to the safetensors package's. Loaded tensors view a copy-on-write
-mapping of the file: no copy until written, and writes never reach the file.
+save_file writes the format its file name asks for: ``*.tsafe`` the native
+format, ``*.safetensors`` (or a name of no known format) safetensors bytes
+identical to the safetensors package's, ``*.npz``, ``*.gguf``... that
+format; a PyTorch pickle name (``*.pt``, ``*.bin``) is refused. Loaded
+tensors view a copy-on-write mapping of the file: no copy until written,
+and writes never reach the file. load_file and load_model also take a
+sharded checkpoint (an index file or its directory); save_sharded writes one
+byte for byte as huggingface_hub's save_torch_state_dict (docs/SHARDED.md).
 
 Shared tensors (views of one storage, e.g. tied embeddings) are refused by
 save/save_file (RuntimeError) as in safetensors; save_model keeps one name
@@ -27,14 +32,15 @@ from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 import torch
 
-from . import _arrays, _native
+from . import _arrays, _native, _sharded
+from .errors import InvalidArgumentError
 from .safe_open import safe_open
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
 def _format(filename: str) -> str:
-    return "tsafe" if filename.endswith(".tsafe") else "safetensors"
+    return _sharded.format_for_save(filename)
 
 
 def storage_ptr(tensor: torch.Tensor) -> int:
@@ -346,3 +352,98 @@ def _remove_duplicate_names(state_dict: Dict[str, torch.Tensor], *,
     """
     return _keep_one(_find_shared_tensors(state_dict), state_dict, set(preferred_names or ()),
                      set(discard_names or ()))
+
+
+def save_sharded(state_dict: Dict[str, torch.Tensor], save_directory: PathLike, *,
+                 max_shard_size: Union[int, str] = "5GB", filename_pattern: Optional[str] = None,
+                 metadata: Optional[Dict[str, str]] = None, force_contiguous: bool = True,
+                 shared_tensors_to_discard: Optional[List[str]] = None,
+                 format: Optional[str] = None) -> Dict[str, Any]:
+    """Saves a state dict as a sharded checkpoint, exactly as
+    ``huggingface_hub.save_torch_state_dict`` does: the same file names
+    (``model-00001-of-00003.safetensors``), shard contents and index
+    (``model.safetensors.index.json``, byte for byte), or one
+    ``model.safetensors`` when everything fits in one shard.
+
+    Shared tensors are handled as the hub does: of each group that shares
+    memory one name is kept (never one in ``shared_tensors_to_discard``;
+    transformers passes a model's ``_tied_weights_keys``), and each dropped
+    name is recorded as ``metadata[dropped] = kept`` (in the index when
+    sharded, in the file otherwise). Tensors that share a storage without
+    overlapping go to the same shard. Shards carry ``{"format": "pt"}``.
+    Files of an earlier save with the same pattern that this one did not
+    write are removed (the hub's cleanup); the index is replaced last.
+
+    Args:
+        max_shard_size: bytes per shard, an int or a string ("5GB", "200KB",
+            decimal units as the hub reads them). A tensor larger than this
+            gets a shard of its own.
+        filename_pattern: "model{suffix}.safetensors" by default; a pattern
+            ending in ".tsafe" (or format="tsafe") writes .tsafe shards under
+            the same index scheme.
+        metadata: extra text metadata (str -> str).
+        force_contiguous: save ``.contiguous()`` copies of strided tensors.
+
+    Returns:
+        {"files": shard names in order, "index": the index path or "",
+        "total_size": the size the index records}.
+
+    Raises:
+        RuntimeError: shared tensors none of which covers its storage (as the
+            hub and safetensors raise).
+        InvalidArgumentError, UnsupportedError, IOError.
+
+    Example:
+        >>> save_sharded(model.state_dict(), "ckpt", max_shard_size="200MB")
+        >>> model.load_state_dict(load_file("ckpt"))
+    """
+    from .safetensors.torch import _find_shared_tensors, _is_complete
+
+    pattern, fmt = _sharded.pattern_and_format(filename_pattern, format)
+    state_dict = dict(state_dict)
+    metadata = dict(metadata or {})
+    # The hub's _remove_duplicate_names, with its message: every group of
+    # names on overlapping memory (one-name groups too) needs a name that
+    # covers the whole storage.
+    discard = set(shared_tensors_to_discard or ())
+    for shared in _find_shared_tensors(state_dict):
+        complete = {n for n in shared if _is_complete(state_dict[n])}
+        if not complete:
+            raise RuntimeError(
+                "Error while trying to find names to remove to save state dict, but found no suitable name to keep"
+                f" for saving amongst: {shared}. None is covering the entire storage. Refusing to save/load the "
+                "model since you could be storing much more memory than needed. Please refer to"
+                " https://huggingface.co/docs/safetensors/torch_shared_tensors for more information. Or open an"
+                " issue.")
+        keep = sorted(complete - discard or complete)[0]
+        for name in sorted(shared):
+            if name != keep:
+                metadata.setdefault(name, keep)
+                del state_dict[name]
+    if force_contiguous:
+        state_dict = {k: v.contiguous() for k, v in state_dict.items()}
+    # The hub's storage ids (device, storage start, storage size) and sizes
+    # (the whole storage's bytes), which decide the split.
+    ids: Dict[Any, int] = {}
+    storages = []
+    for t in state_dict.values():
+        if not isinstance(t, torch.Tensor):
+            raise InvalidArgumentError(f"expected torch.Tensor values, not {type(t).__name__}")
+        size = _storage_nbytes(t)
+        if t.device.type == "meta":
+            storages.append((None, size))
+        else:
+            storages.append((ids.setdefault((t.device, storage_ptr(t), size), len(ids)), size))
+    entries, _ = _arrays.torch_entries(state_dict)
+    single = {"format": "pt"}
+    single.update(metadata)
+    return _sharded.write(save_directory, entries, storages, fmt=fmt, pattern=pattern,
+                          max_shard_size=max_shard_size, shard_metadata={"format": "pt"},
+                          single_metadata=single, index_metadata=metadata)
+
+
+def _storage_nbytes(t: torch.Tensor) -> int:
+    try:
+        return t.untyped_storage().nbytes()
+    except (AttributeError, NotImplementedError, RuntimeError):
+        return t.nelement() * t.element_size()

@@ -8,6 +8,8 @@
 #include <set>
 
 #include "convert/cast.h"
+#include "convert/internal.h"
+#include "convert/sharded.h"
 #include "formats/internal.h"
 #include "io/internal.h"
 #include "tensorsafe/convert.h"
@@ -118,21 +120,12 @@ Result<TensorSet> Select(TensorSet set, const std::vector<std::string>& names, c
 
 }  // namespace
 
-Result<ConvertStats> Convert(const std::string& in_path, const std::string& out_path, const ConvertOptions& opt) {
+namespace internal {
+
+Result<ConvertStats> ConvertSet(TensorSet set, const std::string& out_path, const ConvertOptions& opt) {
   ConvertStats stats;
   stats.from = opt.from;
-  if (stats.from == Format::kUnknown) {
-    TS_ASSIGN_OR_RETURN(stats.from, DetectFormat(in_path, opt.env));
-  }
-  stats.to = opt.to != Format::kUnknown ? opt.to : DetectFormatFromBytes({}, out_path);
-  if (stats.to == Format::kUnknown) {
-    return InvalidArgument(out_path + ": cannot tell the output format from the name; name it explicitly");
-  }
-  FormatReadOptions ro;
-  ro.env = opt.env;
-  TS_ASSIGN_OR_RETURN(TensorSet read, ReadTensorSet(in_path, stats.from, ro));
-  TS_ASSIGN_OR_RETURN(TensorSet set, Select(std::move(read), opt.tensors, in_path));
-  if (InfoOf(stats.from).caps.checksums && opt.verify) TS_RETURN_IF_ERROR(internal::CheckChecksums(set.tensors, in_path));
+  stats.to = opt.to;
   const FormatInfo& target = InfoOf(stats.to);
   if (!opt.gguf_kv.empty()) {  // docs/formats/gguf.md §11
     if (target.edit_metadata == nullptr) {
@@ -147,12 +140,12 @@ Result<ConvertStats> Convert(const std::string& in_path, const std::string& out_
     set.metadata_json = std::move(*edited);
   }
   if (opt.dtype) {
-    auto cast = internal::CastForConvert(set, *opt.dtype, out_path);
+    auto cast = CastForConvert(set, *opt.dtype, out_path);
     if (!cast.ok()) return cast.status().WithContext(out_path);
     set = std::move(*cast);
   }
   ProgressCounter progress(opt, set);
-  ProgressEnv env(internal::EnvOr(opt.env), &progress);
+  ProgressEnv env(EnvOr(opt.env), &progress);
   FormatWriteOptions wo = opt;
   wo.env = &env;
   TS_RETURN_IF_ERROR(WriteTensorSet(out_path, set, stats.to, wo, opt));
@@ -165,6 +158,28 @@ Result<ConvertStats> Convert(const std::string& in_path, const std::string& out_
   std::error_code ec;
   stats.file_size = std::filesystem::file_size(out_path, ec);
   return stats;
+}
+
+}  // namespace internal
+
+Result<ConvertStats> Convert(const std::string& in_path, const std::string& out_path, const ConvertOptions& opt) {
+  // A sharded checkpoint on either side is a directory of files
+  // (docs/SHARDED.md §6).
+  if (internal::IsShardedConversion(in_path, out_path)) return internal::ConvertSharded(in_path, out_path, opt);
+  ConvertOptions o = opt;
+  if (o.from == Format::kUnknown) {
+    TS_ASSIGN_OR_RETURN(o.from, DetectFormat(in_path, opt.env));
+  }
+  if (o.to == Format::kUnknown) o.to = DetectFormatFromBytes({}, out_path);
+  if (o.to == Format::kUnknown) {
+    return InvalidArgument(out_path + ": cannot tell the output format from the name; name it explicitly");
+  }
+  FormatReadOptions ro;
+  ro.env = opt.env;
+  TS_ASSIGN_OR_RETURN(TensorSet read, ReadTensorSet(in_path, o.from, ro));
+  TS_ASSIGN_OR_RETURN(TensorSet set, Select(std::move(read), opt.tensors, in_path));
+  if (InfoOf(o.from).caps.checksums && opt.verify) TS_RETURN_IF_ERROR(internal::CheckChecksums(set.tensors, in_path));
+  return internal::ConvertSet(std::move(set), out_path, o);
 }
 
 }  // namespace tensorsafe

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "formats/internal.h"
+#include "tensorsafe/formats/sharded.h"
 #include "util/hash.h"
 #include "util/text.h"
 
@@ -22,6 +23,23 @@ Result<const FormatInfo*> ReadableRow(const std::string& path, Format format, En
                        FormatList() + "); name its format explicitly");
   }
   return &row;
+}
+
+// A sharded checkpoint (an index, or a directory holding one) opened, or
+// nullopt for a single file; a directory that holds one tensor file (as
+// huggingface_hub's loaders look) is replaced by that file in *path.
+Result<std::optional<sharded::Checkpoint>> OpenIfSharded(std::string* path) {
+  if (!sharded::IsShardedPath(*path)) return std::optional<sharded::Checkpoint>();
+  TS_ASSIGN_OR_RETURN(*path, sharded::ResolveCheckpoint(*path));
+  if (!sharded::IsIndexName(*path)) return std::optional<sharded::Checkpoint>();
+  TS_ASSIGN_OR_RETURN(sharded::Checkpoint ck, sharded::Open(*path));
+  return std::optional<sharded::Checkpoint>(std::move(ck));
+}
+
+std::uint64_t FileSize(const std::string& path) {
+  std::error_code ec;
+  const std::uint64_t n = std::filesystem::file_size(path, ec);
+  return ec ? 0 : n;
 }
 
 // The row of a format that is written, or an error.
@@ -56,7 +74,10 @@ FileDescription Describe(const TensorSet& set) {
 }
 }  // namespace internal
 
-Result<TensorSet> ReadTensorSet(const std::string& path, Format format, const FormatReadOptions& options) {
+Result<TensorSet> ReadTensorSet(const std::string& path_arg, Format format, const FormatReadOptions& options) {
+  std::string path = path_arg;
+  TS_ASSIGN_OR_RETURN(auto ck, OpenIfSharded(&path));
+  if (ck) return std::move(ck->set);
   TS_ASSIGN_OR_RETURN(const FormatInfo* row, ReadableRow(path, format, options.env));
   return row->read_file(path, options);
 }
@@ -68,14 +89,46 @@ Result<TensorSet> DecodeTensorSet(std::span<const std::byte> bytes, std::shared_
   return row.decode(bytes, std::move(owner), name);
 }
 
-Result<FileDescription> DescribeFile(const std::string& path, Format format) {
+Result<FileDescription> DescribeFile(const std::string& path_arg, Format format) {
+  std::string path = path_arg;
+  TS_ASSIGN_OR_RETURN(auto ck, OpenIfSharded(&path));
+  if (ck) {
+    FileDescription d = internal::Describe(ck->set);
+    d.format = ck->index.format;
+    d.path = path;
+    d.file_size = FileSize(path);
+    for (const sharded::ShardInfo& s : ck->shards) {
+      d.shards.push_back({s.name, s.file_size, s.tensor_count});
+      d.file_size += s.file_size;
+    }
+    d.index_metadata_json = ck->index.metadata_json;
+    d.shard_of = std::move(ck->shard_of);
+    return d;
+  }
   TS_ASSIGN_OR_RETURN(const FormatInfo* row, ReadableRow(path, format));
-  if (row->describe != nullptr) return row->describe(path);
-  TS_ASSIGN_OR_RETURN(TensorSet set, row->read_file(path, {}));
-  return internal::Describe(set);
+  FileDescription d;
+  if (row->describe != nullptr) {
+    TS_ASSIGN_OR_RETURN(d, row->describe(path));
+  } else {
+    TS_ASSIGN_OR_RETURN(TensorSet set, row->read_file(path, {}));
+    d = internal::Describe(set);
+  }
+  d.format = row->format;
+  d.path = path;
+  d.file_size = FileSize(path);
+  return d;
 }
 
-Status ForEachTensorInfo(const std::string& path, Format format, const std::function<bool(const TensorInfo&)>& fn) {
+Status ForEachTensorInfo(const std::string& path_arg, Format format,
+                         const std::function<bool(const TensorInfo&)>& fn) {
+  std::string path = path_arg;
+  TS_ASSIGN_OR_RETURN(auto ck, OpenIfSharded(&path));
+  if (ck) {
+    for (const Tensor& t : ck->set.tensors) {
+      if (!fn(t.info)) break;
+    }
+    return Status::OK();
+  }
   TS_ASSIGN_OR_RETURN(const FormatInfo* row, ReadableRow(path, format));
   if (row->for_each_info != nullptr) return row->for_each_info(path, fn);
   TS_ASSIGN_OR_RETURN(TensorSet set, row->read_file(path, {}));
@@ -85,7 +138,17 @@ Status ForEachTensorInfo(const std::string& path, Format format, const std::func
   return Status::OK();
 }
 
-Result<Tensor> ReadTensor(const std::string& path, Format format, std::string_view name) {
+Result<Tensor> ReadTensor(const std::string& path_arg, Format format, std::string_view name) {
+  std::string path = path_arg;
+  TS_ASSIGN_OR_RETURN(auto ck, OpenIfSharded(&path));
+  if (ck) {
+    for (std::size_t i = 0; i < ck->set.tensors.size(); ++i) {
+      if (ck->set.tensors[i].info.name != name) continue;
+      const sharded::ShardInfo& shard = ck->shards[ck->shard_of[i]];
+      return ReadTensor(shard.path, ck->index.format, name);  // the shard's checks, its checksum included
+    }
+    return NotFound(path + ": no tensor named " + internal::QuoteName(name));
+  }
   TS_ASSIGN_OR_RETURN(const FormatInfo* row, ReadableRow(path, format));
   if (row->read_tensor != nullptr) return row->read_tensor(path, name);
   TS_ASSIGN_OR_RETURN(TensorSet set, row->read_file(path, {}));
@@ -97,7 +160,10 @@ Result<Tensor> ReadTensor(const std::string& path, Format format, std::string_vi
   return NotFound(path + ": no tensor named " + internal::QuoteName(name));
 }
 
-Status VerifyFile(const std::string& path, Format format, std::vector<std::string>* damaged) {
+Status VerifyFile(const std::string& path_arg, Format format, std::vector<std::string>* damaged) {
+  std::string path = path_arg;
+  TS_ASSIGN_OR_RETURN(auto ck, OpenIfSharded(&path));
+  if (ck) return sharded::Verify(*ck);
   TS_ASSIGN_OR_RETURN(const FormatInfo* row, ReadableRow(path, format));
   if (row->verify != nullptr) return row->verify(path, damaged);
   TS_ASSIGN_OR_RETURN(TensorSet set, row->read_file(path, {}));

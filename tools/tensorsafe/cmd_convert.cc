@@ -12,6 +12,7 @@
 #include "progress.h"
 #include "source.h"
 #include "tensorsafe/convert.h"
+#include "tensorsafe/formats/sharded.h"
 
 namespace tensorsafe::cli {
 namespace {
@@ -56,8 +57,11 @@ int Run(Args& a) {
 std::function<int()> SetupCommand(CLI::App& sub) {
   auto a = std::make_shared<Args>();
   ConvertOptions& o = a->options;
-  sub.add_option("IN", a->in, "Input file in any supported format")->required();
-  sub.add_option("OUT", a->out, "Output file; its format comes from its extension unless --to names it")
+  sub.add_option("IN", a->in, "Input file in any supported format, or a sharded checkpoint's index or directory")
+      ->required();
+  sub.add_option("OUT", a->out,
+                 "Output file, its format from its extension unless --to names it; or a sharded checkpoint: "
+                 "a directory or NAME.safetensors.index.json / NAME.tsafe.index.json")
       ->required();
   AddFormatOption(sub, "--from", &o.from, "Read IN as this format instead of detecting it");
   AddFormatOption(sub, "--to", &o.to, "Write this format whatever OUT's extension");
@@ -90,6 +94,16 @@ std::function<int()> SetupCommand(CLI::App& sub) {
                "Write sparse COO tensors dense where the target has no sparse layout (all but tsafe, btf)");
   sub.add_option("--max-densify-bytes", o.max_densify_bytes, "Largest dense tensor --densify builds (default 1 GiB)")
       ->type_name("N");
+  sub.add_option_function<std::string>(
+         "--max-shard-size",
+         [&o](const std::string& text) {
+           auto n = sharded::ParseSize(text);
+           if (!n.ok()) throw CLI::ValidationError(n.status().message());
+           o.max_shard_size = *n;
+         },
+         "Sharded output (OUT a directory or *.index.json): most bytes per shard, e.g. 5GB, 200KB "
+         "(default: keep a sharded input's shards, else 5GB)")
+      ->type_name("SIZE");
   sub.add_flag("--no-verify", a->no_verify, "Do not check a .tsafe input's data checksums first");
   sub.add_flag("--no-sync", a->no_sync, "Do not fsync the output");
   sub.add_flag("-q,--quiet", a->quiet, "No progress bar, no summary line, no warnings");

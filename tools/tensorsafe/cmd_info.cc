@@ -3,7 +3,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <filesystem>
 #include <optional>
 
 #include "command.h"
@@ -36,20 +35,28 @@ nlohmann::json OrNull(const std::optional<T>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json();
 }
 
-int Run(const std::string& path, bool json, bool full, Format from) {
-  if (from == Format::kUnknown) {
-    auto detected = DetectFormat(path);
-    if (!detected.ok()) return Fail("info", detected.status());
-    from = *detected;
+// A sharded checkpoint's index metadata and shards (docs/SHARDED.md).
+void AddShardedInfo(nlohmann::json& j, const FileDescription& d) {
+  j["sharded"] = true;
+  j["index_metadata"] = d.index_metadata_json->empty()
+                            ? nlohmann::json::object()
+                            : nlohmann::json::parse(*d.index_metadata_json, nullptr, false);
+  nlohmann::json shards = nlohmann::json::array();
+  for (const FileDescription::Shard& s : d.shards) {
+    shards.push_back({{"name", s.name}, {"file_size", s.file_size}, {"tensor_count", s.tensor_count}});
   }
+  j["shards"] = std::move(shards);
+}
+
+int Run(const std::string& path, bool json, bool full, Format from) {
   auto d = DescribeFile(path, from);
   if (!d.ok()) return Fail("info", d.status());
-  std::error_code ec;
-  const std::uint64_t file_size = std::filesystem::file_size(path, ec);
+  const bool sharded = !d->shards.empty();
+  from = d->format;
   nlohmann::json j;
-  j["file"] = path;
+  j["file"] = d->path;
   j["format"] = std::string(FormatName(from));
-  j["file_size"] = file_size;
+  j["file_size"] = d->file_size;
   j["version"] = OrNull(d->version);
   j["alignment"] = OrNull(d->alignment);
   j["tensor_count"] = d->tensor_count;
@@ -65,10 +72,12 @@ int Run(const std::string& path, bool json, bool full, Format from) {
       nlohmann::ordered_json::parse(d->metadata_json.empty() ? "{}" : d->metadata_json, nullptr, false);
   j["metadata"] = nlohmann::json::parse(d->metadata_json.empty() ? "{}" : d->metadata_json, nullptr, false);
   if (!full && ordered.is_object()) j["metadata"] = SummariseMetadata(ordered);
+  if (sharded) AddShardedInfo(j, *d);
   if (json) {
     nlohmann::json tensors = nlohmann::json::array();
-    Status st = ForEachTensorInfo(path, from, [&](const TensorInfo& t) {
+    Status st = ForEachTensorInfo(d->path, from, [&](const TensorInfo& t) {
       tensors.push_back(TensorJson(t));
+      if (sharded) tensors.back()["shard"] = d->shards[d->shard_of[tensors.size() - 1]].name;
       return true;
     });
     if (!st.ok()) return Fail("info", st);
@@ -78,9 +87,10 @@ int Run(const std::string& path, bool json, bool full, Format from) {
   }
   auto field = [](const char* name, const std::string& value) { fmt::print("{:<14}{}\n", name, value); };
   auto opt = [&](const char* key) { return j[key].is_null() ? std::string("-") : j[key].dump(); };
-  field("file:", path);
-  field("format:", j["format"].get<std::string>() + (d->version ? " " + *d->version : ""));
-  field("file size:", fmt::format("{} bytes", file_size));
+  field("file:", d->path);
+  field("format:", j["format"].get<std::string>() + (d->version ? " " + *d->version : "") +
+                       (sharded ? fmt::format(", sharded ({} shards)", d->shards.size()) : ""));
+  field("file size:", fmt::format("{} bytes", d->file_size));
   field("tensors:", opt("tensor_count"));
   field("data bytes:", opt("data_bytes"));
   if (d->unused_bytes) {
@@ -103,6 +113,13 @@ int Run(const std::string& path, bool json, bool full, Format from) {
     return kExitOk;
   }
   field("metadata:", j["metadata"].dump());
+  if (sharded) {
+    field("index meta:", j["index_metadata"].dump());
+    for (const FileDescription::Shard& shard : d->shards) {
+      field("shard:", fmt::format("{} ({} tensor{}, {} bytes)", shard.name, shard.tensor_count,
+                                  shard.tensor_count == 1 ? "" : "s", shard.file_size));
+    }
+  }
   return kExitOk;
 }
 
@@ -111,7 +128,8 @@ std::function<int()> SetupCommand(CLI::App& sub) {
   auto json = std::make_shared<bool>(false);
   auto full = std::make_shared<bool>(false);
   auto from = std::make_shared<Format>(Format::kUnknown);
-  sub.add_option("FILE", *path, "Tensor file in any supported format")->required();
+  sub.add_option("FILE", *path, "Tensor file in any supported format, or a sharded checkpoint's index or directory")
+      ->required();
   sub.add_flag("--json", *json, "Print one JSON object, with a tensors array");
   sub.add_flag("--full", *full, "Print long metadata arrays and strings whole (default: length and first items)");
   AddFormatOption(sub, "--from", from.get(), "Read FILE as this format instead of detecting it");

@@ -23,6 +23,10 @@ int Run(const std::string& path, Format from) {
   }
   auto d = DescribeFile(path, from);
   if (!d.ok()) return Fail("verify", d.status());
+  if (!d->shards.empty()) {
+    fmt::print("ok: {} tensors, {} bytes verified in {} shards\n", d->tensor_count, d->data_bytes, d->shards.size());
+    return kExitOk;
+  }
   fmt::print("ok: {} tensors, {} bytes verified\n", d->tensor_count, d->data_bytes);
   return kExitOk;
 }
@@ -30,7 +34,8 @@ int Run(const std::string& path, Format from) {
 std::function<int()> SetupCommand(CLI::App& sub) {
   auto path = std::make_shared<std::string>();
   auto from = std::make_shared<Format>(Format::kUnknown);
-  sub.add_option("FILE", *path, "Tensor file in any supported format")->required();
+  sub.add_option("FILE", *path, "Tensor file in any supported format, or a sharded checkpoint's index or directory")
+      ->required();
   AddFormatOption(sub, "--from", from.get(), "Read FILE as this format instead of detecting it");
   return [path, from] { return Run(*path, *from); };
 }

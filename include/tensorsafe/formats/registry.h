@@ -87,6 +87,9 @@ struct Capabilities {
 // What `tensorsafe info` says of a file; the layout fields a format does not
 // have stay unset.
 struct FileDescription {
+  Format format = Format::kUnknown;  // of the file; of a sharded checkpoint's shards
+  std::string path;                  // the file described (a sharded checkpoint's index)
+  std::uint64_t file_size = 0;       // on disk (a sharded checkpoint: its index and shards)
   std::uint64_t tensor_count = 0;
   std::uint64_t data_bytes = 0;  // the tensors' data bytes
   std::string metadata_json;     // "" when none
@@ -98,6 +101,18 @@ struct FileDescription {
   // The live header slot's sequence number; 0 for a streamed file, whose
   // trailer alone points at the index.
   std::optional<std::uint64_t> header_sequence;
+
+  // A sharded checkpoint (formats/sharded.h): its shards, the index's own
+  // metadata, and each tensor's shard in file order (ForEachTensorInfo's);
+  // all empty for a single file.
+  struct Shard {
+    std::string name;
+    std::uint64_t file_size = 0;
+    std::uint64_t tensor_count = 0;
+  };
+  std::vector<Shard> shards;
+  std::optional<std::string> index_metadata_json;
+  std::vector<std::uint32_t> shard_of;
 };
 
 struct FormatReadOptions {
@@ -217,8 +232,9 @@ Format DetectFormatFromBytes(std::span<const std::byte> prefix, std::string_view
 Result<Format> DetectFormat(const std::string& path, Env* env = nullptr);
 
 // Opens any supported file as a TensorSet: tensors view the file's mapping
-// (docs/CONVERT.md lists the formats that copy) and keep it alive. `format`
-// kUnknown detects it. A .tsafe file's tensors carry their checksums in
+// (docs/CONVERT.md lists the formats that copy) and keep it alive. A sharded
+// checkpoint (an index or its directory; formats/sharded.h) opens as one
+// set over all its shards. `format` kUnknown detects it. A .tsafe file's tensors carry their checksums in
 // info.data_checksum (unchecked here; Capabilities::checksums). Per-tensor
 // metadata reads as "" when absent or an empty object; file metadata as ""
 // when absent. Errors: those of DetectFormat and of the format's reader;

@@ -1,0 +1,51 @@
+// Internals of the sharded-checkpoint code shared by its files, Convert
+// (src/convert/sharded.cc) and the tests.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensorsafe/formats/sharded.h"
+
+namespace tensorsafe::sharded::internal {
+
+// Tensor name -> position in a weight map, open addressing over XXH3 (a
+// 100,000-name index is looked up once per tensor at open). Each slot keeps
+// 32 bits of the hash beside the position, so a probe compares names only
+// when those match: the names lie all over the heap, and comparing each
+// probed one missed the cache on most lookups.
+class NameTable {
+ public:
+  explicit NameTable(const std::vector<std::pair<std::string_view, std::uint32_t>>& names);
+  // Adds names[pos]; the position of an earlier equal name (not added), or -1.
+  std::int64_t Insert(std::uint32_t pos);
+  std::int64_t Find(std::string_view name) const;
+
+ private:
+  const std::vector<std::pair<std::string_view, std::uint32_t>>* names_;
+  std::vector<std::uint64_t> slots_;  // (hash >> 32) << 32 | (position + 1); 0 = empty
+  std::size_t mask_ = 0;
+};
+
+// Writes one shard: `set` to `path` as options.format (temp + rename).
+using ShardWriter = std::function<Status(const std::string& path, const TensorSet& set)>;
+
+// WriteSharded with a given shard writer and, when `fixed` is not empty, a
+// given split (positions into set.tensors per shard) instead of PlanShards;
+// total_size is then the data bytes. `per_shard_metadata`, when not empty,
+// gives each shard's metadata (parallel to the shards) in place of
+// options.shard_metadata_json.
+Result<WriteStats> WriteShardedWith(const std::string& dir, const TensorSet& set, const WriteOptions& options,
+                                    std::span<const Storage> storages, const ShardWriter& write,
+                                    const std::vector<std::vector<std::size_t>>& fixed = {},
+                                    const std::vector<std::string>& per_shard_metadata = {},
+                                    const std::string* verbatim_index_metadata = nullptr);
+
+// Python's json.dumps of a string with ensure_ascii=True (quotes included);
+// false when `s` is not UTF-8.
+bool AppendPythonJsonString(std::string& out, std::string_view s);
+
+}  // namespace tensorsafe::sharded::internal

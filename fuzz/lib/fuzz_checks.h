@@ -42,6 +42,14 @@ void CheckGgufQuants(std::span<const std::byte> data);
 void CheckTenbin(std::span<const std::byte> data);
 void CheckBtf(std::span<const std::byte> data);
 void CheckZio(std::span<const std::byte> data);
+// PyTorch checkpoints (pytorch_checks.cc): a zip archive or legacy stream
+// is decoded whole; any other input is taken as the object pickle, run by
+// the restricted unpickler, and decoded again inside a zip archive and a
+// legacy stream built around it with every storage it declares. Decoding
+// never reports I/O or internal errors, refuses nothing with an unexpected
+// code, and what it accepts satisfies the set invariants; the same input
+// decodes the same way twice; checking CRCs only ever adds refusals.
+void CheckPytorch(std::span<const std::byte> data);
 
 // The stream decoders (docs/STREAM.md): the input as one native message
 // (DecodeMessage, at an aligned and at an unaligned address: views vs

@@ -63,6 +63,12 @@ struct ConvertOptions : Consent, FormatWriteOptions {
   // target with typed key/values (gguf: FormatInfo::edit_metadata); any
   // other target: kInvalidArgument.
   std::vector<std::string> gguf_kv;
+  // An input whose reader shapes the set for its target (a PyTorch
+  // checkpoint bound for safetensors; FormatInfo::reads_for_target):
+  // safetensors' convert.py discard_names, the names not to keep of tensors
+  // sharing a storage (pytorch.h, ReadOptions::discard_names). Any other
+  // input: kInvalidArgument.
+  std::vector<std::string> discard_names;
   // An input with checksums (tsafe): check every tensor's data checksum, so
   // damaged data is never carried into a format without checksums. Costs one
   // more read of the data when the target is not tsafe.

@@ -170,7 +170,7 @@ void RegisterCodecs(py::module_& m) {
                       bool drop_metadata, bool drop_tensor_metadata, bool drop_names, bool densify,
                       std::uint32_t alignment, bool compress, bool verify, bool sync, py::object progress,
                       const std::string& dtype, std::vector<std::string> gguf_kv,
-                      std::uint64_t max_shard_size) {
+                      std::uint64_t max_shard_size, std::vector<std::string> discard_names) {
     ConvertOptions o;
     o.max_shard_size = max_shard_size;  // sharded output (docs/SHARDED.md)
     if (!dtype.empty()) {
@@ -184,6 +184,7 @@ void RegisterCodecs(py::module_& m) {
     o.from = FormatArg(src_format, "source");
     o.to = FormatArg(dst_format, "destination");
     o.tensors = std::move(tensors);
+    o.discard_names = std::move(discard_names);
     static_cast<Consent&>(o) =
         ConsentArg(stringify_metadata, drop_metadata, drop_tensor_metadata, drop_names, densify);
     o.alignment = alignment;
@@ -229,7 +230,8 @@ void RegisterCodecs(py::module_& m) {
      py::arg("drop_metadata") = false, py::arg("drop_tensor_metadata") = false, py::arg("drop_names") = false,
      py::arg("densify") = false, py::arg("alignment") = 0, py::arg("compress") = false, py::arg("verify") = true,
      py::arg("sync") = true, py::arg("progress") = py::none(), py::arg("dtype") = "",
-     py::arg("gguf_kv") = std::vector<std::string>{}, py::arg("max_shard_size") = 0);
+     py::arg("gguf_kv") = std::vector<std::string>{}, py::arg("max_shard_size") = 0,
+     py::arg("discard_names") = std::vector<std::string>{});
 }
 
 }  // namespace tensorsafe::python

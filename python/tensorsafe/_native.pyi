@@ -110,7 +110,8 @@ def convert(src: str, dst: str, dst_format: str = "auto", src_format: str = "aut
             drop_names: bool = False, densify: bool = False, alignment: int = 0, compress: bool = False,
             verify: bool = True, sync: bool = True,
             progress: Optional[Callable[[Dict[str, Any]], None]] = None, dtype: str = "",
-            gguf_kv: List[str] = ..., max_shard_size: int = 0) -> Dict[str, Any]: ...
+            gguf_kv: List[str] = ..., max_shard_size: int = 0,
+            discard_names: List[str] = ...) -> Dict[str, Any]: ...
 # ---- GGUF block codecs and dtype casts (python/src/gguf.cc) ----
 # (name, code, block_elems, block_bytes, can_dequantize, can_quantize)
 def gguf_types() -> List[Tuple[str, int, int, int, bool, bool]]: ...

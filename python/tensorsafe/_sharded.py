@@ -24,14 +24,11 @@ def format_for_save(filename: str) -> str:
     known extension (as safetensors' save_file); UnsupportedError for a
     PyTorch pickle name (.pt, .bin, ...), which tensorsafe never writes."""
     ext = os.path.splitext(filename)[1].lower()
-    fmt = _BY_EXTENSION.get(ext)
-    if fmt is not None:
-        return fmt
     if ext in _PICKLE_EXTENSIONS:
         raise UnsupportedError(
             f"{filename}: a {ext} name is a PyTorch pickle checkpoint, which tensorsafe does not write; use "
             "torch.save for a pickle, or a .safetensors or .tsafe name")
-    return "safetensors"
+    return _BY_EXTENSION.get(ext, "safetensors")
 
 
 def size_to_int(size: Union[int, str]) -> int:

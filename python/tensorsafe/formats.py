@@ -1,8 +1,10 @@
 """Every format through its C++ codec: read, write, convert, detect.
 
 Formats: ``tsafe``, ``safetensors``, ``npy``, ``npz``, ``gguf``, ``tenbin``
-(.ten), ``btf``, ``zio``. Reads are zero-copy where the codec is (mapped
-files, stored .npz members); the arrays keep the mapping alive.
+(.ten), ``btf``, ``zio``, and ``pytorch`` (torch.save checkpoints, read
+only, never unpickled by Python: docs/formats/pytorch.md). Reads are
+zero-copy where the codec is (mapped files, stored .npz members, aligned
+contiguous checkpoint storages); the arrays keep the mapping alive.
 """
 
 from __future__ import annotations
@@ -139,7 +141,8 @@ def convert(src: PathLike, dst: PathLike, *, src_format: str = "auto", dst_forma
             drop_tensor_metadata: bool = False, drop_names: bool = False, densify: bool = False, alignment: int = 0,
             compress: bool = False, verify: bool = True, sync: bool = True,
             progress: Optional[Callable[[Dict[str, Any]], None]] = None, dtype: Optional[str] = None,
-            gguf_kv: Optional[List[str]] = None, max_shard_size: Union[int, str] = 0) -> Dict[str, Any]:
+            gguf_kv: Optional[List[str]] = None, max_shard_size: Union[int, str] = 0,
+            discard_names: Optional[List[str]] = None) -> Dict[str, Any]:
     """Converts a file between formats: the C++ ``Convert()``
     (include/tensorsafe/convert.h), the same code and bytes as
     ``tensorsafe convert``, streaming each tensor from the mapped input
@@ -174,6 +177,10 @@ def convert(src: PathLike, dst: PathLike, *, src_format: str = "auto", dst_forma
             may be one too): bytes per shard, an int or "5GB"-style string;
             0 keeps a sharded input's shards, else splits at 5 GB
             (docs/SHARDED.md).
+        discard_names: PyTorch checkpoint to safetensors only: of tensors
+            sharing a storage, names not to keep (safetensors' convert.py
+            discard_names; ``["lm_head.weight"]`` keeps a tied model's input
+            embedding, as transformers expects).
 
     Returns:
         {"from", "to", "tensor_count", "data_bytes", "file_size",
@@ -194,7 +201,8 @@ def convert(src: PathLike, dst: PathLike, *, src_format: str = "auto", dst_forma
     stats = _native.convert(os.fspath(src), os.fspath(dst), dst_format or "auto", src_format,
                             list(tensors or []), stringify_metadata, drop_metadata, drop_tensor_metadata,
                             drop_names, densify, alignment, compress, verify, sync, progress, dtype or "",
-                            list(gguf_kv or []), size_to_int(max_shard_size))
+                            list(gguf_kv or []), size_to_int(max_shard_size),
+                            list(discard_names or []))
     for w in stats["warnings"]:
         warnings.warn(w, stacklevel=2)
     return stats

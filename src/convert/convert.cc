@@ -170,15 +170,32 @@ Result<ConvertStats> Convert(const std::string& in_path, const std::string& out_
   if (o.from == Format::kUnknown) {
     TS_ASSIGN_OR_RETURN(o.from, DetectFormat(in_path, opt.env));
   }
-  if (o.to == Format::kUnknown) o.to = DetectFormatFromBytes({}, out_path);
   if (o.to == Format::kUnknown) {
-    return InvalidArgument(out_path + ": cannot tell the output format from the name; name it explicitly");
+    o.to = DetectFormatFromBytes({}, out_path);
+    if (o.to == Format::kUnknown) {
+      return InvalidArgument(out_path + ": cannot tell the output format from the name; name it explicitly");
+    }
+    if (InfoOf(o.to).write_file == nullptr) {
+      return InvalidArgument(out_path + ": the extension names " + std::string(FormatName(o.to)) +
+                             ", which tensorsafe reads but does not write; name another format (.safetensors, "
+                             ".tsafe, or --to FMT)");
+    }
+  }
+  const FormatInfo& source = InfoOf(o.from);
+  if (!opt.discard_names.empty() && !source.reads_for_target) {
+    std::string takers;
+    for (const FormatInfo& row : AllFormats()) {
+      if (row.reads_for_target) takers += (takers.empty() ? "" : ", ") + std::string(row.name);
+    }
+    return InvalidArgument("discard names (--discard-name) apply to " + takers + " inputs only");
   }
   FormatReadOptions ro;
   ro.env = opt.env;
+  ro.target = o.to;
+  ro.discard_names = opt.discard_names;
   TS_ASSIGN_OR_RETURN(TensorSet read, ReadTensorSet(in_path, o.from, ro));
   TS_ASSIGN_OR_RETURN(TensorSet set, Select(std::move(read), opt.tensors, in_path));
-  if (InfoOf(o.from).caps.checksums && opt.verify) TS_RETURN_IF_ERROR(internal::CheckChecksums(set.tensors, in_path));
+  if (source.caps.checksums && opt.verify) TS_RETURN_IF_ERROR(internal::CheckChecksums(set.tensors, in_path));
   return internal::ConvertSet(std::move(set), out_path, o);
 }
 

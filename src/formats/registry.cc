@@ -20,6 +20,7 @@
 #include "tensorsafe/formats/gguf_kv.h"
 #include "tensorsafe/formats/npy.h"
 #include "tensorsafe/formats/npz.h"
+#include "tensorsafe/formats/pytorch.h"
 #include "tensorsafe/formats/safetensors.h"
 #include "tensorsafe/formats/tenbin.h"
 #include "tensorsafe/formats/zio.h"
@@ -90,6 +91,7 @@ Result<std::string> EncodeNpy(const TensorSet& s, const FormatWriteOptions&) {
 
 // ---- npz: the only ZIP container we read, whatever its name ----
 constexpr std::string_view kNpzExt[] = {"npz"};
+// Any ZIP (weak: a torch.save archive, sniffed first, is a ZIP too).
 bool SniffNpz(Bytes b) { return StartsWith(b, "PK\x03\x04") || StartsWith(b, "PK\x05\x06"); }
 Result<TensorSet> ReadNpz(const std::string& p, const FormatReadOptions& o) {
   return npz::ReadFile(p, ReadOpts<npz::ReadOptions>(o));
@@ -212,6 +214,28 @@ Status WriteZio(const std::string& p, const TensorSet& s, const FormatWriteOptio
 }
 Result<std::string> EncodeZio(const TensorSet& s, const FormatWriteOptions&) { return zio::Encode(s); }
 
+// ---- PyTorch checkpoints: read only ----
+constexpr std::string_view kTorchAliases[] = {"torch"};
+constexpr std::string_view kTorchExt[] = {"pt", "pth", "bin", "ckpt"};
+Result<TensorSet> ReadTorch(const std::string& p, const FormatReadOptions& o) {
+  auto ro = ReadOpts<pytorch::ReadOptions>(o);
+  // Bound for safetensors: shaped as safetensors' convert.py shapes it, so
+  // the bytes match that script's.
+  ro.safetensors_convention = o.target == Format::kSafetensors;
+  ro.discard_names = o.discard_names;
+  if (!ro.discard_names.empty() && !ro.safetensors_convention) {
+    return InvalidArgument("discard names apply to a PyTorch checkpoint converted to safetensors only");
+  }
+  return pytorch::ReadFile(p, ro);
+}
+Result<TensorSet> DecodeTorch(Bytes b, Owner own, const std::string& n) { return pytorch::Decode(b, own, n); }
+// Every member's CRC-32 too.
+Status VerifyTorch(const std::string& p, std::vector<std::string>*) {
+  pytorch::ReadOptions ro;
+  ro.verify_crc = true;
+  return pytorch::ReadFile(p, ro).status();
+}
+
 bool HoldsAny(DType) { return true; }
 
 // The order of every list shown to users, and of detection by magic (the
@@ -264,6 +288,7 @@ constexpr FormatInfo kFormats[] = {
      .description = "NumPy archive of arrays",
      .extensions = kNpzExt,
      .sniff = SniffNpz,
+     .weak_sniff = true,
      .caps = {.holds_dtype = npy::HoldsDType, .compress = true},
      .read_file = ReadNpz,
      .decode = DecodeNpz,
@@ -330,6 +355,18 @@ constexpr FormatInfo kFormats[] = {
      .decode = DecodeZio,
      .write_file = WriteZio,
      .encode = EncodeZio},
+    {.format = Format::kPytorch,
+     .name = "pytorch",
+     .description = "PyTorch torch.save checkpoint, read without running it (docs/formats/pytorch.md)",
+     .aliases = kTorchAliases,
+     .extensions = kTorchExt,
+     .sniff = pytorch::LooksLikeCheckpoint,
+     .read_file = ReadTorch,
+     .decode = DecodeTorch,
+     .verify = VerifyTorch,
+     .reads_for_target = true,
+     .not_written = "tensorsafe does not write PyTorch checkpoints: a pickle is code for torch.load to run; write "
+                    "safetensors (which torch loads with safetensors.torch.load_file) or tsafe instead"}
 };
 
 constexpr FormatInfo kUnknownRow{.format = Format::kUnknown, .name = "unknown"};
@@ -392,7 +429,7 @@ Format DetectFormatFromBytes(std::span<const std::byte> prefix, std::string_view
 
 Result<Format> DetectFormat(const std::string& path, Env* env) {
   TS_ASSIGN_OR_RETURN(auto file, internal::EnvOr(env)->OpenRead(path));
-  std::array<std::byte, 16> head{};
+  std::array<std::byte, kSniffBytes> head{};
   const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(file->size(), head.size()));
   TS_RETURN_IF_ERROR(file->ReadAt(0, std::span(head).first(n)));
   return DetectFormatFromBytes(std::span(head).first(n), path);

@@ -46,7 +46,10 @@ std::uint64_t FileSize(const std::string& path) {
 Result<const FormatInfo*> WritableRow(Format to) {
   if (to == Format::kUnknown) return InvalidArgument("no output format");
   const FormatInfo& row = InfoOf(to);
-  if (row.write_file == nullptr) return Unsupported(std::string(row.name) + " files are read, not written");
+  if (row.write_file == nullptr) {
+    return Unsupported(row.not_written.empty() ? std::string(row.name) + " files are read, not written"
+                                               : std::string(row.not_written));
+  }
   return &row;
 }
 

@@ -133,9 +133,15 @@ def test_convert(tmp_path):
 
 
 def test_unknown_format(tmp_path):
-    (tmp_path / "junk.bin").write_bytes(b"hello world, not tensors")
-    assert ts.detect_format(tmp_path / "junk.bin") == "unknown"
+    (tmp_path / "junk.dat").write_bytes(b"hello world, not tensors")
+    assert ts.detect_format(tmp_path / "junk.dat") == "unknown"
     with pytest.raises(ts.UnsupportedError):
+        ts.read(tmp_path / "junk.dat")
+    # .bin names a PyTorch checkpoint when the content does not decide; its
+    # reader finds none and says so.
+    (tmp_path / "junk.bin").write_bytes(b"hello world, not tensors")
+    assert ts.detect_format(tmp_path / "junk.bin") == "pytorch"
+    with pytest.raises(ts.UnsupportedError, match="not a PyTorch checkpoint either"):
         ts.read(tmp_path / "junk.bin")
 
 

@@ -71,6 +71,13 @@ std::function<int()> SetupCommand(CLI::App& sub) {
       ->expected(1)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub.add_option("--discard-name", o.discard_names,
+                 "PyTorch to safetensors: of tensors sharing a storage, do not keep this name (safetensors' "
+                 "convert.py discard_names, e.g. lm_head.weight for tied embeddings; repeat for more)")
+      ->type_name("NAME")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub.add_option("--alignment", o.alignment, "Data alignment: tsafe (default 64), gguf (general.alignment)")
       ->type_name("N");
   sub.add_option("--dtype", a->dtype,

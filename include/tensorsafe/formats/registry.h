@@ -42,6 +42,8 @@ enum class Format {
   kBtf,          // no magic: by the ".btf" extension only
   kGguf,         // "GGUF"
   kZio,          // single-frame ZIO message: a length prefix, then "ZIO" + level digit
+  kPytorch,      // torch.save: a ZIP whose first member is "<archive>/data.pkl" (or
+                 // another torch record), or the legacy magic-number pickle; read only
 };
 
 // What a format can hold. A conversion checks the input against the target's
@@ -119,6 +121,12 @@ struct FormatReadOptions {
   // Formats that can read without mapping the file (tsafe: positional reads
   // into buffers) do so: for NFS and other files that should not be mapped.
   bool pread = false;
+  // The format the set will be written as, when known. A row with
+  // FormatInfo::reads_for_target shapes the set for it: a PyTorch checkpoint
+  // bound for safetensors drops the names of shared tensors as safetensors'
+  // convert.py does, keeping none of `discard_names` (pytorch.h).
+  Format target = Format::kUnknown;
+  std::vector<std::string> discard_names;
   Env* env = nullptr;  // nullptr: Env::Default()
 };
 
@@ -164,8 +172,9 @@ struct FormatInfo {
   // True when a file's first bytes (up to 16; fewer for a short file) are
   // this format's. nullptr: recognised by extension only (BTF).
   bool (*sniff)(std::span<const std::byte> prefix) = nullptr;
-  // The sniff is a heuristic, not a magic number (safetensors: a length,
-  // then '{'): it is tried after every format that has a magic.
+  // The sniff is a heuristic or a container another format shares
+  // (safetensors: a length, then '{'; npz: any ZIP, and a torch.save archive
+  // is a ZIP too): it is tried after every other sniff.
   bool weak_sniff = false;
   Capabilities caps;
 
@@ -188,6 +197,11 @@ struct FormatInfo {
   Status (*for_each_info)(const std::string& path, const std::function<bool(const TensorInfo&)>& fn) = nullptr;
   // One tensor by name, its bytes checked against its checksum.
   Result<Tensor> (*read_tensor)(const std::string& path, std::string_view name) = nullptr;
+
+  // read_file honours FormatReadOptions::target and discard_names.
+  bool reads_for_target = false;
+  // For a read-only row: why, as the error a write gets (kUnsupported).
+  std::string_view not_written;
 
   // Writes a set that PrepareForFormat accepted, through an AtomicFile:
   // `path` is untouched on failure. nullptr: the format is read-only.
@@ -222,9 +236,12 @@ std::optional<Format> ParseFormat(std::string_view name);
 // "tsafe, safetensors, npy, ..." for messages and help.
 std::string FormatList();
 
-// Decides from up to the first 16 bytes of a file (`prefix` may be shorter
-// or empty) and its name. Magic wins over the extension; a ZIP is kNpz
-// whatever its name, since that is the only ZIP container we read.
+// The prefix DetectFormat reads: enough for every sniff, a ZIP's first
+// member name (which tells a torch.save archive from an .npz) included.
+inline constexpr std::size_t kSniffBytes = 4096;
+// Decides from the first bytes of a file (`prefix` may be shorter or empty)
+// and its name. Magic wins over the extension. A ZIP whose first member is a
+// torch.save record is kPytorch, any other kNpz.
 Format DetectFormatFromBytes(std::span<const std::byte> prefix, std::string_view path);
 // Reads the first bytes of `path` and decides. Errors: kIOError / kNotFound
 // when the file cannot be read. An empty or unrecognised file is kUnknown,

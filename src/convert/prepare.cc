@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "formats/common/codec_util.h"
+#include "formats/codec_util.h"
 #include "tensorsafe/formats/registry.h"
 #include "tensorsafe/formats/npy.h"
 #include "util/text.h"
@@ -153,6 +153,7 @@ Status PrepareFileMetadata(TensorSet& set, Format to, const Consent& opt) {
       set.metadata_json.clear();
       return Status::OK();
   }
+  return Internal("unknown Capabilities::Metadata value");  // the switch covers every value
 }
 
 Status PrepareNames(TensorSet& set, Format to, const Consent& opt) {

@@ -168,18 +168,21 @@ def test_dataloader_over_the_stream():
 
     from tensorsafe.stream import StreamDataset
 
-    with Connection("zpush://127.0.0.1:*", bind=True) as tx:
-        ds = StreamDataset(tx.endpoint.replace("tcp://", "zrpull://"), count=5)
-        assert isinstance(ds, torch.utils.data.IterableDataset)
+    # The sender's with block ends the stream; the DataLoader reads up to
+    # the end marker. (With count=5 the reader would leave after the fifth
+    # batch, and the sender's end marker rightly find no receiver.)
+    tx = Connection("zpush://127.0.0.1:*", bind=True)
+    ds = StreamDataset(tx.endpoint.replace("tcp://", "zrpull://"))
+    assert isinstance(ds, torch.utils.data.IterableDataset)
 
-        def send():
+    def send():
+        with tx:
             for i in range(5):
                 tx.send({"x": torch.full((2, 3), float(i)), "y": torch.tensor([i])})
-            tx.drain(10)
 
-        join = in_thread(send)
-        seen = [batch for batch in DataLoader(ds, batch_size=None, num_workers=0)]
-        join()
+    join = in_thread(send)
+    seen = [batch for batch in DataLoader(ds, batch_size=None, num_workers=0)]
+    join()
     assert [int(b["y"].item()) for b in seen] == [0, 1, 2, 3, 4]
     assert all(torch.equal(b["x"], torch.full((2, 3), float(i))) for i, b in enumerate(seen))
 

@@ -544,7 +544,7 @@ void WorkloadB(const Config& c) {
     const std::uint64_t bytes = n * kSmallBytes;
     // Best of 7 and 5: on a 2-vCPU VM one run in three or four of either
     // side stalls (page allocation, writeback), and best of 3 at 1M let a
-    // single unlucky pair decide the verdict (docs/format-bench.md, session 11).
+    // single unlucky pair decide the verdict (docs/format-bench.md, 2026-11-26, commit 1f8df8d).
     const int reps = n >= 1000000 ? Reps(c, 5, 3) : Reps(c, 7, 3);
     SmallNames(n);
     WriteSmall(ts_path, src, n);  // warm-up

@@ -23,9 +23,9 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "tensorsafe/stream.h"
-#include "tensorsafe/stream_net.h"
-#include "tensorsafe/stream_zmq.h"
+#include "tensorsafe/stream/fd.h"
+#include "tensorsafe/stream/net.h"
+#include "tensorsafe/stream/zmq.h"
 
 using namespace tensorsafe;
 using Clock = std::chrono::steady_clock;

@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "tensorsafe/formats/mds.h"
-#include "tensorsafe/formats/wds.h"
+#include "tensorsafe/dataset/mds.h"
+#include "tensorsafe/dataset/wds.h"
 
 namespace tensorsafe::fuzz {
 

@@ -6,10 +6,10 @@
 
 #include "dataset_checks.h"
 #include "dataset_compat_shard_checks.h"
-#include "formats/mds/mds_internal.h"
+#include "dataset/sources/mds/internal.h"
 #include "fuzz_util.h"
 #include "mem_env.h"
-#include "tensorsafe/formats/mds.h"
+#include "tensorsafe/dataset/mds.h"
 
 namespace tensorsafe::fuzz {
 namespace {

@@ -17,7 +17,7 @@ namespace tensorsafe::fuzz {
 // sample reads (or fails with kCorruption) with views that satisfy
 // CheckSourceSamples, the same on a second pass. When the index says shard
 // 0 is compressed, the bytes are also read as its compressed file: DecodeShard
-// (src/formats/mds/codecs.cc) succeeds with exactly the index's raw size or
+// (src/dataset/sources/mds/codecs.cc) succeeds with exactly the index's raw size or
 // fails with kCorruption naming the file, never writes past that size, does
 // the same twice, and what it decodes is opened and read as above.
 void CheckMdsShard(std::span<const std::byte> data);

@@ -36,7 +36,7 @@ std::int64_t Pick(Input& in, std::int64_t lo, std::int64_t hi, bool* in_range) {
   return lo + static_cast<std::int64_t>(r % span);
 }
 
-// The decoder's ranges (src/dataset/sampler.cc; partition.h constants).
+// The decoder's ranges (src/dataset/sampling/sampler.cc; partition.h constants).
 void CheckBuiltState(std::span<const std::byte> data) {
   Input in(data);
   SamplerState s;

@@ -9,7 +9,7 @@
 
 #include "fuzz_checks.h"
 #include "fuzz_util.h"
-#include "tensorsafe/stream.h"
+#include "tensorsafe/stream/fd.h"
 
 namespace tensorsafe::fuzz {
 namespace {
@@ -73,7 +73,7 @@ void CheckFdStream(std::span<const std::byte> data) {
     for (int i = 0; i < 64; ++i) {
       Result<std::optional<TensorSet>> b = (*reader)->Next();
       if (!b.ok()) {
-        // After an error every call fails (stream.h).
+        // After an error every call fails (stream/fd.h).
         TS_FUZZ_CHECK(!(*reader)->Next().ok(), "stream: a reader delivered a batch after an error");
         break;
       }

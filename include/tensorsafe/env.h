@@ -49,7 +49,7 @@ class WritableFile {
   }
   virtual Status Truncate(std::uint64_t size) { return Internal(name() + ": cannot truncate"); }
   // For a decoder that writes its whole output in one call (MDS snappy
-  // shards, src/formats/mds/codecs.cc): makes this file, still empty, `size`
+  // shards, src/dataset/sources/mds/codecs.cc): makes this file, still empty, `size`
   // bytes long with its blocks allocated (a full disk fails here, not as a
   // SIGBUS in the mapping) and returns a writable shared mapping of it,
   // valid until Close(); the bytes go to the page cache, not the heap.

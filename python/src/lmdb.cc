@@ -1,5 +1,5 @@
 // tensorsafe._native LMDB classes: LmdbStore and LmdbSnapshot
-// (include/tensorsafe/lmdb_store.h), for tensorsafe.lmdb. Batches come in as
+// (include/tensorsafe/stream/lmdb.h), for tensorsafe.lmdb. Batches come in as
 // entries (entries.h) and go out as TensorBuffers viewing LMDB's mapping,
 // each holding its snapshot (read transaction) open; every LMDB call runs
 // without the GIL.
@@ -15,7 +15,7 @@
 #include "buffer.h"
 #include "common.h"
 #include "entries.h"
-#include "tensorsafe/lmdb_store.h"
+#include "tensorsafe/stream/lmdb.h"
 
 namespace tensorsafe::python {
 namespace {

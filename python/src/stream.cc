@@ -1,5 +1,5 @@
 // tensorsafe._native stream classes: StreamWriter / StreamReader over a file
-// descriptor (stream.h) and ZmqSender / ZmqReceiver (stream_zmq.h). Thin:
+// descriptor (stream/fd.h) and ZmqSender / ZmqReceiver (stream/zmq.h). Thin:
 // entries are converted with the GIL held, then every send, receive, read
 // and write runs with it released. Received tensors are TensorBuffers that
 // view the message (one aligned buffer for fd streams, the ZeroMQ frames
@@ -24,9 +24,9 @@
 #include "buffer.h"
 #include "common.h"
 #include "entries.h"
-#include "tensorsafe/stream.h"
-#include "tensorsafe/stream_url.h"
-#include "tensorsafe/stream_zmq.h"
+#include "tensorsafe/stream/fd.h"
+#include "tensorsafe/stream/url.h"
+#include "tensorsafe/stream/zmq.h"
 
 namespace tensorsafe::python {
 namespace {
@@ -354,7 +354,7 @@ void RegisterStream(py::module_& m) {
     d["deprecation"] = u.deprecation;
     return d;
   }, py::arg("url"), py::arg("mode") = py::none(), py::arg("pubsub") = false,
-     "The stream address grammar of include/tensorsafe/stream_url.h, as a dict.");
+     "The stream address grammar of include/tensorsafe/stream/url.h, as a dict.");
 }
 
 }  // namespace tensorsafe::python

@@ -1,6 +1,6 @@
 """An LMDB store of tensor batches: key -> batch (named tensors + JSON
 metadata), each value one checksummed native stream message
-(include/tensorsafe/lmdb_store.h, docs/STREAM.md §10), with the semantics of
+(include/tensorsafe/stream/lmdb.h, docs/STREAM.md §10), with the semantics of
 ``tensorsafe lmdb put | get | ls | rm``.
 
 Reads are zero-copy: :meth:`Store.get` returns read-only NumPy views (or

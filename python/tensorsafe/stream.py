@@ -9,7 +9,7 @@ are exactly those, in order, comes back as a list, any other as a dict.
 
 :class:`Connection` follows tensorcom's ``Connection(url)``; its addresses
 are those of the ``tensorsafe send`` / ``recv`` commands (one grammar, in C++:
-include/tensorsafe/stream_url.h, docs/STREAM.md §12):
+include/tensorsafe/stream/url.h, docs/STREAM.md §12):
 
 =========================  =====================================  =========
 URL                        what                                   default
@@ -80,7 +80,7 @@ ENCODINGS = ("native", "tensorcom", "tensorcom-single", "zio")
 
 
 def parse_url(url: str, mode: Optional[str] = None) -> Dict[str, Any]:
-    """The parts of a stream address (the C++ grammar, include/tensorsafe/stream_url.h):
+    """The parts of a stream address (the C++ grammar, include/tensorsafe/stream/url.h):
     ``transport`` ("stdio", "fd", "tcp-raw", "unix", "zmq"), ``mode``, ``binds``, ``fd``,
     ``host``, ``port``, ``path``, ``pattern``, ``endpoint``, ``topic``, ``canonical`` (the
     current spelling) and ``deprecation`` (a note for an old spelling, else "").

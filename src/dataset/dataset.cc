@@ -8,7 +8,7 @@
 #include <list>
 #include <mutex>
 
-#include "dataset/dataset_internal.h"
+#include "dataset/internal.h"
 #include "util/checked_math.h"
 #include "util/endian.h"
 #include "util/text.h"
@@ -16,7 +16,7 @@
 namespace tensorsafe::dataset {
 
 namespace fs = std::filesystem;
-using internal::QuoteName;
+using tensorsafe::internal::QuoteName;
 
 const FieldView* Sample::Find(std::string_view name) const {
   for (const FieldView& f : fields) {
@@ -34,12 +34,12 @@ Status KindError(const FieldView& v, std::string_view want) {
 
 Result<std::int64_t> AsInt(const FieldView& v) {
   if (v.spec == nullptr || v.spec->kind != FieldKind::kInt || v.bytes.size() != 8) return KindError(v, "int");
-  return static_cast<std::int64_t>(internal::Load64(v.bytes.data()));
+  return static_cast<std::int64_t>(tensorsafe::internal::Load64(v.bytes.data()));
 }
 
 Result<double> AsFloat(const FieldView& v) {
   if (v.spec == nullptr || v.spec->kind != FieldKind::kFloat || v.bytes.size() != 8) return KindError(v, "float");
-  return internal::LoadLE<double>(v.bytes.data());
+  return tensorsafe::internal::LoadLE<double>(v.bytes.data());
 }
 
 Result<std::string_view> AsText(const FieldView& v) {
@@ -151,7 +151,7 @@ Result<std::shared_ptr<Dataset>> Dataset::FromShards(std::string location, Schem
       return InvalidArgument(impl->location + ": shard " + std::to_string(s) + " " +
                              QuoteName(impl->shards[s].name) + " has no samples");
     }
-    auto next = internal::CheckedAdd(impl->starts.back(), impl->shards[s].samples);
+    auto next = tensorsafe::internal::CheckedAdd(impl->starts.back(), impl->shards[s].samples);
     if (!next) return InvalidArgument(impl->location + ": the sample total overflows 64 bits");
     impl->starts.push_back(*next);
   }
@@ -183,23 +183,23 @@ ShardOpener Dataset::NativeOpener(std::string root, Schema schema, DatasetOption
                                      .string();
       if (!fs::exists(target, ec)) {
         const std::string zpath = (fs::path(root_real) / info.zstd->name).string();
-        TS_RETURN_IF_ERROR(internal_ds::ContainedRealPath(root_real, zpath, what).status());
+        TS_RETURN_IF_ERROR(internal::ContainedRealPath(root_real, zpath, what).status());
         if (!options.cache_dir.empty()) fs::create_directories(options.cache_dir, ec);
         auto hex = [](const std::string& h) { return std::stoull(h, nullptr, 16); };
-        TS_RETURN_IF_ERROR(internal_ds::ZstdDecompressFile(zpath, {info.zstd->bytes, hex(info.zstd->xxh3)}, target,
+        TS_RETURN_IF_ERROR(internal::ZstdDecompressFile(zpath, {info.zstd->bytes, hex(info.zstd->xxh3)}, target,
                                                            {info.bytes, hex(info.xxh3)}, what));
         checked = true;
       }
       if (options.cache_dir.empty()) {
-        TS_ASSIGN_OR_RETURN(path, internal_ds::ContainedRealPath(root_real, target, what));
+        TS_ASSIGN_OR_RETURN(path, internal::ContainedRealPath(root_real, target, what));
       } else {
         path = target;
       }
     } else {
-      TS_ASSIGN_OR_RETURN(path, internal_ds::ContainedRealPath(root_real, path, what));
+      TS_ASSIGN_OR_RETURN(path, internal::ContainedRealPath(root_real, path, what));
     }
     if (options.verify_on_open && !checked) {
-      TS_ASSIGN_OR_RETURN(auto d, internal_ds::DigestFile(path));
+      TS_ASSIGN_OR_RETURN(auto d, internal::DigestFile(path));
       if (d.bytes != info.bytes || HashHex(d.xxh3) != info.xxh3) {
         return Corruption(what + ": file has " + std::to_string(d.bytes) + " bytes with XXH3 " + HashHex(d.xxh3) +
                           ", the index says " + std::to_string(info.bytes) + " bytes, " + info.xxh3);
@@ -355,8 +355,8 @@ Status Dataset::Verify(std::vector<Status>* problems,
     Status st;
     auto check_file = [&](const std::string& name, std::uint64_t bytes, const std::string& xxh3) -> Status {
       TS_ASSIGN_OR_RETURN(std::string path,
-                          internal_ds::ContainedRealPath(root, (fs::path(root) / name).string(), what));
-      TS_ASSIGN_OR_RETURN(auto d, internal_ds::DigestFile(path));
+                          internal::ContainedRealPath(root, (fs::path(root) / name).string(), what));
+      TS_ASSIGN_OR_RETURN(auto d, internal::DigestFile(path));
       if (d.bytes != bytes || HashHex(d.xxh3) != xxh3) {
         return Corruption(what + ": " + name + " has " + std::to_string(d.bytes) + " bytes with XXH3 " +
                           HashHex(d.xxh3) + ", the index says " + std::to_string(bytes) + " bytes, " + xxh3);

@@ -11,7 +11,7 @@
 
 #include "tensorsafe/tensor.h"
 
-#include "dataset/dataset_internal.h"
+#include "dataset/internal.h"
 #include "io/atomic_file.h"
 #include "tensorsafe/env.h"
 #include "util/checked_math.h"
@@ -19,7 +19,7 @@
 
 namespace tensorsafe::dataset {
 
-using internal::QuoteName;
+using tensorsafe::internal::QuoteName;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
@@ -46,7 +46,7 @@ std::string SchemaProblem(const Schema& schema, std::uint32_t max_rank, std::uin
   std::unordered_set<std::string_view> names;
   for (std::size_t k = 0; k < schema.fields.size(); ++k) {
     const FieldSpec& f = schema.fields[k];
-    if (!internal::IsValidUtf8(f.name)) return FieldLabel(k, f.name) + ": name is not valid UTF-8";
+    if (!tensorsafe::internal::IsValidUtf8(f.name)) return FieldLabel(k, f.name) + ": name is not valid UTF-8";
     if (f.name.empty()) return "field " + std::to_string(k) + ": empty name";
     if (!names.insert(f.name).second) return FieldLabel(k, f.name) + ": duplicate name";
     if (f.kind != FieldKind::kTensor) continue;
@@ -185,11 +185,11 @@ Result<Schema> SchemaFromJson(std::string_view text, std::string_view what, cons
   return SchemaFromJsonValue(j, what, limits);
 }
 
-namespace internal_ds {
+namespace internal {
 Result<Schema> SchemaFromJsonNode(const void* node, std::string_view what, const IndexLimits& limits) {
   return SchemaFromJsonValue(*static_cast<const json*>(node), what, limits);
 }
-}  // namespace internal_ds
+}  // namespace internal
 
 Status ValidateSchema(const Schema& schema) {
   std::string problem = SchemaProblem(schema, 255, 1u << 20);
@@ -233,7 +233,7 @@ Status ValidateShardName(std::string_view name, std::string_view what) {
   };
   if (name.empty()) return bad("is empty");
   if (name.size() > 4096) return bad("is longer than 4096 bytes");
-  if (!internal::IsValidUtf8(name)) return bad("is not valid UTF-8");
+  if (!tensorsafe::internal::IsValidUtf8(name)) return bad("is not valid UTF-8");
   if (name.front() == '/') return bad("is absolute (names are relative to the dataset root)");
   if (name.find('\\') != std::string_view::npos) return bad("contains a backslash");
   if (name.find('\0') != std::string_view::npos) return bad("contains a NUL byte");
@@ -308,7 +308,7 @@ Result<DatasetIndex> ParseIndex(std::string_view text, std::string_view what, co
     if (!names.insert(info.name).second) {  // I8
       return Corruption(label + ": name " + QuoteName(info.name) + " is listed twice");
     }
-    auto sum = internal::CheckedAdd(total, info.samples);
+    auto sum = tensorsafe::internal::CheckedAdd(total, info.samples);
     if (!sum) return Corruption(label + ": the sample total overflows 64 bits");
     total = *sum;
     index.shards.push_back(std::move(info));
@@ -320,7 +320,7 @@ Result<DatasetIndex> ParseIndex(std::string_view text, std::string_view what, co
   if (auto m = j.find("metadata"); m != j.end() && !m->is_null()) {  // I10
     if (!m->is_object()) return Corruption(w + ": \"metadata\" is not an object");
     index.metadata_json = Dump(*m);
-    Status s = internal::ValidateJsonObject(index.metadata_json, limits.max_json_depth);
+    Status s = tensorsafe::internal::ValidateJsonObject(index.metadata_json, limits.max_json_depth);
     if (!s.ok()) return Status(s.code() == StatusCode::kLimitExceeded ? s.code() : StatusCode::kCorruption,
                                w + ": \"metadata\": " + s.message());
   }
@@ -365,10 +365,10 @@ Result<DatasetIndex> ReadIndexFile(const std::string& dir, const IndexLimits& li
 Status WriteIndexFile(const std::string& dir, const DatasetIndex& index, bool sync) {
   const std::string path = (fs::path(dir) / kIndexFileName).string();
   const std::string text = EncodeIndex(index);
-  return internal::WriteFileAtomically(path, std::as_bytes(std::span(text)), sync);
+  return tensorsafe::internal::WriteFileAtomically(path, std::as_bytes(std::span(text)), sync);
 }
 
-namespace internal_ds {
+namespace internal {
 
 Result<std::string> ContainedRealPath(const std::string& root_real, const std::string& path,
                                       std::string_view what) {
@@ -383,7 +383,7 @@ Result<std::string> ContainedRealPath(const std::string& root_real, const std::s
   return real.string();
 }
 
-}  // namespace internal_ds
+}  // namespace internal
 
 Result<DatasetIndex> Merge(const std::string& out_dir, const std::vector<std::string>& parts,
                            const MergeOptions& options) {
@@ -396,7 +396,7 @@ Result<DatasetIndex> Merge(const std::string& out_dir, const std::vector<std::st
     return FailedPrecondition("merge: " + index_path + " already exists (pass overwrite to replace it)");
   }
   if (!options.metadata_json.empty()) {
-    Status s = internal::ValidateJsonObject(options.metadata_json, 64);
+    Status s = tensorsafe::internal::ValidateJsonObject(options.metadata_json, 64);
     if (!s.ok()) return InvalidArgument("merge: metadata: " + s.message());
   }
   DatasetIndex merged;
@@ -432,7 +432,7 @@ Result<DatasetIndex> Merge(const std::string& out_dir, const std::vector<std::st
         const std::string joined = rel_s + "/" + *name;
         TS_RETURN_IF_ERROR(ValidateShardName(joined, "merge: part " + rel_s));
         if (!(sh.zstd && name == &sh.name)) {  // a compressed shard's raw file may be absent
-          auto contained = internal_ds::ContainedRealPath(root.string(), (root / joined).string(),
+          auto contained = internal::ContainedRealPath(root.string(), (root / joined).string(),
                                                           "merge: part " + rel_s);
           if (!contained.ok()) {
             return Status(contained.status().code() == StatusCode::kCorruption ? StatusCode::kInvalidArgument
@@ -442,7 +442,7 @@ Result<DatasetIndex> Merge(const std::string& out_dir, const std::vector<std::st
         }
         *name = joined;
       }
-      auto sum = internal::CheckedAdd(merged.samples, sh.samples);
+      auto sum = tensorsafe::internal::CheckedAdd(merged.samples, sh.samples);
       if (!sum) return InvalidArgument("merge: the sample total overflows 64 bits");
       merged.samples = *sum;
       merged.shards.push_back(std::move(sh));

@@ -6,7 +6,7 @@
 #include <deque>
 #include <nlohmann/json.hpp>
 
-#include "dataset/dataset_internal.h"
+#include "dataset/internal.h"
 #include "tensorsafe/reader.h"
 #include "util/checked_math.h"
 #include "util/endian.h"
@@ -14,7 +14,7 @@
 
 namespace tensorsafe::dataset {
 
-using internal::QuoteName;
+using tensorsafe::internal::QuoteName;
 using nlohmann::json;
 
 std::string ColumnTensorName(std::size_t field, std::string_view part) {
@@ -101,7 +101,7 @@ class TsafeShard::Impl {
     n = cnt->get<std::uint64_t>();
     auto sch = meta.find("schema");
     if (sch == meta.end()) return Corrupt("metadata has no \"schema\"");
-    TS_ASSIGN_OR_RETURN(schema, internal_ds::SchemaFromJsonNode(&*sch, display, limits));  // S4
+    TS_ASSIGN_OR_RETURN(schema, internal::SchemaFromJsonNode(&*sch, display, limits));  // S4
     if (expected != nullptr) {
       std::string why;
       if (!SameSchema(*expected, schema, &why)) return Corrupt("schema differs from the index: " + why);
@@ -131,7 +131,7 @@ class TsafeShard::Impl {
       auto per = DenseByteSize(dt, one);
       if (!per.ok()) return Corrupt(label + ": " + per.status().message());
       c.sample_bytes = *per;
-      auto total = internal::CheckedMul(*per, n);
+      auto total = tensorsafe::internal::CheckedMul(*per, n);
       if (!total || *total != t->data.size()) {  // S7
         return Corrupt(label + ": values hold " + std::to_string(t->data.size()) + " bytes, expected " +
                        std::to_string(n) + " x " + std::to_string(*per));
@@ -162,11 +162,11 @@ class TsafeShard::Impl {
       c.shapes = sh_t->data.data();
     }
     // S8: offsets start at 0, never decrease, end at the data length.
-    std::uint64_t prev = internal::Load64(c.offsets);
+    std::uint64_t prev = tensorsafe::internal::Load64(c.offsets);
     if (prev != 0) return Corrupt(label + ": offsets[0] is " + std::to_string(prev) + ", expected 0");
     for (std::uint64_t i = 0; i < n; ++i) {
-      const std::uint64_t b = internal::Load64(c.offsets + 8 * i);
-      const std::uint64_t e = internal::Load64(c.offsets + 8 * (i + 1));
+      const std::uint64_t b = tensorsafe::internal::Load64(c.offsets + 8 * i);
+      const std::uint64_t e = tensorsafe::internal::Load64(c.offsets + 8 * (i + 1));
       if (e < b) {
         return Corrupt(label + ": sample " + std::to_string(i) + ": offsets[" + std::to_string(i + 1) + "] = " +
                        std::to_string(e) + " is below offsets[" + std::to_string(i) + "] = " + std::to_string(b));
@@ -181,7 +181,7 @@ class TsafeShard::Impl {
       }
       if (f.kind == FieldKind::kTensor) TS_RETURN_IF_ERROR(CheckShape(k, i, e - b));
     }
-    const std::uint64_t last = internal::Load64(c.offsets + 8 * n);
+    const std::uint64_t last = tensorsafe::internal::Load64(c.offsets + 8 * n);
     if (last != data_len) {
       return Corrupt(label + ": offsets[" + std::to_string(n) + "] = " + std::to_string(last) +
                      ", expected the data length " + std::to_string(data_len));
@@ -197,7 +197,7 @@ class TsafeShard::Impl {
     const std::string label = "field " + std::to_string(k) + " " + QuoteName(f.name) + ": sample " + std::to_string(i);
     Shape shape(c.rank);
     for (std::size_t d = 0; d < c.rank; ++d) {
-      const auto v = static_cast<std::int64_t>(internal::Load64(c.shapes + 8 * (i * c.rank + d)));
+      const auto v = static_cast<std::int64_t>(tensorsafe::internal::Load64(c.shapes + 8 * (i * c.rank + d)));
       if (v < 0) return Corrupt(label + ": dimension " + std::to_string(d) + " is " + std::to_string(v));
       if (f.shape[d] != kAnyDim && v != f.shape[d]) {
         return Corrupt(label + ": dimension " + std::to_string(d) + " is " + std::to_string(v) + ", the schema says " +
@@ -262,11 +262,11 @@ Status TsafeShard::VerifyData() const {
     const auto& c = im.columns[k];
     if (c.spec->kind != FieldKind::kStr && c.spec->kind != FieldKind::kJson) continue;
     for (std::uint64_t i = 0; i < im.n; ++i) {
-      const std::uint64_t b = internal::Load64(c.offsets + 8 * i), e = internal::Load64(c.offsets + 8 * (i + 1));
+      const std::uint64_t b = tensorsafe::internal::Load64(c.offsets + 8 * i), e = tensorsafe::internal::Load64(c.offsets + 8 * (i + 1));
       std::string_view text(reinterpret_cast<const char*>(c.values) + b, e - b);
       const std::string label = "field " + std::to_string(k) + " " + QuoteName(c.spec->name) + ": sample " +
                                 std::to_string(i);
-      if (c.spec->kind == FieldKind::kStr && !internal::IsValidUtf8(text)) {
+      if (c.spec->kind == FieldKind::kStr && !tensorsafe::internal::IsValidUtf8(text)) {
         return im.Corrupt(label + ": str value is not valid UTF-8");
       }
       if (c.spec->kind == FieldKind::kJson && !json::accept(text)) {
@@ -297,8 +297,8 @@ Status TsafeShard::Read(std::uint64_t i, std::vector<FieldView>& out) const {
       }
       continue;
     }
-    const std::uint64_t b = internal::Load64(c.offsets + 8 * i);
-    const std::uint64_t e = internal::Load64(c.offsets + 8 * (i + 1));
+    const std::uint64_t b = tensorsafe::internal::Load64(c.offsets + 8 * i);
+    const std::uint64_t e = tensorsafe::internal::Load64(c.offsets + 8 * (i + 1));
     if (c.spec->kind != FieldKind::kTensor) {
       v.shape.clear();
       v.bytes = {c.values + b, e - b};
@@ -309,7 +309,7 @@ Status TsafeShard::Read(std::uint64_t i, std::vector<FieldView>& out) const {
     std::uint64_t elems = 1;
     const std::byte* sp = c.shapes + 8 * i * c.rank;
     for (std::size_t d = 0; d < c.rank; ++d) {
-      v.shape[d] = static_cast<std::int64_t>(internal::Load64(sp + 8 * d));
+      v.shape[d] = static_cast<std::int64_t>(tensorsafe::internal::Load64(sp + 8 * d));
       elems *= static_cast<std::uint64_t>(v.shape[d]);
     }
     v.bytes = {c.values + b, elems / c.block_elems * c.block_bytes};

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
-#include "dataset/dataset_internal.h"
+#include "dataset/internal.h"
 #include "tensorsafe/env.h"
 #include "tensorsafe/dataset/shard.h"
 #include "tensorsafe/writer.h"
@@ -24,7 +24,7 @@
 namespace tensorsafe::dataset {
 
 namespace fs = std::filesystem;
-using internal::QuoteName;
+using tensorsafe::internal::QuoteName;
 
 FieldValue FieldValue::Tensor(DType dtype, std::vector<std::int64_t> shape, std::span<const std::byte> bytes) {
   FieldValue v;
@@ -71,9 +71,9 @@ FieldValue FieldValue::FromView(const FieldView& view) {
   v.shape = view.shape;
   v.bytes = view.bytes;
   if (v.kind == FieldKind::kInt && view.bytes.size() == 8) {
-    v.int_value = static_cast<std::int64_t>(internal::Load64(view.bytes.data()));
+    v.int_value = static_cast<std::int64_t>(tensorsafe::internal::Load64(view.bytes.data()));
   }
-  if (v.kind == FieldKind::kFloat && view.bytes.size() == 8) v.float_value = internal::LoadLE<double>(view.bytes.data());
+  if (v.kind == FieldKind::kFloat && view.bytes.size() == 8) v.float_value = tensorsafe::internal::LoadLE<double>(view.bytes.data());
   return v;
 }
 
@@ -182,12 +182,12 @@ class DatasetWriter::Impl {
       }
       case FieldKind::kStr: {
         std::string_view t(reinterpret_cast<const char*>(v.bytes.data()), v.bytes.size());
-        if (!internal::IsValidUtf8(t)) return InvalidArgument(label + ": str value is not valid UTF-8");
+        if (!tensorsafe::internal::IsValidUtf8(t)) return InvalidArgument(label + ": str value is not valid UTF-8");
         return Status::OK();
       }
       case FieldKind::kJson: {
         std::string_view t(reinterpret_cast<const char*>(v.bytes.data()), v.bytes.size());
-        if (!internal::IsValidUtf8(t) || !nlohmann::json::accept(t)) {
+        if (!tensorsafe::internal::IsValidUtf8(t) || !nlohmann::json::accept(t)) {
           return InvalidArgument(label + ": json value is not valid JSON text");
         }
         return Status::OK();
@@ -262,7 +262,7 @@ class DatasetWriter::Impl {
     if (f.kind == FieldKind::kInt || f.kind == FieldKind::kFloat) {
       std::byte b[8];
       if (f.kind == FieldKind::kInt) {
-        internal::Store64(b, static_cast<std::uint64_t>(v.int_value));
+        tensorsafe::internal::Store64(b, static_cast<std::uint64_t>(v.int_value));
       } else {
         std::memcpy(b, &v.float_value, 8);
       }
@@ -342,7 +342,7 @@ class DatasetWriter::Impl {
     meta["schema"] = nlohmann::json::parse(SchemaToJson(schema));
     TS_RETURN_IF_ERROR(w->SetMetadata(meta.dump()));
     TS_RETURN_IF_ERROR(w->Finish());
-    TS_ASSIGN_OR_RETURN(auto digest, internal_ds::DigestFile(path));
+    TS_ASSIGN_OR_RETURN(auto digest, internal::DigestFile(path));
     ShardInfo info;
     info.name = name;
     info.samples = n;
@@ -350,7 +350,7 @@ class DatasetWriter::Impl {
     info.xxh3 = HashHex(digest.xxh3);
     stored_bytes += digest.bytes;
     if (opt.zstd_level != 0) {
-      TS_ASSIGN_OR_RETURN(auto zd, internal_ds::ZstdCompressFile(path, zpath, opt.zstd_level, opt.sync));
+      TS_ASSIGN_OR_RETURN(auto zd, internal::ZstdCompressFile(path, zpath, opt.zstd_level, opt.sync));
       TS_RETURN_IF_ERROR(Env::Default()->Remove(path));  // only the compressed file is stored
       std::erase(written, path);
       info.zstd = StoredFile{zname, zd.bytes, HashHex(zd.xxh3)};
@@ -428,7 +428,7 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& 
                            " is not a relative path without \"..\" components");
   }
   if (!options.metadata_json.empty()) {
-    Status s = internal::ValidateJsonObject(options.metadata_json, 64);
+    Status s = tensorsafe::internal::ValidateJsonObject(options.metadata_json, 64);
     if (!s.ok()) return InvalidArgument("metadata: " + s.message());
   }
   std::error_code ec;

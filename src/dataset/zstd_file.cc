@@ -5,12 +5,12 @@
 #include <optional>
 #include <vector>
 
-#include "dataset/dataset_internal.h"
+#include "dataset/internal.h"
 #include "io/atomic_file.h"
 #include "tensorsafe/env.h"
 #include "util/hash.h"
 
-namespace tensorsafe::dataset::internal_ds {
+namespace tensorsafe::dataset::internal {
 namespace {
 
 constexpr std::size_t kChunk = std::size_t{1} << 20;
@@ -26,7 +26,7 @@ struct DCtxFree {
 class TempOut {
  public:
   Status Open(const std::string& dst) {
-    TS_ASSIGN_OR_RETURN(internal::AtomicFile f, internal::AtomicFile::Create(dst));
+    TS_ASSIGN_OR_RETURN(tensorsafe::internal::AtomicFile f, tensorsafe::internal::AtomicFile::Create(dst));
     file_.emplace(std::move(f));
     return Status::OK();
   }
@@ -39,8 +39,8 @@ class TempOut {
   FileDigest digest() const { return {bytes_, hash_.Digest()}; }
 
  private:
-  std::optional<internal::AtomicFile> file_;
-  internal::StreamingHash hash_;
+  std::optional<tensorsafe::internal::AtomicFile> file_;
+  tensorsafe::internal::StreamingHash hash_;
   std::uint64_t bytes_ = 0;
 };
 
@@ -48,7 +48,7 @@ class TempOut {
 
 Result<FileDigest> DigestFile(const std::string& path) {
   TS_ASSIGN_OR_RETURN(auto file, Env::Default()->OpenRead(path));
-  internal::StreamingHash h;
+  tensorsafe::internal::StreamingHash h;
   std::vector<std::byte> buf(std::min<std::uint64_t>(kChunk * 4, file->size()));
   for (std::uint64_t off = 0; off < file->size();) {
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), file->size() - off));
@@ -104,7 +104,7 @@ Status ZstdDecompressFile(const std::string& src, const FileDigest& src_expect, 
   ZSTD_DCtx_setParameter(dctx.get(), ZSTD_d_windowLogMax, 27);
   TempOut out;
   TS_RETURN_IF_ERROR(out.Open(dst));
-  internal::StreamingHash in_hash;
+  tensorsafe::internal::StreamingHash in_hash;
   std::vector<std::byte> ibuf(ZSTD_DStreamInSize()), obuf(ZSTD_DStreamOutSize());
   std::size_t last_rem = 1;
   for (std::uint64_t off = 0; off < in->size();) {
@@ -140,4 +140,4 @@ Status ZstdDecompressFile(const std::string& src, const FileDigest& src_expect, 
   return out.Commit(/*sync=*/false);
 }
 
-}  // namespace tensorsafe::dataset::internal_ds
+}  // namespace tensorsafe::dataset::internal

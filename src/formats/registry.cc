@@ -10,12 +10,12 @@
 #include <cctype>
 #include <cstring>
 
-#include "format/layout.h"
-#include "format/tensor_set.h"
+#include "tsafe/layout.h"
+#include "tsafe/tensor_set.h"
 #include "formats/internal.h"
 #include "io/internal.h"
 #include "tensorsafe/formats/btf.h"
-#include "formats/gguf/gguf_internal.h"
+#include "formats/gguf/internal.h"
 #include "tensorsafe/formats/gguf.h"
 #include "tensorsafe/formats/gguf_kv.h"
 #include "tensorsafe/formats/npy.h"

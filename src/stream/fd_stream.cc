@@ -9,8 +9,8 @@
 #include <optional>
 
 #include "stream/native_codec.h"
-#include "stream/stream_internal.h"
-#include "tensorsafe/stream.h"
+#include "stream/internal.h"
+#include "tensorsafe/stream/fd.h"
 #include "util/checked_math.h"
 #include "util/endian.h"
 

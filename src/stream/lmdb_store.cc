@@ -1,6 +1,6 @@
-// LmdbStore (include/tensorsafe/lmdb_store.h): values are native stream
+// LmdbStore (include/tensorsafe/stream/lmdb.h): values are native stream
 // messages (docs/STREAM.md §4-5, §10).
-#include "tensorsafe/lmdb_store.h"
+#include "tensorsafe/stream/lmdb.h"
 
 #include <lmdb.h>
 #include <sys/stat.h>

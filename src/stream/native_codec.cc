@@ -8,7 +8,7 @@
 #include <new>
 #include <unordered_set>
 
-#include "formats/common/codec_util.h"
+#include "formats/codec_util.h"
 #include "util/checked_math.h"
 #include "util/endian.h"
 #include "util/hash.h"

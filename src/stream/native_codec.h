@@ -13,7 +13,7 @@
 
 #include "tensorsafe/options.h"
 #include "tensorsafe/status.h"
-#include "tensorsafe/stream.h"
+#include "tensorsafe/stream/fd.h"
 #include "tensorsafe/tensor_set.h"
 #include "util/hash.h"
 

@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "tensorsafe/stream_net.h"
+#include "tensorsafe/stream/net.h"
 
 namespace tensorsafe {
 namespace {

@@ -1,5 +1,5 @@
-// ParseStreamUrl (include/tensorsafe/stream_url.h).
-#include "tensorsafe/stream_url.h"
+// ParseStreamUrl (include/tensorsafe/stream/url.h).
+#include "tensorsafe/stream/url.h"
 
 #include <charconv>
 #include <string>

@@ -1,4 +1,4 @@
-// ZmqSender / ZmqReceiver (include/tensorsafe/stream_zmq.h), on cppzmq.
+// ZmqSender / ZmqReceiver (include/tensorsafe/stream/zmq.h), on cppzmq.
 // Frame layouts: docs/STREAM.md §9.
 #include <cerrno>
 #include <chrono>
@@ -8,11 +8,11 @@
 #include <unistd.h>
 #include <zmq.hpp>
 
-#include "formats/common/codec_util.h"
+#include "formats/codec_util.h"
 #include "stream/native_codec.h"
-#include "stream/stream_internal.h"
+#include "stream/internal.h"
 #include "tensorsafe/formats/zio.h"
-#include "tensorsafe/stream_zmq.h"
+#include "tensorsafe/stream/zmq.h"
 #include "util/checked_math.h"
 #include "util/endian.h"
 

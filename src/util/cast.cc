@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "formats/common/codec_util.h"
+#include "formats/codec_util.h"
 #include "util/aligned_alloc.h"
 #include "util/float16.h"
 #include "util/parallel_for.h"

@@ -9,7 +9,7 @@
 // this project's bench machine: 9.7 vs 21.6 GB/s on 1 MiB). Those entry points
 // exist when libxxhash was built with its x86 dispatcher (Debian/Ubuntu do);
 // weak references make them optional: when absent they are null and the
-// inlined code runs. Same algorithm, same digests (tests/format/
+// inlined code runs. Same algorithm, same digests (tests/tsafe/
 // fast_paths_test.cc compares them).
 //
 // A weak reference alone does not keep libxxhash in a link made with

@@ -21,8 +21,8 @@
 #include <nlohmann/json.hpp>
 
 #include "tensorsafe/dataset/sample.h"
-#include "tensorsafe/formats/mds.h"
-#include "tensorsafe/formats/wds.h"
+#include "tensorsafe/dataset/mds.h"
+#include "tensorsafe/dataset/wds.h"
 
 using namespace tensorsafe;
 

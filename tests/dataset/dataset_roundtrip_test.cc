@@ -10,7 +10,7 @@
 #include <random>
 #include <thread>
 
-#include "dataset/dataset_internal.h"
+#include "dataset/internal.h"
 #include "support/dataset_model.h"
 #include "support/temp_dir.h"
 #include "tensorsafe/dataset/dataset.h"
@@ -441,7 +441,7 @@ TEST(DatasetWriterAtomicity, RacingWritersNeverReplaceEachOthersShards) {
     EXPECT_FALSE(winners.empty());
     for (const auto& [name, sums] : winners) {
       ASSERT_EQ(sums.size(), 1u) << name << " was written by two writers";
-      auto d = internal_ds::DigestFile(dir + "/" + name);
+      auto d = internal::DigestFile(dir + "/" + name);
       ASSERT_TRUE(d.ok()) << name << ": " << d.status().ToString();
       EXPECT_EQ(HashHex(d->xxh3), sums[0]) << name << " is not the file its writer recorded";
     }

@@ -1,4 +1,4 @@
-#include "formats/common/codec_util.h"
+#include "formats/codec_util.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "formats/gguf/gguf_internal.h"
+#include "formats/gguf/internal.h"
 #include "formats/gguf_test_util.h"
 #include "support/temp_dir.h"
 #include "tensorsafe/formats/gguf.h"

@@ -7,7 +7,7 @@
 
 #include "stream/stream_test_util.h"
 #include "support/temp_dir.h"
-#include "tensorsafe/lmdb_store.h"
+#include "tensorsafe/stream/lmdb.h"
 #include "tensorsafe/writer.h"
 
 namespace tensorsafe {

@@ -7,7 +7,7 @@
 
 #include "stream/native_codec.h"
 #include "stream/stream_test_util.h"
-#include "tensorsafe/stream.h"
+#include "tensorsafe/stream/fd.h"
 #include "util/endian.h"
 #include "util/hash.h"
 

@@ -17,8 +17,8 @@
 #include "stream/stream_test_util.h"
 #include "support/temp_dir.h"
 #include "tensorsafe/formats/tenbin.h"
-#include "tensorsafe/stream.h"
-#include "tensorsafe/stream_net.h"
+#include "tensorsafe/stream/fd.h"
+#include "tensorsafe/stream/net.h"
 
 namespace tensorsafe {
 namespace {

@@ -1,7 +1,7 @@
 // ParseStreamUrl: the one address grammar of the CLI and Python
-// (include/tensorsafe/stream_url.h): every scheme, who binds, the current
+// (include/tensorsafe/stream/url.h): every scheme, who binds, the current
 // spelling of old ones, and a clear message for each mistake.
-#include "tensorsafe/stream_url.h"
+#include "tensorsafe/stream/url.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "stream/stream_test_util.h"
-#include "tensorsafe/stream_zmq.h"
+#include "tensorsafe/stream/zmq.h"
 
 namespace tensorsafe {
 namespace {

@@ -14,7 +14,7 @@
 #include "support/temp_dir.h"
 #include "tensorsafe/formats/tenbin.h"
 #include "tensorsafe/formats/zio.h"
-#include "tensorsafe/stream_zmq.h"
+#include "tensorsafe/stream/zmq.h"
 
 namespace tensorsafe {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dataset/dataset_internal.h"
+#include "dataset/internal.h"
 #include "support/temp_dir.h"
 #include "util/endian.h"
 
@@ -57,7 +57,7 @@ void WriteZstdMds(const std::string& dir, std::int64_t first_x, const std::strin
 
   const std::string raw_path = dir + "/shard.00000.mds", zip_path = raw_path + ".zstd";
   WriteFileBytes(raw_path, raw);
-  auto z = dataset::internal_ds::ZstdCompressFile(raw_path, zip_path, 3, /*sync=*/false);
+  auto z = dataset::internal::ZstdCompressFile(raw_path, zip_path, 3, /*sync=*/false);
   ASSERT_TRUE(z.ok()) << z.status().ToString();
   fs::remove(raw_path);  // MDSWriter keeps only the zip
   const std::string zip = ReadFileBytes(zip_path);

@@ -1,5 +1,5 @@
 // `tensorsafe lmdb put|get|ls|rm`: the LMDB tensor store
-// (include/tensorsafe/lmdb_store.h).
+// (include/tensorsafe/stream/lmdb.h).
 //   lmdb put DB SOURCE [--group N] [--prefix P] [--key K]   SOURCE: .tsafe or a directory
 //   lmdb get DB KEY [OUT.tsafe]
 //   lmdb ls DB [PREFIX]
@@ -12,7 +12,7 @@
 #include "command.h"
 #include "exit_codes.h"
 #include "stream_cli.h"
-#include "tensorsafe/lmdb_store.h"
+#include "tensorsafe/stream/lmdb.h"
 
 namespace tensorsafe::cli {
 namespace {

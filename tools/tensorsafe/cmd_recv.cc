@@ -1,7 +1,7 @@
 // `tensorsafe recv ADDRESS [OUT]`: receives a stream of batches (the
 // counterpart of `send`) and writes every tensor to OUT (.tsafe), or lists
 // the batches when OUT is absent. Byte-stream sockets listen by default;
-// ZeroMQ schemes say whether they bind (include/tensorsafe/stream_url.h).
+// ZeroMQ schemes say whether they bind (include/tensorsafe/stream/url.h).
 #include <fmt/core.h>
 
 #include <memory>
@@ -10,9 +10,9 @@
 #include "command.h"
 #include "exit_codes.h"
 #include "stream_cli.h"
-#include "tensorsafe/stream.h"
-#include "tensorsafe/stream_net.h"
-#include "tensorsafe/stream_zmq.h"
+#include "tensorsafe/stream/fd.h"
+#include "tensorsafe/stream/net.h"
+#include "tensorsafe/stream/zmq.h"
 
 namespace tensorsafe::cli {
 namespace {

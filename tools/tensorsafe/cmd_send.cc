@@ -1,7 +1,7 @@
 // `tensorsafe send SOURCE ADDRESS`: sends a tensor file as a stream of
 // batches (docs/STREAM.md) to stdout ("-"), a descriptor (fd://N), a TCP or
 // Unix socket with the fd framing (tcp-raw://HOST:PORT, unix://PATH), or
-// ZeroMQ (zpush://HOST:PORT, zpub://..., +ipc; include/tensorsafe/stream_url.h).
+// ZeroMQ (zpush://HOST:PORT, zpub://..., +ipc; include/tensorsafe/stream/url.h).
 #include <fmt/core.h>
 #include <signal.h>
 
@@ -10,9 +10,9 @@
 #include "command.h"
 #include "exit_codes.h"
 #include "stream_cli.h"
-#include "tensorsafe/stream.h"
-#include "tensorsafe/stream_net.h"
-#include "tensorsafe/stream_zmq.h"
+#include "tensorsafe/stream/fd.h"
+#include "tensorsafe/stream/net.h"
+#include "tensorsafe/stream/zmq.h"
 
 namespace tensorsafe::cli {
 namespace {

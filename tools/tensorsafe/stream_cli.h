@@ -1,5 +1,5 @@
 // Shared by `send`, `recv` and `lmdb`: stream addresses (the grammar of
-// include/tensorsafe/stream_url.h), turning a tensor
+// include/tensorsafe/stream/url.h), turning a tensor
 // file into batches, and writing received batches to a .tsafe file.
 #pragma once
 
@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "tensorsafe/formats/registry.h"
-#include "tensorsafe/stream_url.h"
+#include "tensorsafe/stream/url.h"
 #include "tensorsafe/tensor_set.h"
 #include "tensorsafe/writer.h"
 
 namespace tensorsafe::cli {
 
-// The address in the stream grammar (include/tensorsafe/stream_url.h) for
+// The address in the stream grammar (include/tensorsafe/stream/url.h) for
 // `role`; an old spelling prints its deprecation note on stderr, prefixed by
 // "tensorsafe <command>: warning: ".
 Result<StreamUrl> ParseAddress(const std::string& text, StreamRole role, bool pubsub, std::string_view command);

@@ -24,12 +24,12 @@ __version__ = "0.8.0"
 from ._core import (  # noqa: E402
     SafetensorError,
     TensorSpec,
-    _safe_open_handle,
     deserialize,
     safe_open,
     serialize,
     serialize_file,
 )
+from ._handle import _safe_open_handle  # noqa: E402
 
 __all__ = ["SafetensorError", "TensorSpec", "deserialize", "safe_open", "serialize", "serialize_file",
            "_safe_open_handle", "__version__", "install_alias"]

@@ -26,12 +26,12 @@
 
 namespace tensorsafe::dataset {
 
-using internal::BaseUrl;
-using internal::HttpClient;
-using internal::HttpConfig;
-using internal::HttpExpect;
-using internal::HttpSink;
-using internal::PathLock;
+using tensorsafe::internal::BaseUrl;
+using tensorsafe::internal::HttpClient;
+using tensorsafe::internal::HttpConfig;
+using tensorsafe::internal::HttpExpect;
+using tensorsafe::internal::HttpSink;
+using tensorsafe::internal::PathLock;
 
 namespace {
 
@@ -75,7 +75,7 @@ int FlockRetry(int fd, int op) {
 }
 
 Result<std::uint64_t> HashFd(int fd, std::uint64_t size, const std::string& path) {
-  internal::StreamingHash h;
+  tensorsafe::internal::StreamingHash h;
   std::vector<std::byte> buf(1 << 20);
   std::uint64_t off = 0;
   while (off < size) {
@@ -118,7 +118,7 @@ class FileSink : public HttpSink {
   int fd_;
   std::string path_;
   std::uint64_t offset_ = 0;
-  internal::StreamingHash hash_;
+  tensorsafe::internal::StreamingHash hash_;
 };
 
 class StringSink : public HttpSink {
@@ -208,7 +208,7 @@ struct ShardCache::Impl {
   std::vector<std::thread> workers;
 
   std::string Key(const RemoteFile& f) const {
-    return Hex16(internal::Hash64(base.full + '\n' + f.name)) + "-" + Hex16(f.xxh3);
+    return Hex16(tensorsafe::internal::Hash64(base.full + '\n' + f.name)) + "-" + Hex16(f.xxh3);
   }
   std::string FinalPath(const RemoteFile& f, const std::string& key) const {
     return files_dir + "/" + key + "-" + Tail(f.name);
@@ -244,7 +244,7 @@ struct ShardCache::Impl {
       // The shared lock is the pin; an evictor holds its exclusive lock only
       // for the instant of the unlink.
       if (FlockRetry(fd, LOCK_SH) != 0) return IOError(path + ": flock: " + Errno(errno), errno);
-      if (!internal::SameInode(fd, path)) continue;  // evicted between open and flock
+      if (!tensorsafe::internal::SameInode(fd, path)) continue;  // evicted between open and flock
       struct stat st;
       if (::fstat(fd, &st) != 0) return IOError(path + ": fstat: " + Errno(errno), errno);
       bool good = static_cast<std::uint64_t>(st.st_size) == f.bytes;
@@ -324,7 +324,7 @@ struct ShardCache::Impl {
         const auto size = static_cast<std::uint64_t>(e.st.st_size);
         if (FlockRetry(fd, LOCK_EX | LOCK_NB) != 0) {
           pinned += size;  // a live CachedFile somewhere
-        } else if (internal::SameInode(fd, path) && ::unlink(path.c_str()) == 0) {
+        } else if (tensorsafe::internal::SameInode(fd, path) && ::unlink(path.c_str()) == 0) {
           usage -= std::min(usage, size);
         }
         ::close(fd);
@@ -345,7 +345,7 @@ struct ShardCache::Impl {
   Result<CachedFile> Fetch(const RemoteFile& f) {
     if (stopping.load()) return FailedPrecondition("shard cache for " + base.full + " is shutting down");
     TS_RETURN_IF_ERROR(CheckFile(f));
-    TS_ASSIGN_OR_RETURN(std::string url, internal::JoinUrl(base, f.name));
+    TS_ASSIGN_OR_RETURN(std::string url, tensorsafe::internal::JoinUrl(base, f.name));
     const std::string key = Key(f);
     const std::string final_path = FinalPath(f, key);
     {
@@ -467,7 +467,7 @@ Result<std::unique_ptr<ShardCache>> ShardCache::Open(std::string_view base_url, 
     return InvalidArgument("shard cache: negative timeout or backoff");
   }
   auto impl = std::make_unique<Impl>();
-  TS_ASSIGN_OR_RETURN(impl->base, internal::ParseBaseUrl(base_url));
+  TS_ASSIGN_OR_RETURN(impl->base, tensorsafe::internal::ParseBaseUrl(base_url));
   std::error_code ec;
   const std::filesystem::path dir = std::filesystem::absolute(options.cache_dir, ec);
   if (ec) return IOError(options.cache_dir + ": " + ec.message(), ec.value());
@@ -512,7 +512,7 @@ Result<std::unique_ptr<ShardCache>> ShardCache::Open(std::string_view base_url, 
 
 const std::string& ShardCache::base_url() const { return impl_->base.full; }
 
-Result<std::string> ShardCache::UrlFor(std::string_view name) const { return internal::JoinUrl(impl_->base, name); }
+Result<std::string> ShardCache::UrlFor(std::string_view name) const { return tensorsafe::internal::JoinUrl(impl_->base, name); }
 
 Result<std::string> ShardCache::LocalPathFor(const RemoteFile& file) const {
   TS_RETURN_IF_ERROR(ValidateRelativeName(file.name));
@@ -520,7 +520,7 @@ Result<std::string> ShardCache::LocalPathFor(const RemoteFile& file) const {
 }
 
 Result<std::string> ShardCache::FetchBytes(std::string_view name) const {
-  TS_ASSIGN_OR_RETURN(std::string url, internal::JoinUrl(impl_->base, name));
+  TS_ASSIGN_OR_RETURN(std::string url, tensorsafe::internal::JoinUrl(impl_->base, name));
   StringSink sink;
   HttpExpect expect;
   expect.max_size = impl_->opt.max_index_bytes;

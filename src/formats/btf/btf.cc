@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "formats/common/codec_util.h"
+#include "formats/codec_util.h"
 #include "io/internal.h"
 #include "util/checked_math.h"
 #include "util/endian.h"

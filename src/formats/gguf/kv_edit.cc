@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "formats/gguf/gguf_internal.h"
+#include "formats/gguf/internal.h"
 #include "tensorsafe/formats/gguf_kv.h"
 #include "util/text.h"
 

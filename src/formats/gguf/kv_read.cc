@@ -7,7 +7,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "formats/gguf/gguf_internal.h"
+#include "formats/gguf/internal.h"
 #include "util/checked_math.h"
 #include "util/text.h"
 

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "formats/gguf/gguf_internal.h"
+#include "formats/gguf/internal.h"
 #include "util/checked_math.h"
 #include "util/text.h"
 

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "formats/common/codec_util.h"
+#include "formats/codec_util.h"
 #include "formats/gguf/quants_internal.h"
 #include "tensorsafe/cast.h"
 #include "tensorsafe/formats/gguf_quants.h"

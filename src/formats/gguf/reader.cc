@@ -4,7 +4,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "formats/gguf/gguf_internal.h"
+#include "formats/gguf/internal.h"
 #include "io/internal.h"
 #include "tensorsafe/formats/gguf.h"
 #include "util/checked_math.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "formats/gguf/gguf_internal.h"
+#include "formats/gguf/internal.h"
 #include "io/atomic_file.h"
 #include "tensorsafe/formats/gguf.h"
 #include "util/checked_math.h"

@@ -5,7 +5,10 @@
 #include "util/checked_math.h"
 #include "util/text.h"
 
-namespace tensorsafe::internal::npy {
+namespace tensorsafe::npy::internal {
+
+using tensorsafe::internal::CheckedAdd;
+using tensorsafe::internal::CheckedMul;
 namespace {
 
 // A cursor over the dict text. Errors carry the byte position in the header.
@@ -214,4 +217,4 @@ std::string WrapHeader(const std::string& dict) {
   return out;
 }
 
-}  // namespace tensorsafe::internal::npy
+}  // namespace tensorsafe::npy::internal

@@ -10,7 +10,7 @@
 #include "tensorsafe/status.h"
 #include "tensorsafe/tensor.h"
 
-namespace tensorsafe::internal::npy {
+namespace tensorsafe::npy::internal {
 
 // "\x93NUMPY": 0x93 is not ASCII, so text files never start with it.
 inline constexpr std::string_view kMagic = "\x93NUMPY";
@@ -45,4 +45,4 @@ std::string FormatHeaderDict(std::string_view descr, bool fortran_order,
 // 2.0 (3.0 when the text is not Latin-1, which our ASCII descrs never are).
 std::string WrapHeader(const std::string& dict);
 
-}  // namespace tensorsafe::internal::npy
+}  // namespace tensorsafe::npy::internal

@@ -7,7 +7,7 @@
 #include <new>
 
 #include "formats/npy/header.h"
-#include "formats/npy/npy_internal.h"
+#include "formats/npy/internal.h"
 #include "io/atomic_file.h"
 #include "io/internal.h"
 #include "tensorsafe/formats/npy.h"
@@ -16,7 +16,15 @@
 #include "util/text.h"
 
 namespace tensorsafe {
-namespace internal::npy {
+namespace npy::internal {
+
+using tensorsafe::internal::AllocAligned;
+using tensorsafe::internal::CheckedMul;
+using tensorsafe::internal::IsValidUtf8;
+using tensorsafe::internal::Load16;
+using tensorsafe::internal::Load32;
+using tensorsafe::internal::Load8;
+using tensorsafe::internal::RangeWithin;
 namespace {
 
 std::string N(std::uint64_t v) { return std::to_string(v); }
@@ -258,7 +266,7 @@ Result<Tensor> DecodeArray(std::span<const std::byte> bytes, std::shared_ptr<con
   return t;
 }
 
-}  // namespace internal::npy
+}  // namespace npy::internal
 
 namespace npy {
 
@@ -294,8 +302,8 @@ Result<std::string> DescrOf(DType dtype) {
 
 Result<TensorSet> Decode(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
                          const std::string& display_name, const ReadOptions& options) {
-  TS_ASSIGN_OR_RETURN(Tensor t, internal::npy::DecodeArray(bytes, std::move(owner),
-                                                           internal::npy::StemOf(display_name, ".npy"),
+  TS_ASSIGN_OR_RETURN(Tensor t, npy::internal::DecodeArray(bytes, std::move(owner),
+                                                           npy::internal::StemOf(display_name, ".npy"),
                                                            display_name, options));
   TensorSet set;
   set.tensors.push_back(std::move(t));
@@ -303,7 +311,7 @@ Result<TensorSet> Decode(std::span<const std::byte> bytes, std::shared_ptr<const
 }
 
 Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& options) {
-  TS_ASSIGN_OR_RETURN(auto region, internal::EnvOr(options.env)->Map(path));
+  TS_ASSIGN_OR_RETURN(auto region, tensorsafe::internal::EnvOr(options.env)->Map(path));
   std::span<const std::byte> bytes = region->bytes();
   return Decode(bytes, std::move(region), path, options);
 }
@@ -311,18 +319,18 @@ Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& options) 
 Result<std::string> EncodeHeader(DType dtype, std::span<const std::uint64_t> shape) {
   TS_ASSIGN_OR_RETURN(std::string descr, DescrOf(dtype));
   // Readable by NumPy, and by us (reader check 8).
-  if (!internal::npy::WithinNumpySizeLimit(shape, ElementSize(dtype))) {
+  if (!npy::internal::WithinNumpySizeLimit(shape, ElementSize(dtype))) {
     return Unsupported("shape " + ShapeToString(shape) + " of " + std::string(DTypeName(dtype)) +
                        " exceeds 2^63 - 1 bytes (zero dimensions aside), NumPy's array size limit");
   }
-  return internal::npy::WrapHeader(internal::npy::FormatHeaderDict(descr, false, shape));
+  return npy::internal::WrapHeader(npy::internal::FormatHeaderDict(descr, false, shape));
 }
 
 // The data size a dense tensor of its dtype and shape needs.
 static Status CheckSize(const Tensor& t) {
   TS_ASSIGN_OR_RETURN(std::uint64_t want, DenseByteSize(t.info.dtype, t.info.shape));
   if (want != t.data.size()) {
-    return InvalidArgument("tensor " + internal::QuoteName(t.info.name) + ": shape " +
+    return InvalidArgument("tensor " + tensorsafe::internal::QuoteName(t.info.name) + ": shape " +
                            ShapeToString(t.info.shape) + " of " + std::string(DTypeName(t.info.dtype)) +
                            " needs " + std::to_string(want) + " bytes, data has " +
                            std::to_string(t.data.size()));
@@ -346,8 +354,8 @@ Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptio
   Status s = CheckSize(t);
   if (!s.ok()) return s.WithContext(path);
   auto header = EncodeHeader(t.info.dtype, t.info.shape);
-  if (!header.ok()) return header.status().WithContext(path + ": tensor " + internal::QuoteName(t.info.name));
-  return internal::WriteAtomically(path, options.sync, options.env, [&](WritableFile& f) -> Status {
+  if (!header.ok()) return header.status().WithContext(path + ": tensor " + tensorsafe::internal::QuoteName(t.info.name));
+  return tensorsafe::internal::WriteAtomically(path, options.sync, options.env, [&](WritableFile& f) -> Status {
     TS_RETURN_IF_ERROR(f.Append(std::as_bytes(std::span(*header))));
     return f.Append(t.data);
   });

@@ -1,7 +1,7 @@
-// The .npz codec: zip.h for the container, npy_internal.h for the members.
+// The .npz codec: zip.h for the container, internal.h for the members.
 #include <set>
 
-#include "formats/npy/npy_internal.h"
+#include "formats/npy/internal.h"
 #include "formats/npy/zip.h"
 #include "io/atomic_file.h"
 #include "io/internal.h"
@@ -71,7 +71,7 @@ Result<TensorSet> Decode(std::span<const std::byte> bytes, std::shared_ptr<const
     std::shared_ptr<std::byte> buffer;
     TS_ASSIGN_OR_RETURN(auto member, internal::zip::Extract(bytes, e, opt.verify_crc, &buffer, where));
     std::shared_ptr<const void> member_owner = buffer ? std::shared_ptr<const void>(buffer) : owner;
-    TS_ASSIGN_OR_RETURN(Tensor t, internal::npy::DecodeArray(member, std::move(member_owner), name, where, opt.npy));
+    TS_ASSIGN_OR_RETURN(Tensor t, npy::internal::DecodeArray(member, std::move(member_owner), name, where, opt.npy));
     // Report offsets in the archive when the member is a view of it.
     if (!buffer) t.info.data_offset += e.data_offset;
     set.tensors.push_back(std::move(t));

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <limits>
 
-#include "formats/npy/npy_internal.h"
+#include "formats/npy/internal.h"
 #include "util/checked_math.h"
 #include "util/endian.h"
 #include "util/text.h"

@@ -12,6 +12,7 @@
 
 #include "formats/npy/zip.h"
 #include "formats/pytorch/convention.h"
+#include "formats/pytorch/decoder.h"
 #include "formats/pytorch/pickle.h"
 #include "io/internal.h"
 #include "tensorsafe/formats/pytorch.h"
@@ -23,6 +24,7 @@
 namespace tensorsafe::pytorch {
 namespace {
 
+using internal::Decoder;
 using internal::Entry;
 using internal::Kind;
 using internal::KindText;
@@ -110,537 +112,300 @@ void StridedCopy(const std::byte* base, const TensorDecl& t, std::uint32_t items
   }
 }
 
-class Decoder {
- public:
-  Decoder(std::span<const std::byte> bytes, std::shared_ptr<const void> owner, const std::string& name,
-          const ReadOptions& opt)
-      : bytes_(bytes), owner_(std::move(owner)), file_(name), opt_(opt), lim_(opt.limits) {}
-
-  Result<TensorSet> Run() {
-    auto starts = [&](std::string_view m) {
-      return bytes_.size() >= m.size() && std::memcmp(bytes_.data(), m.data(), m.size()) == 0;
-    };
-    if (starts("PK\x03\x04") || starts(std::string_view("PK\x05\x06", 4))) return Zip();
-    if (bytes_.size() >= 262 && std::memcmp(bytes_.data() + 257, "ustar", 5) == 0) {
-      return Unsupported(file_ + ": a tar archive: the pre-1.0 torch.save format (storages, tensors, pickle "
-                                 "members), which torch.load refuses with weights_only=True too, is not supported");
-    }
-    if (!bytes_.empty() && static_cast<unsigned char>(bytes_[0]) == 0x80) return Legacy();
-    // Nothing here starts like a checkpoint (a name like model.bin made us
-    // look): unrecognised, as for any file no format claims.
-    return Unsupported(file_ + ": not a tensor file tensorsafe recognises: not a PyTorch checkpoint either, "
-                               "being neither a zip archive (torch.save) nor the legacy format's magic-number "
-                               "pickle (_use_new_zipfile_serialization=False)");
-  }
-
- private:
-  // --- the zip archive ------------------------------------------------------
-  Result<TensorSet> Zip() {
-    TS_ASSIGN_OR_RETURN(auto entries, tensorsafe::internal::zip::ReadDirectory(bytes_, file_, lim_.max_members));
-    if (entries.empty()) return Corruption(file_ + ": the zip archive has no members (torch.save writes data.pkl)");
-    // torch's PyTorchStreamReader takes the first member's directory as the
-    // archive name; every record lives under it.
-    const std::string& first = entries[0].name;
-    const std::size_t slash = first.find('/');
-    if (slash == std::string::npos) {
-      return Corruption(file_ + ": the first zip member " + QuoteName(first) +
-                        " is not in a directory; torch.save puts every record under <archive>/");
-    }
-    prefix_ = first.substr(0, slash + 1);
-    for (const auto& e : entries) {
-      const std::size_t s = e.name.find('/');
-      // torch.load's _is_torchscript_zip: a constants.pkl one level down.
-      if (s != std::string::npos && e.name.compare(s + 1, std::string::npos, "constants.pkl") == 0) {
-        return Unsupported(file_ + ": a TorchScript archive (member " + QuoteName(e.name) +
-                           "): it holds code that torch.jit.load would run (CVE-2025-32434); "
-                           "only torch.save checkpoints are read");
-      }
-      if (e.name.compare(0, prefix_.size(), prefix_) == 0 &&
-          !members_.emplace(e.name.substr(prefix_.size()), &e).second) {
-        return Corruption(file_ + ": two zip members are named " + QuoteName(e.name));
-      }
-    }
-    TS_RETURN_IF_ERROR(CheckVersion());
-    TS_ASSIGN_OR_RETURN(std::optional<std::span<const std::byte>> order, Record("byteorder", false));
-    if (order) {
-      const std::string_view text(reinterpret_cast<const char*>(order->data()), order->size());
-      if (text != "little" && text != "big") {
-        return Corruption(Where("byteorder") + ": " + QuoteName(text) + " is neither \"little\" nor \"big\"");
-      }
-      big_endian_ = text == "big";
-    }
-    TS_ASSIGN_OR_RETURN(std::optional<std::span<const std::byte>> pkl, Record("data.pkl", true));
-    if (pkl->size() > lim_.max_pickle_bytes) {
-      return LimitExceeded(Where("data.pkl") + ": " + N(pkl->size()) + " bytes, more than " +
-                           N(lim_.max_pickle_bytes) + " (Limits::max_pickle_bytes)");
-    }
-    internal::Unpickler u(*pkl, Where("data.pkl"), lim_, internal::PidForm::kZip);
-    std::size_t end = 0;
-    TS_ASSIGN_OR_RETURN(Value * root, u.Load(0, &end));
-    if (end != pkl->size()) {
-      return Corruption(Where("data.pkl") + ": " + N(pkl->size() - end) + " bytes after the pickle's STOP");
-    }
-    for (StorageDecl& s : u.tables().storages) {
-      TS_ASSIGN_OR_RETURN(std::optional<std::span<const std::byte>> data, Record("data/" + s.key, false));
-      if (!data) {
-        return Corruption(file_ + ": storage " + QuoteName(s.key) + " has no member " +
-                          QuoteName(prefix_ + "data/" + s.key));
-      }
-      if (data->size() != s.nbytes) {
-        // CVE-2026-24747: a declared size beyond the member let torch read
-        // past it.
-        return Corruption(Where("data/" + s.key) + ": " + N(data->size()) + " bytes, but the pickle declares " +
-                          N(s.numel) + " elements of " +
-                          internal::GlobalName({internal::GlobalKind::kStorageType, s.type}) + " (" + N(s.nbytes) +
-                          " bytes)");
-      }
-      s.bytes = *data;
-      s.file_offset = members_.at("data/" + s.key)->data_offset;
-      s.resolved = true;
-    }
-    return Finish(u, root);
-  }
-
-  std::string Where(const std::string& record) const { return file_ + ": member " + QuoteName(prefix_ + record); }
-
-  // A record's bytes (a view: only stored members are read).
-  Result<std::optional<std::span<const std::byte>>> Record(const std::string& record, bool required) {
-    auto it = members_.find(record);
-    if (it == members_.end()) {
-      if (required) return Corruption(file_ + ": no member " + QuoteName(prefix_ + record));
-      return std::optional<std::span<const std::byte>>();
-    }
-    const auto& e = *it->second;
-    if (e.method != tensorsafe::internal::zip::kStored) {
-      return Unsupported(Where(record) + ": compression method " + N(e.method) +
-                         "; torch.save stores its records uncompressed, and only stored members are read");
-    }
-    std::shared_ptr<std::byte> unused;
-    TS_ASSIGN_OR_RETURN(auto data,
-                        tensorsafe::internal::zip::Extract(bytes_, e, opt_.verify_crc, &unused, Where(record)));
-    return std::optional<std::span<const std::byte>>(data);
-  }
-
-  Status CheckVersion() {
-    TS_ASSIGN_OR_RETURN(auto v, Record("version", false));
-    std::string name = "version";
-    if (!v) {
-      name = ".data/version";
-      TS_ASSIGN_OR_RETURN(v, Record(name, false));
-    }
-    if (!v) return Corruption(file_ + ": no member " + QuoteName(prefix_ + "version") + " (torch.save writes one)");
-    std::string_view text(reinterpret_cast<const char*>(v->data()), v->size());
-    if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
-    std::uint64_t n = 0;
-    if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string_view::npos) {
-      return Corruption(Where(name) + ": " + QuoteName(text) + " is not a version number");
-    }
-    for (char c : text) n = n * 10 + static_cast<std::uint64_t>(c - '0');
-    if (n < kMinArchiveVersion || n > kMaxArchiveVersion) {
-      return Unsupported(Where(name) + ": archive version " + N(n) + " (torch 2.13 reads " + N(kMinArchiveVersion) +
-                         " to " + N(kMaxArchiveVersion) + ")");
-    }
-    return Status::OK();
-  }
-
-  // --- the legacy stream ------------------------------------------------------
-  Result<TensorSet> Legacy() {
-    internal::Unpickler u(bytes_, file_, lim_, internal::PidForm::kLegacy);
-    std::size_t pos = 0, end = 0;
-    auto magic = u.Load(pos, &end);
-    if (!magic.ok() || (*magic)->kind != Kind::kBigInt ||
-        (*magic)->s != std::string_view(reinterpret_cast<const char*>(kLegacyMagic), sizeof kLegacyMagic)) {
-      return Corruption(file_ + ": not a PyTorch checkpoint: the first pickle is not torch's magic number" +
-                        (magic.ok() ? std::string() : " (" + magic.status().message() + ")"));
-    }
-    TS_ASSIGN_OR_RETURN(Value * protocol, u.Load(pos = end, &end));
-    if (protocol->kind != Kind::kInt || protocol->i != kLegacyProtocol) {
-      return Unsupported(file_ + ": legacy protocol version " +
-                         (protocol->kind == Kind::kInt ? std::to_string(protocol->i) : std::string(KindText(*protocol))) +
-                         " (torch writes and reads " + std::to_string(kLegacyProtocol) + ")");
-    }
-    // sys_info: byte order and C type sizes of the writer. Storages are
-    // little-endian whatever it says (torch's _write_file swaps to little-
-    // endian), so nothing in it is needed.
-    TS_ASSIGN_OR_RETURN(Value * sys_info, u.Load(pos = end, &end));
-    if (sys_info->kind != Kind::kDict) {
-      return Corruption(file_ + ": offset " + N(pos) + ": the sys_info pickle is " + std::string(KindText(*sys_info)) +
-                        ", not a dict");
-    }
-    TS_ASSIGN_OR_RETURN(Value * root, u.Load(pos = end, &end));
-    TS_ASSIGN_OR_RETURN(Value * keys, u.Load(pos = end, &end));
-    if (keys->kind != Kind::kList) {
-      return Corruption(file_ + ": offset " + N(pos) + ": the storage key list is " + std::string(KindText(*keys)));
-    }
-    internal::Tables& tb = u.tables();
-    pos = end;
-    for (const Value* k : keys->items) {
-      if (k->kind != Kind::kStr && k->kind != Kind::kBytes) {
-        return Corruption(file_ + ": the storage key list holds " + std::string(KindText(*k)));
-      }
-      auto it = tb.storage_by_key.find(k->s);
-      if (it == tb.storage_by_key.end()) {
-        return Corruption(file_ + ": storage key " + QuoteName(k->s) + " is listed but no tensor declares it");
-      }
-      StorageDecl& s = tb.storages[it->second];
-      if (s.resolved) return Corruption(file_ + ": storage key " + QuoteName(k->s) + " is listed twice");
-      if (s.view_of) return Corruption(file_ + ": storage key " + QuoteName(k->s) + " is a view, yet has data");
-      // An int64 element count (little-endian), then the elements.
-      if (bytes_.size() - pos < 8) {
-        return Corruption(file_ + ": offset " + N(pos) + ": storage " + QuoteName(s.key) +
-                          ": the file ends before its element count (truncated)");
-      }
-      const std::uint64_t numel = tensorsafe::internal::Load64(bytes_.data() + pos);
-      const std::uint32_t esize = s.type == internal::kUntyped ? 1 : TorchDTypeAt(s.type).itemsize;
-      auto nbytes = CheckedMul(numel, esize);
-      if (!nbytes || *nbytes != s.nbytes) {
-        return Corruption(file_ + ": offset " + N(pos) + ": storage " + QuoteName(s.key) + " holds " + N(numel) +
-                          " elements, but the pickle declares " + N(s.numel));
-      }
-      pos += 8;
-      if (bytes_.size() - pos < s.nbytes) {
-        return Corruption(file_ + ": offset " + N(pos) + ": storage " + QuoteName(s.key) + " needs " + N(s.nbytes) +
-                          " bytes, " + N(bytes_.size() - pos) + " remain (truncated)");
-      }
-      s.bytes = bytes_.subspan(pos, s.nbytes);
-      s.file_offset = pos;
-      s.resolved = true;
-      pos += s.nbytes;
-    }
-    if (pos != bytes_.size()) {
-      return Corruption(file_ + ": " + N(bytes_.size() - pos) + " bytes after the last storage");
-    }
-    for (StorageDecl& s : tb.storages) {
-      if (s.view_of) {
-        const StorageDecl& root_storage = tb.storages[*s.view_of];
-        if (!root_storage.resolved) continue;  // reported below
-        s.bytes = root_storage.bytes.subspan(s.view_offset, s.nbytes);
-        s.file_offset = root_storage.file_offset + s.view_offset;
-        s.resolved = true;
-      }
-      if (!s.resolved) {
-        return Corruption(file_ + ": storage " + QuoteName(s.key) + " is used by the pickle but has no data");
-      }
-    }
-    return Finish(u, root);
-  }
-
-  // --- flattening -------------------------------------------------------------
-  // Shared references are visited once per reference, so a pickle of
-  // nested shared lists (a billion laughs) could make the walk exponential:
-  // it may visit at most twice the values the pickle made (a state dict
-  // visits far fewer than it made), and never more than max_values.
-  Status Visit() {
-    if (++visits_ > visit_budget_) {
-      return LimitExceeded(file_ + ": flattening visits more than " + N(visit_budget_) +
-                           " values (twice the values the pickle made, at most Limits::max_values): "
-                           "a value shared that many times");
-    }
-    return Status::OK();
-  }
-  Status Deep(std::uint32_t depth, const std::string& name) const {
-    if (depth > lim_.max_depth) {
-      return LimitExceeded(file_ + ": entry " + QuoteName(name) + ": containers nested deeper than " +
-                           N(lim_.max_depth) + " (Limits::max_depth; a container that holds itself nests forever)");
-    }
-    return Status::OK();
-  }
-
-  // Whether a tensor (or bare storage) lies anywhere inside `v`. Memoized
-  // per value; a value met again while in progress is a cycle.
-  Result<bool> Holds(Value* v, std::uint32_t depth, const std::string& name) {
-    if (v->kind == Kind::kTensor || v->kind == Kind::kStorage) return true;
-    if (v->kind != Kind::kDict && v->kind != Kind::kList && v->kind != Kind::kTuple && v->kind != Kind::kSet) {
-      return false;
-    }
-    if (v->holds_tensor >= 2) return v->holds_tensor == 3;
-    if (v->holds_tensor == 1) {
-      return Unsupported(file_ + ": entry " + QuoteName(name) + ": a container holds itself (a recursive structure)");
-    }
-    TS_RETURN_IF_ERROR(Visit());
-    TS_RETURN_IF_ERROR(Deep(depth, name));
-    v->holds_tensor = 1;
-    bool any = false;
-    for (std::size_t i = 0; i < v->items.size(); ++i) {
-      if (v->kind == Kind::kDict && i % 2 == 0) continue;
-      TS_ASSIGN_OR_RETURN(bool h, Holds(v->items[i], depth + 1, name));
-      any = any || h;
-    }
-    v->holds_tensor = any ? 3 : 2;
-    return any;
-  }
-
-  static std::string Join(const std::string& parent, const std::string& key, bool top) {
-    return top ? key : parent + "." + key;
-  }
-
-  Status Walk(Value* v, const std::string& name, std::uint32_t depth, bool top) {
-    TS_RETURN_IF_ERROR(Visit());
-    TS_RETURN_IF_ERROR(Deep(depth, name));
-    if (v->kind == Kind::kTensor || v->kind == Kind::kStorage) return Add(name, v);
-    const bool container = v->kind == Kind::kDict || v->kind == Kind::kList || v->kind == Kind::kTuple;
-    bool open = container && top;
-    if (container && !top) {
-      TS_ASSIGN_OR_RETURN(open, Holds(v, depth, name));
-    }
-    if (v->kind == Kind::kSet) {
-      TS_ASSIGN_OR_RETURN(bool h, Holds(v, depth, name));
-      if (h) return Unsupported(file_ + ": entry " + QuoteName(name) + ": a set holding tensors has no order to name them by");
-    }
-    if (!open) {
-      if (top) return Add(name, v);  // a top-level value that is no container
-      TS_ASSIGN_OR_RETURN(Json j, ToJson(v, depth, name));
-      return AddValue(name, std::move(j));
-    }
-    if (v->kind == Kind::kDict) {
-      for (std::size_t i = 0; i < v->items.size(); i += 2) {
-        auto key = internal::KeyText(*v->items[i]);
-        if (!key) {
-          return Unsupported(file_ + ": entry " + QuoteName(name) + ": a dict key that is " +
-                             std::string(KindText(*v->items[i])) + " cannot name an entry (str, int, bool or None can)");
-        }
-        TS_RETURN_IF_ERROR(Walk(v->items[i + 1], Join(name, *key, top), depth + 1, false));
-      }
-    } else {
-      for (std::size_t i = 0; i < v->items.size(); ++i) {
-        TS_RETURN_IF_ERROR(Walk(v->items[i], Join(name, std::to_string(i), top), depth + 1, false));
-      }
-    }
-    return Status::OK();
-  }
-
-  Status Claim(const std::string& name) {
-    if (!names_.insert(name).second) {
-      return Unsupported(file_ + ": two entries flatten to the name " + QuoteName(name) +
-                         " (a dotted key beside a nested one, or keys 1 and \"1\")");
-    }
-    return Status::OK();
-  }
-
-  Status Add(const std::string& name, Value* v) {
-    TS_RETURN_IF_ERROR(Claim(name));
-    if (v->kind == Kind::kTensor) {
-      entries_.push_back({name, static_cast<std::size_t>(v->i)});
-      return Status::OK();
-    }
-    if (v->kind == Kind::kStorage) {
-      // A bare storage (torch.save(t.untyped_storage())): a 1-D tensor of
-      // its type.
-      const StorageDecl& s = tables_->storages[static_cast<std::size_t>(v->i)];
-      TensorDecl t;
-      t.storage = static_cast<std::size_t>(v->i);
-      t.dtype = s.type == internal::kUntyped ? *internal::FindTorchDType("uint8") : s.type;
-      const internal::TorchDType& td = TorchDTypeAt(t.dtype);
-      if (!td.dtype) {
-        return Unsupported(file_ + ": storage " + QuoteName(s.key) + ": dtype torch." + std::string(td.name) +
-                           " has no tensorsafe equivalent");
-      }
-      t.shape = {s.numel};
-      t.stride = {1};
-      tables_->tensors.push_back(std::move(t));
-      entries_.push_back({name, tables_->tensors.size() - 1});
-      return Status::OK();
-    }
-    TS_ASSIGN_OR_RETURN(Json j, ToJson(v, 0, name));
-    names_.erase(name);
-    return AddValue(name, std::move(j));
-  }
-
-  Status AddValue(const std::string& name, Json j) {
-    TS_RETURN_IF_ERROR(Claim(name));
-    values_[name] = std::move(j);
-    return Status::OK();
-  }
-
-  static Json Number(double d) {
-    if (std::isnan(d)) return "nan";
-    if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
-    return d;
-  }
-
-  // A tensor-free value as JSON (docs/formats/pytorch.md "Values").
-  Result<Json> ToJson(const Value* v, std::uint32_t depth, const std::string& name) {
-    TS_RETURN_IF_ERROR(Visit());
-    TS_RETURN_IF_ERROR(Deep(depth, name));
-    switch (v->kind) {
-      case Kind::kNone: return Json(nullptr);
-      case Kind::kBool: return Json(v->i != 0);
-      case Kind::kInt: return Json(v->i);
-      case Kind::kBigInt: return Json(internal::BigIntText(v->s));
-      case Kind::kFloat: return Number(v->re);
-      case Kind::kComplex: return Json::array({Number(v->re), Number(v->im)});
-      case Kind::kStr: return Json(v->s);
-      case Kind::kBytes: {
-        std::string text;  // each byte as the code point of that value (latin-1)
-        for (char c : v->s) {
-          const auto b = static_cast<unsigned char>(c);
-          if (b < 0x80) {
-            text += c;
-          } else {
-            text += static_cast<char>(0xc0 | (b >> 6));
-            text += static_cast<char>(0x80 | (b & 0x3f));
-          }
-        }
-        return Json(text);
-      }
-      case Kind::kGlobal: return Json(internal::GlobalName(v->g));
-      case Kind::kTuple: case Kind::kList: case Kind::kSet: {
-        Json a = Json::array();
-        for (const Value* item : v->items) {
-          TS_ASSIGN_OR_RETURN(Json j, ToJson(item, depth + 1, name));
-          a.push_back(std::move(j));
-        }
-        return a;
-      }
-      case Kind::kDict: {
-        Json o = Json::object();
-        for (std::size_t i = 0; i < v->items.size(); i += 2) {
-          auto key = internal::KeyText(*v->items[i]);
-          if (!key) {
-            return Unsupported(file_ + ": entry " + QuoteName(name) + ": a dict key that is " +
-                               std::string(KindText(*v->items[i])) + " has no JSON spelling");
-          }
-          if (o.contains(*key)) {
-            return Unsupported(file_ + ": entry " + QuoteName(name) + ": dict keys that are both spelt " +
-                               QuoteName(*key));
-          }
-          TS_ASSIGN_OR_RETURN(Json j, ToJson(v->items[i + 1], depth + 1, name));
-          o[*key] = std::move(j);
-        }
-        return o;
-      }
-      case Kind::kTensor: case Kind::kStorage:
-        break;
-    }
-    return Internal(file_ + ": a tensor inside a value");
-  }
-
-  // --- tensors ----------------------------------------------------------------
-  Result<Tensor> Build(const std::string& name, const TensorDecl& t) {
-    const StorageDecl& s = tables_->storages[t.storage];
-    const internal::TorchDType& td = TorchDTypeAt(t.dtype);
-    const std::uint32_t itemsize = td.itemsize;
-    Tensor out;
-    out.info.name = name;
-    out.info.dtype = *td.dtype;
-    out.info.shape = t.shape;
-    if (td.f4x2) out.info.shape.back() *= 2;  // checked below by DenseByteSize
-    std::uint64_t numel = 1;
-    for (std::uint64_t d : t.shape) numel *= d;  // checked by the unpickler
-    const std::uint64_t nbytes = numel * itemsize;
-    TS_ASSIGN_OR_RETURN(std::uint64_t dense, DenseByteSize(out.info.dtype, out.info.shape));
-    if (dense != nbytes) return Internal(file_ + ": tensor " + QuoteName(name) + ": size mismatch");
-    out.info.data_offset = numel == 0 ? s.file_offset : s.file_offset + t.offset * itemsize;
-    out.info.data_length = nbytes;
-    out.owner = owner_;
-    if (numel == 0) return out;
-    const std::uint32_t unit = big_endian_ ? SwapUnit(out.info.dtype, itemsize) : 1;
-    const std::size_t align = std::min<std::size_t>(itemsize, 8);
-    if (IsContiguous(t.shape, t.stride) && unit <= 1) {
-      std::span<const std::byte> view = s.bytes.subspan(t.offset * itemsize, nbytes);
-      if (reinterpret_cast<std::uintptr_t>(view.data()) % align == 0) {
-        out.data = view;
-        return out;
-      }
-    }
-    TS_RETURN_IF_ERROR(Materialize(name, nbytes));
-    // A copy's bytes are nowhere in the file: offset 0 ("unknown"; the
-    // file's first bytes are a zip header or the magic pickle, never data),
-    // so a reader that maps the file at data_offset never mistakes it.
-    out.info.data_offset = 0;
-    std::shared_ptr<std::byte> buf = tensorsafe::internal::AllocAligned(nbytes);
-    StridedCopy(s.bytes.data(), t, itemsize, buf.get());
-    SwapInPlace(buf.get(), nbytes, unit);
-    out.data = {buf.get(), static_cast<std::size_t>(nbytes)};
-    out.owner = std::move(buf);
-    return out;
-  }
-
-  Status Materialize(const std::string& name, std::uint64_t n) {
-    auto total = CheckedAdd(materialized_, n);
-    const std::uint64_t by_ratio = CheckedAdd(CheckedMul(bytes_.size(), lim_.max_materialized_ratio).value_or(~0ull),
-                                              std::uint64_t{64} << 20).value_or(~0ull);
-    if (!total || *total > lim_.max_materialized_bytes || *total > by_ratio) {
-      const bool ratio = total && *total <= lim_.max_materialized_bytes;
-      return LimitExceeded(file_ + ": tensor " + QuoteName(name) + ": copying " + N(n) +
-                           " more bytes (strided views, byte swaps, unaligned storages) passes " +
-                           (ratio ? N(lim_.max_materialized_ratio) + " times the file's " + N(bytes_.size()) +
-                                        " bytes plus 64 MiB (Limits::max_materialized_ratio)"
-                                  : N(lim_.max_materialized_bytes) + " (Limits::max_materialized_bytes)"));
-    }
-    materialized_ = *total;
-    return Status::OK();
-  }
-
-  Result<TensorSet> Finish(internal::Unpickler& u, Value* root) {
-    tables_ = &u.tables();
-    visit_budget_ = std::min<std::uint64_t>(lim_.max_values, 2 * std::uint64_t{u.value_count()} + 4096);
-    if (opt_.safetensors_convention && root->kind == Kind::kDict) {
-      // convert.py: `if "state_dict" in loaded: loaded = loaded["state_dict"]`.
-      for (std::size_t i = 0; i < root->items.size(); i += 2) {
-        const Value* k = root->items[i];
-        if (k->kind == Kind::kStr && k->s == "state_dict") {
-          root = root->items[i + 1];
-          if (root->kind != Kind::kDict) {
-            return Unsupported(file_ + ": its \"state_dict\" entry is " + std::string(KindText(*root)) +
-                               ", not a dict (safetensors' convert.py uses it as the state dict)");
-          }
-          break;
-        }
-      }
-    }
-    const bool container = root->kind == Kind::kDict || root->kind == Kind::kList || root->kind == Kind::kTuple;
-    TS_RETURN_IF_ERROR(Walk(root, container ? std::string() : StemOfFile(), 0, container));
-    Json metadata = Json::object();
-    if (opt_.safetensors_convention) {
-      TS_ASSIGN_OR_RETURN(metadata, internal::ApplySafetensorsConvention(entries_, *tables_, opt_.discard_names, file_));
-    }
-    for (auto& [k, v] : values_.items()) {
-      if (!metadata.contains(k)) metadata[k] = std::move(v);
-    }
-    TensorSet set;
-    set.tensors.reserve(entries_.size());
-    for (const Entry& e : entries_) {
-      TS_ASSIGN_OR_RETURN(Tensor t, Build(e.name, tables_->tensors[e.tensor]));
-      set.tensors.push_back(std::move(t));
-    }
-    if (!metadata.empty()) {
-      set.metadata_json = metadata.dump();
-      if (set.metadata_json.size() > lim_.max_metadata_bytes) {
-        return LimitExceeded(file_ + ": the values that are not tensors make " + N(set.metadata_json.size()) +
-                             " bytes of metadata JSON, more than " + N(lim_.max_metadata_bytes) +
-                             " (Limits::max_metadata_bytes)");
-      }
-    }
-    return set;
-  }
-
-  std::string StemOfFile() const {
-    std::string base = file_.substr(file_.rfind('/') == std::string::npos ? 0 : file_.rfind('/') + 1);
-    const std::size_t dot = base.rfind('.');
-    if (dot != std::string::npos && dot > 0) base.resize(dot);
-    return base;
-  }
-
-  std::span<const std::byte> bytes_;
-  std::shared_ptr<const void> owner_;
-  const std::string& file_;
-  const ReadOptions& opt_;
-  const Limits& lim_;
-  // zip
-  std::string prefix_;
-  std::map<std::string, const tensorsafe::internal::zip::Entry*> members_;
-  bool big_endian_ = false;
-  // flattening
-  internal::Tables* tables_ = nullptr;
-  std::uint64_t visits_ = 0, visit_budget_ = 0;
-  std::unordered_set<std::string> names_;
-  std::vector<Entry> entries_;
-  Json values_ = Json::object();
-  std::uint64_t materialized_ = 0;
-};
-
 }  // namespace
+
+Result<TensorSet> internal::Decoder::Zip() {
+  TS_ASSIGN_OR_RETURN(auto entries, tensorsafe::internal::zip::ReadDirectory(bytes_, file_, lim_.max_members));
+  if (entries.empty()) return Corruption(file_ + ": the zip archive has no members (torch.save writes data.pkl)");
+  // torch's PyTorchStreamReader takes the first member's directory as the
+  // archive name; every record lives under it.
+  const std::string& first = entries[0].name;
+  const std::size_t slash = first.find('/');
+  if (slash == std::string::npos) {
+    return Corruption(file_ + ": the first zip member " + QuoteName(first) +
+                      " is not in a directory; torch.save puts every record under <archive>/");
+  }
+  prefix_ = first.substr(0, slash + 1);
+  for (const auto& e : entries) {
+    const std::size_t s = e.name.find('/');
+    // torch.load's _is_torchscript_zip: a constants.pkl one level down.
+    if (s != std::string::npos && e.name.compare(s + 1, std::string::npos, "constants.pkl") == 0) {
+      return Unsupported(file_ + ": a TorchScript archive (member " + QuoteName(e.name) +
+                         "): it holds code that torch.jit.load would run (CVE-2025-32434); "
+                         "only torch.save checkpoints are read");
+    }
+    if (e.name.compare(0, prefix_.size(), prefix_) == 0 &&
+        !members_.emplace(e.name.substr(prefix_.size()), &e).second) {
+      return Corruption(file_ + ": two zip members are named " + QuoteName(e.name));
+    }
+  }
+  TS_RETURN_IF_ERROR(CheckVersion());
+  TS_ASSIGN_OR_RETURN(std::optional<std::span<const std::byte>> order, Record("byteorder", false));
+  if (order) {
+    const std::string_view text(reinterpret_cast<const char*>(order->data()), order->size());
+    if (text != "little" && text != "big") {
+      return Corruption(Where("byteorder") + ": " + QuoteName(text) + " is neither \"little\" nor \"big\"");
+    }
+    big_endian_ = text == "big";
+  }
+  TS_ASSIGN_OR_RETURN(std::optional<std::span<const std::byte>> pkl, Record("data.pkl", true));
+  if (pkl->size() > lim_.max_pickle_bytes) {
+    return LimitExceeded(Where("data.pkl") + ": " + N(pkl->size()) + " bytes, more than " +
+                         N(lim_.max_pickle_bytes) + " (Limits::max_pickle_bytes)");
+  }
+  internal::Unpickler u(*pkl, Where("data.pkl"), lim_, internal::PidForm::kZip);
+  std::size_t end = 0;
+  TS_ASSIGN_OR_RETURN(Value * root, u.Load(0, &end));
+  if (end != pkl->size()) {
+    return Corruption(Where("data.pkl") + ": " + N(pkl->size() - end) + " bytes after the pickle's STOP");
+  }
+  for (StorageDecl& s : u.tables().storages) {
+    TS_ASSIGN_OR_RETURN(std::optional<std::span<const std::byte>> data, Record("data/" + s.key, false));
+    if (!data) {
+      return Corruption(file_ + ": storage " + QuoteName(s.key) + " has no member " +
+                        QuoteName(prefix_ + "data/" + s.key));
+    }
+    if (data->size() != s.nbytes) {
+      // CVE-2026-24747: a declared size beyond the member let torch read
+      // past it.
+      return Corruption(Where("data/" + s.key) + ": " + N(data->size()) + " bytes, but the pickle declares " +
+                        N(s.numel) + " elements of " +
+                        internal::GlobalName({internal::GlobalKind::kStorageType, s.type}) + " (" + N(s.nbytes) +
+                        " bytes)");
+    }
+    s.bytes = *data;
+    s.file_offset = members_.at("data/" + s.key)->data_offset;
+    s.resolved = true;
+  }
+  return Finish(u, root);
+}
+
+// A record's bytes (a view: only stored members are read).
+Result<std::optional<std::span<const std::byte>>> internal::Decoder::Record(const std::string& record, bool required) {
+  auto it = members_.find(record);
+  if (it == members_.end()) {
+    if (required) return Corruption(file_ + ": no member " + QuoteName(prefix_ + record));
+    return std::optional<std::span<const std::byte>>();
+  }
+  const auto& e = *it->second;
+  if (e.method != tensorsafe::internal::zip::kStored) {
+    return Unsupported(Where(record) + ": compression method " + N(e.method) +
+                       "; torch.save stores its records uncompressed, and only stored members are read");
+  }
+  std::shared_ptr<std::byte> unused;
+  TS_ASSIGN_OR_RETURN(auto data,
+                      tensorsafe::internal::zip::Extract(bytes_, e, opt_.verify_crc, &unused, Where(record)));
+  return std::optional<std::span<const std::byte>>(data);
+}
+
+Status internal::Decoder::CheckVersion() {
+  TS_ASSIGN_OR_RETURN(auto v, Record("version", false));
+  std::string name = "version";
+  if (!v) {
+    name = ".data/version";
+    TS_ASSIGN_OR_RETURN(v, Record(name, false));
+  }
+  if (!v) return Corruption(file_ + ": no member " + QuoteName(prefix_ + "version") + " (torch.save writes one)");
+  std::string_view text(reinterpret_cast<const char*>(v->data()), v->size());
+  if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+  std::uint64_t n = 0;
+  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string_view::npos) {
+    return Corruption(Where(name) + ": " + QuoteName(text) + " is not a version number");
+  }
+  for (char c : text) n = n * 10 + static_cast<std::uint64_t>(c - '0');
+  if (n < kMinArchiveVersion || n > kMaxArchiveVersion) {
+    return Unsupported(Where(name) + ": archive version " + N(n) + " (torch 2.13 reads " + N(kMinArchiveVersion) +
+                       " to " + N(kMaxArchiveVersion) + ")");
+  }
+  return Status::OK();
+}
+
+Result<TensorSet> internal::Decoder::Legacy() {
+  internal::Unpickler u(bytes_, file_, lim_, internal::PidForm::kLegacy);
+  std::size_t pos = 0, end = 0;
+  auto magic = u.Load(pos, &end);
+  if (!magic.ok() || (*magic)->kind != Kind::kBigInt ||
+      (*magic)->s != std::string_view(reinterpret_cast<const char*>(kLegacyMagic), sizeof kLegacyMagic)) {
+    return Corruption(file_ + ": not a PyTorch checkpoint: the first pickle is not torch's magic number" +
+                      (magic.ok() ? std::string() : " (" + magic.status().message() + ")"));
+  }
+  TS_ASSIGN_OR_RETURN(Value * protocol, u.Load(pos = end, &end));
+  if (protocol->kind != Kind::kInt || protocol->i != kLegacyProtocol) {
+    return Unsupported(file_ + ": legacy protocol version " +
+                       (protocol->kind == Kind::kInt ? std::to_string(protocol->i) : std::string(KindText(*protocol))) +
+                       " (torch writes and reads " + std::to_string(kLegacyProtocol) + ")");
+  }
+  // sys_info: byte order and C type sizes of the writer. Storages are
+  // little-endian whatever it says (torch's _write_file swaps to little-
+  // endian), so nothing in it is needed.
+  TS_ASSIGN_OR_RETURN(Value * sys_info, u.Load(pos = end, &end));
+  if (sys_info->kind != Kind::kDict) {
+    return Corruption(file_ + ": offset " + N(pos) + ": the sys_info pickle is " + std::string(KindText(*sys_info)) +
+                      ", not a dict");
+  }
+  TS_ASSIGN_OR_RETURN(Value * root, u.Load(pos = end, &end));
+  TS_ASSIGN_OR_RETURN(Value * keys, u.Load(pos = end, &end));
+  if (keys->kind != Kind::kList) {
+    return Corruption(file_ + ": offset " + N(pos) + ": the storage key list is " + std::string(KindText(*keys)));
+  }
+  internal::Tables& tb = u.tables();
+  pos = end;
+  for (const Value* k : keys->items) {
+    if (k->kind != Kind::kStr && k->kind != Kind::kBytes) {
+      return Corruption(file_ + ": the storage key list holds " + std::string(KindText(*k)));
+    }
+    auto it = tb.storage_by_key.find(k->s);
+    if (it == tb.storage_by_key.end()) {
+      return Corruption(file_ + ": storage key " + QuoteName(k->s) + " is listed but no tensor declares it");
+    }
+    StorageDecl& s = tb.storages[it->second];
+    if (s.resolved) return Corruption(file_ + ": storage key " + QuoteName(k->s) + " is listed twice");
+    if (s.view_of) return Corruption(file_ + ": storage key " + QuoteName(k->s) + " is a view, yet has data");
+    // An int64 element count (little-endian), then the elements.
+    if (bytes_.size() - pos < 8) {
+      return Corruption(file_ + ": offset " + N(pos) + ": storage " + QuoteName(s.key) +
+                        ": the file ends before its element count (truncated)");
+    }
+    const std::uint64_t numel = tensorsafe::internal::Load64(bytes_.data() + pos);
+    const std::uint32_t esize = s.type == internal::kUntyped ? 1 : TorchDTypeAt(s.type).itemsize;
+    auto nbytes = CheckedMul(numel, esize);
+    if (!nbytes || *nbytes != s.nbytes) {
+      return Corruption(file_ + ": offset " + N(pos) + ": storage " + QuoteName(s.key) + " holds " + N(numel) +
+                        " elements, but the pickle declares " + N(s.numel));
+    }
+    pos += 8;
+    if (bytes_.size() - pos < s.nbytes) {
+      return Corruption(file_ + ": offset " + N(pos) + ": storage " + QuoteName(s.key) + " needs " + N(s.nbytes) +
+                        " bytes, " + N(bytes_.size() - pos) + " remain (truncated)");
+    }
+    s.bytes = bytes_.subspan(pos, s.nbytes);
+    s.file_offset = pos;
+    s.resolved = true;
+    pos += s.nbytes;
+  }
+  if (pos != bytes_.size()) {
+    return Corruption(file_ + ": " + N(bytes_.size() - pos) + " bytes after the last storage");
+  }
+  for (StorageDecl& s : tb.storages) {
+    if (s.view_of) {
+      const StorageDecl& root_storage = tb.storages[*s.view_of];
+      if (!root_storage.resolved) continue;  // reported below
+      s.bytes = root_storage.bytes.subspan(s.view_offset, s.nbytes);
+      s.file_offset = root_storage.file_offset + s.view_offset;
+      s.resolved = true;
+    }
+    if (!s.resolved) {
+      return Corruption(file_ + ": storage " + QuoteName(s.key) + " is used by the pickle but has no data");
+    }
+  }
+  return Finish(u, root);
+}
+
+Result<Tensor> internal::Decoder::Build(const std::string& name, const TensorDecl& t) {
+  const StorageDecl& s = tables_->storages[t.storage];
+  const internal::TorchDType& td = TorchDTypeAt(t.dtype);
+  const std::uint32_t itemsize = td.itemsize;
+  Tensor out;
+  out.info.name = name;
+  out.info.dtype = *td.dtype;
+  out.info.shape = t.shape;
+  if (td.f4x2) out.info.shape.back() *= 2;  // checked below by DenseByteSize
+  std::uint64_t numel = 1;
+  for (std::uint64_t d : t.shape) numel *= d;  // checked by the unpickler
+  const std::uint64_t nbytes = numel * itemsize;
+  TS_ASSIGN_OR_RETURN(std::uint64_t dense, DenseByteSize(out.info.dtype, out.info.shape));
+  if (dense != nbytes) return Internal(file_ + ": tensor " + QuoteName(name) + ": size mismatch");
+  out.info.data_offset = numel == 0 ? s.file_offset : s.file_offset + t.offset * itemsize;
+  out.info.data_length = nbytes;
+  out.owner = owner_;
+  if (numel == 0) return out;
+  const std::uint32_t unit = big_endian_ ? SwapUnit(out.info.dtype, itemsize) : 1;
+  const std::size_t align = std::min<std::size_t>(itemsize, 8);
+  if (IsContiguous(t.shape, t.stride) && unit <= 1) {
+    std::span<const std::byte> view = s.bytes.subspan(t.offset * itemsize, nbytes);
+    if (reinterpret_cast<std::uintptr_t>(view.data()) % align == 0) {
+      out.data = view;
+      return out;
+    }
+  }
+  TS_RETURN_IF_ERROR(Materialize(name, nbytes));
+  // A copy's bytes are nowhere in the file: offset 0 ("unknown"; the
+  // file's first bytes are a zip header or the magic pickle, never data),
+  // so a reader that maps the file at data_offset never mistakes it.
+  out.info.data_offset = 0;
+  std::shared_ptr<std::byte> buf = tensorsafe::internal::AllocAligned(nbytes);
+  StridedCopy(s.bytes.data(), t, itemsize, buf.get());
+  SwapInPlace(buf.get(), nbytes, unit);
+  out.data = {buf.get(), static_cast<std::size_t>(nbytes)};
+  out.owner = std::move(buf);
+  return out;
+}
+
+Status internal::Decoder::Materialize(const std::string& name, std::uint64_t n) {
+  auto total = CheckedAdd(materialized_, n);
+  const std::uint64_t by_ratio = CheckedAdd(CheckedMul(bytes_.size(), lim_.max_materialized_ratio).value_or(~0ull),
+                                            std::uint64_t{64} << 20).value_or(~0ull);
+  if (!total || *total > lim_.max_materialized_bytes || *total > by_ratio) {
+    const bool ratio = total && *total <= lim_.max_materialized_bytes;
+    return LimitExceeded(file_ + ": tensor " + QuoteName(name) + ": copying " + N(n) +
+                         " more bytes (strided views, byte swaps, unaligned storages) passes " +
+                         (ratio ? N(lim_.max_materialized_ratio) + " times the file's " + N(bytes_.size()) +
+                                      " bytes plus 64 MiB (Limits::max_materialized_ratio)"
+                                : N(lim_.max_materialized_bytes) + " (Limits::max_materialized_bytes)"));
+  }
+  materialized_ = *total;
+  return Status::OK();
+}
+
+Result<TensorSet> internal::Decoder::Finish(internal::Unpickler& u, Value* root) {
+  tables_ = &u.tables();
+  visit_budget_ = std::min<std::uint64_t>(lim_.max_values, 2 * std::uint64_t{u.value_count()} + 4096);
+  if (opt_.safetensors_convention && root->kind == Kind::kDict) {
+    // convert.py: `if "state_dict" in loaded: loaded = loaded["state_dict"]`.
+    for (std::size_t i = 0; i < root->items.size(); i += 2) {
+      const Value* k = root->items[i];
+      if (k->kind == Kind::kStr && k->s == "state_dict") {
+        root = root->items[i + 1];
+        if (root->kind != Kind::kDict) {
+          return Unsupported(file_ + ": its \"state_dict\" entry is " + std::string(KindText(*root)) +
+                             ", not a dict (safetensors' convert.py uses it as the state dict)");
+        }
+        break;
+      }
+    }
+  }
+  const bool container = root->kind == Kind::kDict || root->kind == Kind::kList || root->kind == Kind::kTuple;
+  TS_RETURN_IF_ERROR(Walk(root, container ? std::string() : StemOfFile(), 0, container));
+  Json metadata = Json::object();
+  if (opt_.safetensors_convention) {
+    TS_ASSIGN_OR_RETURN(metadata, internal::ApplySafetensorsConvention(entries_, *tables_, opt_.discard_names, file_));
+  }
+  for (auto& [k, v] : values_.items()) {
+    if (!metadata.contains(k)) metadata[k] = std::move(v);
+  }
+  TensorSet set;
+  set.tensors.reserve(entries_.size());
+  for (const Entry& e : entries_) {
+    TS_ASSIGN_OR_RETURN(Tensor t, Build(e.name, tables_->tensors[e.tensor]));
+    set.tensors.push_back(std::move(t));
+  }
+  if (!metadata.empty()) {
+    set.metadata_json = metadata.dump();
+    if (set.metadata_json.size() > lim_.max_metadata_bytes) {
+      return LimitExceeded(file_ + ": the values that are not tensors make " + N(set.metadata_json.size()) +
+                           " bytes of metadata JSON, more than " + N(lim_.max_metadata_bytes) +
+                           " (Limits::max_metadata_bytes)");
+    }
+  }
+  return set;
+}
+
+std::string internal::Decoder::StemOfFile() const {
+  std::string base = file_.substr(file_.rfind('/') == std::string::npos ? 0 : file_.rfind('/') + 1);
+  const std::size_t dot = base.rfind('.');
+  if (dot != std::string::npos && dot > 0) base.resize(dot);
+  return base;
+}
 
 Result<TensorSet> Decode(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
                          const std::string& display_name, const ReadOptions& options) {

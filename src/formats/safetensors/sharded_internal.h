@@ -30,6 +30,15 @@ class NameTable {
   std::size_t mask_ = 0;
 };
 
+// dir/name; `name` alone when `dir` is "" or ".".
+std::string JoinPath(const std::string& dir, const std::string& name);
+// The error for a tensor that a weight map lists twice (map[first] and map[second]).
+Status ListedTwice(const std::string& index, const std::vector<std::pair<std::string_view, std::uint32_t>>& map,
+                   std::size_t first, std::size_t second, const std::vector<std::string>& shards);
+// ReadIndex; without `check_duplicates` a tensor listed twice is left to
+// the caller (Open finds it while building its own name table).
+Result<Index> ReadIndexImpl(const std::string& path, const ReadOptions& opt, bool check_duplicates);
+
 // Writes one shard: `set` to `path` as options.format (temp + rename).
 using ShardWriter = std::function<Status(const std::string& path, const TensorSet& set)>;
 

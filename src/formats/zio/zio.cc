@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "formats/common/codec_util.h"
+#include "formats/codec_util.h"
 #include "io/internal.h"
 #include "util/endian.h"
 #include "util/text.h"

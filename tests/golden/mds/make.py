@@ -1,6 +1,6 @@
 """Writes the MDS golden datasets with the real mosaicml-streaming (0.13.0)
 and, beside each, expected.jsonl: every sample as MosaicML's StreamingDataset
-reads it back, in compat_dump's value format (tests/formats/mds_test.cc
+reads it back, in compat_dump's value format (tests/dataset/sources/mds_test.cc
 compares tensorsafe's reading with it).
 
 Run from the repository root: .venv/bin/python tests/golden/mds/make.py

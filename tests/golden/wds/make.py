@@ -1,6 +1,6 @@
 """Writes the WebDataset golden shards with the real webdataset (1.0.2) and
 expected.jsonl: every sample as webdataset's own reader decodes it, in
-compat_dump's value format (tests/formats/wds_test.cc compares with it).
+compat_dump's value format (tests/dataset/sources/wds_test.cc compares with it).
 Also two tars made with Python's tarfile for the tar reader: gnu.tar (GNU
 format, a 'L' long name) and pax.tar (a pax 'x' path record), both holding a
 sample whose key is longer than ustar's 100-byte name field.

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <string>
 
-#include "tensorsafe/formats/mds.h"
+#include "tensorsafe/dataset/mds.h"
 #include "tensorsafe/reader.h"
 #include "tensorsafe/writer.h"
 

@@ -10,9 +10,9 @@ APT_PACKAGES=(
   libxxhash-dev libsimdjson-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev libzstd-dev liblz4-dev
-  libbz2-dev libbrotli-dev libsnappy-dev  # MDS shards: bz2, br and snappy (src/formats/mds/codecs.cc)
+  libbz2-dev libbrotli-dev libsnappy-dev  # MDS shards: bz2, br and snappy (src/dataset/sources/mds/codecs.cc)
   libzmq3-dev cppzmq-dev liblmdb-dev libcurl4-openssl-dev nginx-light openssl
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev clang-format
   e2fsprogs mount  # tests/io/full_disk.sh: mkfs.ext4 and a loop mount
 )
 

@@ -2,6 +2,7 @@
 // and the public Reader methods. Open and the index checks are in
 // reader_index.cc (docs/FORMAT.md §8).
 #include "format/reader_impl.h"
+#include "remote/remote_file.h"
 
 namespace tensorsafe {
 
@@ -229,7 +230,9 @@ Result<std::shared_ptr<Reader>> Reader::Open(const std::string& path, const Read
   // The file only grows while an index is live, so retry with the new size.
   for (int attempt = 0;; ++attempt) {
     auto impl = std::make_unique<Reader::Impl>(path, options);
-    if (options.access == ReaderOptions::Access::kMmap) {
+    // A URL is read by ranges (the index, then the tensors asked for), not
+    // downloaded whole to be mapped.
+    if (options.access == ReaderOptions::Access::kMmap && !internal::IsRemotePath(path)) {
       TS_ASSIGN_OR_RETURN(auto mapped, env->MapWithFile(path));
       impl->bytes_ = mapped.region->bytes();
       impl->size_ = impl->bytes_.size();

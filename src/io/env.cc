@@ -15,6 +15,8 @@
 #include <limits>
 #include <vector>
 
+#include "remote/remote_file.h"
+
 namespace tensorsafe {
 namespace {
 
@@ -319,6 +321,8 @@ Result<std::unique_ptr<FdRandomAccessFile>> OpenRegularFile(const std::string& p
 }  // namespace
 
 Result<std::unique_ptr<RandomAccessFile>> Env::OpenRead(const std::string& path) {
+  // URLs (s3://, http(s)://) are read with ranged GETs (docs/REMOTE.md).
+  if (internal::IsRemotePath(path)) return internal::OpenRemoteFile(path);
   TS_ASSIGN_OR_RETURN(auto f, OpenRegularFile(path));
   return std::unique_ptr<RandomAccessFile>(std::move(f));
 }
@@ -329,6 +333,7 @@ Result<std::shared_ptr<MappedRegion>> Env::Map(const std::string& path) {
 }
 
 Result<Env::MappedFile> Env::MapWithFile(const std::string& path) {
+  if (internal::IsRemotePath(path)) return internal::MapRemoteFile(path);
   TS_ASSIGN_OR_RETURN(auto f, OpenRegularFile(path));
   const std::size_t size = static_cast<std::size_t>(f->size());
   MappedFile out;

@@ -131,6 +131,65 @@ Status ParallelFor(std::size_t n, int threads, const std::function<Status(std::s
 
 }  // namespace
 
+Result<CurlResponse> SendWithRetries(const CurlPool& pool, const S3ClientOptions& options, const std::string& label,
+                                     const std::function<CurlRequest()>& build, const std::string& auth_note,
+                                     std::atomic<std::uint64_t>* counter) {
+  std::string last;
+  int last_errno = 0;
+  for (int attempt = 1; attempt <= options.max_attempts; ++attempt) {
+    if (attempt > 1) Backoff(options, attempt - 1);
+    CurlRequest req = build();  // signed afresh: x-amz-date moves on
+    req.connect_timeout = options.connect_timeout;
+    req.stall_timeout = options.stall_timeout;
+    req.ca_file = options.ca_file;
+    if (counter != nullptr) ++*counter;
+    CurlResponse resp = pool.Perform(req);
+
+    if (!resp.transport_ok) {
+      if (resp.transport_error.starts_with("body longer")) return Corruption(label + ": " + resp.transport_error);
+      last = resp.transport_error + " after " + std::to_string(resp.received) + " body bytes";
+      last_errno = resp.os_errno;
+      continue;
+    }
+    if (resp.status >= 200 && resp.status < 300) {
+      // CompleteMultipartUpload may answer 200 and put an error in the body.
+      if (req.method == "POST" && resp.body.find("<Error>") != std::string::npos) {
+        const std::string code = Tag(resp.body, "Code");
+        last = "HTTP " + std::to_string(resp.status) + " " + code + " (" + Tag(resp.body, "Message") + ")";
+        if (RetryableCode(code)) continue;
+        return IOError(label + ": " + last, 0);
+      }
+      if (req.use_into && resp.received != req.into.size()) {
+        last = "body cut short: " + std::to_string(resp.received) + " of " + std::to_string(req.into.size()) +
+               " bytes";
+        continue;
+      }
+      return resp;
+    }
+    const std::string code = Tag(resp.body, "Code");
+    const std::string message = Tag(resp.body, "Message");
+    std::string what = "HTTP " + std::to_string(resp.status);
+    if (!code.empty()) what += " " + code;
+    if (!message.empty()) what += " (" + message + ")";
+    if (resp.status == 408 || resp.status == 429 || resp.status >= 500 || RetryableCode(code)) {
+      last = what;
+      last_errno = 0;
+      continue;
+    }
+    const std::string tries = attempt > 1 ? "; after " + std::to_string(attempt) + " attempts" : "";
+    if (resp.status == 404 || resp.status == 410) return NotFound(label + ": " + what + tries);
+    if (resp.status == 416) return OutOfRange(label + ": " + what + tries);
+    if (resp.status == 401 || resp.status == 403) return IOError(label + ": " + what + auth_note + tries, EACCES);
+    if (resp.status >= 300 && resp.status < 400) {
+      return IOError(label + ": " + what + " (redirects are not followed)" + tries, 0);
+    }
+    return IOError(label + ": " + what + tries, 0);
+  }
+  return IOError(label + ": " + last + "; failed after " + std::to_string(options.max_attempts) + " attempts (" +
+                     std::to_string(options.max_attempts - 1) + " retries)",
+                 last_errno);
+}
+
 std::unique_ptr<S3Client> S3Client::Create(S3Config config, S3ClientOptions options) {
   return std::unique_ptr<S3Client>(new S3Client(std::move(config), std::move(options)));
 }
@@ -162,11 +221,7 @@ Result<CurlResponse> S3Client::Send(const Call& call) const {
   const std::string payload_hash = call.body.empty() ? std::string(kEmptySha256) : Sha256Hex(call.body);
   const std::string label = "S3 " + call.method + " " + call.loc.Url() + (call.what.empty() ? "" : " " + call.what);
 
-  std::string last;
-  int last_errno = 0;
-  int attempt = 0;
-  for (attempt = 1; attempt <= options_.max_attempts; ++attempt) {
-    if (attempt > 1) Backoff(options_, attempt - 1);
+  auto build = [&]() {
     SigningInput in;
     in.method = call.method;
     in.canonical_uri = path;
@@ -181,7 +236,6 @@ Result<CurlResponse> S3Client::Send(const Call& call) const {
     in.payload_hash = payload_hash;
     in.region = config_.region;
     const Signature sig = SignV4(in, config_.credentials);
-
     CurlRequest req;
     req.method = call.method;
     req.url = url;
@@ -190,57 +244,10 @@ Result<CurlResponse> S3Client::Send(const Call& call) const {
     req.body = call.body;
     req.into = call.into;
     req.use_into = call.use_into;
-    req.connect_timeout = options_.connect_timeout;
-    req.stall_timeout = options_.stall_timeout;
-    req.ca_file = options_.ca_file;
-    ++requests_;
-    CurlResponse resp = pool_.Perform(req);
-
-    if (!resp.transport_ok) {
-      if (resp.transport_error.starts_with("body longer")) {
-        return Corruption(label + ": " + resp.transport_error);
-      }
-      last = resp.transport_error + " after " + std::to_string(resp.received) + " body bytes";
-      last_errno = resp.os_errno;
-      continue;
-    }
-    if (resp.status >= 200 && resp.status < 300) {
-      // CompleteMultipartUpload may answer 200 and put an error in the body.
-      if (call.method == "POST" && resp.body.find("<Error>") != std::string::npos) {
-        const std::string code = Tag(resp.body, "Code");
-        last = "HTTP " + std::to_string(resp.status) + " " + code + " (" + Tag(resp.body, "Message") + ")";
-        if (RetryableCode(code)) continue;
-        return IOError(label + ": " + last, 0);
-      }
-      if (call.use_into && resp.received != call.into.size()) {
-        last = "body cut short: " + std::to_string(resp.received) + " of " + std::to_string(call.into.size()) +
-               " bytes";
-        continue;
-      }
-      return resp;
-    }
-    const std::string code = Tag(resp.body, "Code");
-    const std::string message = Tag(resp.body, "Message");
-    std::string what = "HTTP " + std::to_string(resp.status);
-    if (!code.empty()) what += " " + code;
-    if (!message.empty()) what += " (" + message + ")";
-    const bool retry = resp.status == 408 || resp.status == 429 || resp.status >= 500 || RetryableCode(code);
-    if (retry) {
-      last = what;
-      last_errno = 0;
-      continue;
-    }
-    const std::string tries = attempt > 1 ? "; after " + std::to_string(attempt) + " attempts" : "";
-    if (resp.status == 404) return NotFound(label + ": " + what + tries);
-    if (resp.status == 416) return OutOfRange(label + ": " + what + tries);
-    if (resp.status == 401 || resp.status == 403) {
-      return IOError(label + ": " + what + " (credentials: " + config_.credentials_source + ")" + tries, EACCES);
-    }
-    return IOError(label + ": " + what + tries, 0);
-  }
-  return IOError(label + ": " + last + "; failed after " + std::to_string(options_.max_attempts) + " attempts (" +
-                     std::to_string(options_.max_attempts - 1) + " retries)",
-                 last_errno);
+    return req;
+  };
+  return SendWithRetries(pool_, options_, label, build, " (credentials: " + config_.credentials_source + ")",
+                         &requests_);
 }
 
 Result<ObjectInfo> S3Client::Head(const S3Location& loc) const {
@@ -282,6 +289,45 @@ Status S3Client::ReadRange(const S3Location& loc, std::uint64_t offset, std::spa
     const std::uint64_t len = std::min<std::uint64_t>(chunk, out.size() - b);
     return GetOneRange(loc, offset + b, out.subspan(b, len));
   });
+}
+
+std::int64_t ContentRangeTotal(const std::string& cr) {
+  const std::size_t slash = cr.rfind('/');
+  if (!cr.starts_with("bytes ") || slash == std::string::npos || slash + 1 >= cr.size()) return -1;
+  std::int64_t v = 0;
+  for (std::size_t i = slash + 1; i < cr.size(); ++i) {
+    if (cr[i] < '0' || cr[i] > '9' || v > (std::int64_t{1} << 56)) return -1;
+    v = v * 10 + (cr[i] - '0');
+  }
+  return v;
+}
+
+Result<S3Client::Tail> S3Client::GetTail(const S3Location& loc, std::uint64_t n) const {
+  Call c;
+  c.loc = loc;
+  c.headers.emplace_back("range", "bytes=-" + std::to_string(n));
+  c.what = "last " + std::to_string(n) + " bytes";
+  auto r = Send(c);
+  if (!r.ok() && r.status().code() == StatusCode::kOutOfRange) {
+    // An empty object has no last bytes.
+    TS_ASSIGN_OR_RETURN(ObjectInfo info, Head(loc));
+    return Tail{info.size, info.etag, {}};
+  }
+  TS_RETURN_IF_ERROR(r.status());
+  Tail t;
+  t.etag = r->Header("etag");
+  if (r->status == 200) {
+    t.size = r->body.size();  // the server ignored the range: this is all of it
+  } else {
+    const std::int64_t total = ContentRangeTotal(r->Header("content-range"));
+    if (total < 0 || static_cast<std::uint64_t>(total) < r->body.size()) {
+      return Corruption("S3 GET " + loc.Url() + " " + c.what + ": bad Content-Range \"" +
+                        r->Header("content-range") + "\"");
+    }
+    t.size = static_cast<std::uint64_t>(total);
+  }
+  t.bytes = std::move(r->body);
+  return t;
 }
 
 Result<std::string> S3Client::GetObject(const S3Location& loc, std::uint64_t max_bytes) const {

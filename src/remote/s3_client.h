@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -49,6 +50,9 @@ struct S3ClientOptions {
   std::string ca_file;  // PEM bundle for https; empty = system default
 };
 
+// Parses "bytes A-B/TOTAL" (or "bytes */TOTAL"): TOTAL, or -1.
+std::int64_t ContentRangeTotal(const std::string& content_range);
+
 struct ObjectInfo {
   std::uint64_t size = 0;
   std::string etag;
@@ -59,6 +63,14 @@ struct ListEntry {
   std::uint64_t size = 0;
   std::string etag;
 };
+
+// Sends build()'s request (called again for each attempt) with the retry
+// policy above; returns the 2xx response. `auth_note` is added to 401/403
+// messages; `counter` (may be null) counts attempts. Also used for plain
+// http(s) objects, unsigned.
+Result<CurlResponse> SendWithRetries(const CurlPool& pool, const S3ClientOptions& options, const std::string& label,
+                                     const std::function<CurlRequest()>& build, const std::string& auth_note,
+                                     std::atomic<std::uint64_t>* counter);
 
 class S3Client {
  public:
@@ -72,6 +84,14 @@ class S3Client {
   // large. kOutOfRange when the range passes the end (HTTP 416); kCorruption
   // when the server sends more or fewer bytes than asked for after retries.
   Status ReadRange(const S3Location& loc, std::uint64_t offset, std::span<std::byte> out) const;
+  // The last min(n, size) bytes and the object's size and ETag, in one GET
+  // ("Range: bytes=-n"; the size comes from Content-Range).
+  struct Tail {
+    std::uint64_t size = 0;
+    std::string etag;
+    std::string bytes;
+  };
+  Result<Tail> GetTail(const S3Location& loc, std::uint64_t n) const;
   // The whole object in one GET; kLimitExceeded above max_bytes.
   Result<std::string> GetObject(const S3Location& loc, std::uint64_t max_bytes = 64ull << 20) const;
   // Every key under `prefix` in the bucket, in S3's (byte) order, following

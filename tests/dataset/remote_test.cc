@@ -164,9 +164,9 @@ TEST(RemoteNameTest, BaseUrlIsNormalizedOrRejected) {
   ASSERT_TRUE(bare.ok());
   EXPECT_EQ(bare->full, "https://h/");
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"ftp://h/x", "only http:// and https://"},
-      {"file:///etc", "only http:// and https://"},
-      {"/local/dir", "only http:// and https://"},
+      {"ftp://h/x", "only http://, https:// and s3://"},
+      {"file:///etc", "only http://, https:// and s3://"},
+      {"/local/dir", "only http://, https:// and s3://"},
       {"http:///x", "no host"},
       {"http://user:pw@h/x", "credentials"},
       {"http://h/x?a=1", "query or fragment"},
@@ -184,7 +184,8 @@ TEST(RemoteNameTest, BaseUrlIsNormalizedOrRejected) {
   EXPECT_TRUE(IsRemoteUrl("https://h/x"));
   EXPECT_TRUE(IsRemoteUrl("HTTP://h/x"));
   EXPECT_FALSE(IsRemoteUrl("/data/x"));
-  EXPECT_FALSE(IsRemoteUrl("s3://b/x"));
+  EXPECT_TRUE(IsRemoteUrl("s3://b/x"));  // read through src/remote/ (docs/REMOTE.md)
+  EXPECT_FALSE(IsRemoteUrl("gs://b/x"));
 }
 
 TEST(RemoteNameTest, JoinedUrlsStayUnderTheBase) {
@@ -873,7 +874,7 @@ TEST(RemoteOptionsTest, BadOptionsAreRejected) {
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(r.status().message(), HasSubstr("max_attempts 0"));
   o.max_attempts = 1;
-  EXPECT_EQ(ShardCache::Open("s3://bucket/x", o).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ShardCache::Open("gs://bucket/x", o).status().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(ShardCache::Open("http://h/", o).ok());
 }
 

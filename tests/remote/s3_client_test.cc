@@ -13,6 +13,11 @@
 #include <random>
 #include <thread>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "support/moto_server.h"
 #include "support/nginx_server.h"
 #include "support/temp_dir.h"
@@ -254,6 +259,44 @@ TEST(S3ClientRetryTest, ServerDiesMidTransfer) {
   EXPECT_EQ(s.code(), StatusCode::kIOError) << s.ToString();
   EXPECT_THAT(s.message(), HasSubstr("S3 GET s3://slow/obj bytes 0-4194303: "));
   EXPECT_THAT(s.message(), HasSubstr("failed after 3 attempts (2 retries)"));
+}
+
+// A server that promises 100 bytes and sends 40 before closing: every
+// attempt is cut short, the error says so and counts the attempts, and the
+// caller's buffer is never taken as data.
+TEST(S3ClientRetryTest, TruncatedBodyIsRetriedThenAnError) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  ASSERT_EQ(::listen(fd, 8), 0);
+  std::atomic<int> served{0};
+  std::thread server([&] {
+    for (int i = 0; i < 3; ++i) {
+      const int c = ::accept(fd, nullptr, nullptr);
+      if (c < 0) return;
+      char req[4096];
+      (void)::recv(c, req, sizeof(req), 0);
+      const std::string resp =
+          "HTTP/1.1 206 Partial Content\r\nContent-Length: 100\r\nContent-Range: bytes 0-99/100\r\n\r\n" +
+          std::string(40, 'x');
+      (void)::send(c, resp.data(), resp.size(), MSG_NOSIGNAL);
+      ::close(c);
+      ++served;
+    }
+  });
+  auto client = S3Client::Create(ConfigFor("http://127.0.0.1:" + std::to_string(ntohs(a.sin_port))), FastRetries());
+  std::string out(100, '\0');
+  Status s = client->ReadRange({"bkt", "cut.bin"}, 0, std::as_writable_bytes(std::span(out)));
+  server.join();
+  ::close(fd);
+  EXPECT_EQ(served.load(), 3);
+  EXPECT_EQ(s.code(), StatusCode::kIOError) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("S3 GET s3://bkt/cut.bin bytes 0-99: "));
+  EXPECT_THAT(s.message(), HasSubstr("after 40 body bytes; failed after 3 attempts (2 retries)"));
 }
 
 }  // namespace

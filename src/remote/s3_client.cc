@@ -10,8 +10,8 @@
 namespace tensorsafe::internal::s3 {
 namespace {
 
-// The text of the first <tag>...</tag> in `xml` at or after `from`, with the
-// five XML entities and numeric references decoded; empty when absent.
+// XML text with the five entities and numeric references decoded (S3
+// escapes keys in listings).
 std::string XmlDecode(std::string_view s) {
   std::string out;
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -69,6 +69,7 @@ bool NextTag(std::string_view xml, std::string_view tag, std::size_t* pos, std::
   return true;
 }
 
+// The decoded text of the first <tag>...</tag>; empty when absent.
 std::string Tag(std::string_view xml, std::string_view tag) {
   std::size_t pos = 0;
   std::string_view t;

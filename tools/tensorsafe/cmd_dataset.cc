@@ -32,6 +32,7 @@ struct Args {
   std::string out, dir;
   std::vector<std::string> sources, parts, from;
   std::string cache_dir;
+  std::uint64_t cache_limit = 0;  // bytes; 0 = none
   std::uint64_t max_bytes = std::uint64_t{64} << 20, max_samples = 0;
   int zstd = 0;
   std::string prefix = "shard", metadata;
@@ -170,6 +171,8 @@ Result<Schema> InferSchema(const Groups& groups) {
 DatasetOptions OpenOptions(const Args& a) {
   DatasetOptions o;
   o.cache_dir = a.cache_dir;
+  // LRU eviction of shards no process has pinned (docs/REMOTE.md, "Eviction").
+  o.remote.cache_limit_bytes = a.cache_limit;
   return o;
 }
 
@@ -419,6 +422,7 @@ std::function<int()> SetupCommand(CLI::App& sub) {
                         "with index.json, native or MDS; a .tar, a brace pattern or an http(s) URL)");
   a->create->add_option("--from", a->from, "A dataset location to copy (any kind; e.g. a directory of .tar files)");
   a->create->add_option("--cache-dir", a->cache_dir, "Where remote shards are downloaded and shards decompressed");
+  a->create->add_option("--cache-limit", a->cache_limit, "Remote shard cache size limit in bytes (0 = none)");
   a->create->add_option("--max-shard-bytes", a->max_bytes, "Close a shard at this many payload bytes (0 = no limit)");
   a->create->add_option("--max-shard-samples", a->max_samples, "Close a shard at this many samples (0 = no limit)");
   a->create->add_option("--zstd", a->zstd, "Compress shards with zstd at this level (1..22; 0 = off)");
@@ -426,19 +430,22 @@ std::function<int()> SetupCommand(CLI::App& sub) {
   a->create->add_option("--metadata", a->metadata, "User metadata (a JSON object) for index.json");
   a->create->add_flag("--quiet,-q", a->quiet, "No progress bar");
   a->info = sub.add_subcommand("info", "Samples, shards, schema and sizes of a dataset");
-  a->info->add_option("LOCATION", a->dir, "Dataset: directory (native or MDS), .tar, brace pattern or http(s) URL")
+  a->info->add_option("LOCATION", a->dir, "Dataset: directory (native or MDS), .tar, brace pattern, http(s) or s3 URL")
       ->required();
   a->info->add_option("--cache-dir", a->cache_dir, "Where remote shards are downloaded and shards decompressed");
+  a->info->add_option("--cache-limit", a->cache_limit, "Remote shard cache size limit in bytes (0 = none)");
   a->info->add_flag("--shards", a->shards, "List every shard");
   a->verify = sub.add_subcommand("verify", "Check every shard's size, hash, layout and checksums; exit 1 on damage");
-  a->verify->add_option("LOCATION", a->dir, "Dataset: directory (native or MDS), .tar, brace pattern or http(s) URL")
+  a->verify->add_option("LOCATION", a->dir, "Dataset: directory (native or MDS), .tar, brace pattern, http(s) or s3 URL")
       ->required();
   a->verify->add_option("--cache-dir", a->cache_dir, "Where remote shards are downloaded and shards decompressed");
+  a->verify->add_option("--cache-limit", a->cache_limit, "Remote shard cache size limit in bytes (0 = none)");
   a->verify->add_flag("--quiet,-q", a->quiet, "No progress bar");
   a->cat = sub.add_subcommand("cat", "Print samples as JSON lines");
-  a->cat->add_option("LOCATION", a->dir, "Dataset: directory (native or MDS), .tar, brace pattern or http(s) URL")
+  a->cat->add_option("LOCATION", a->dir, "Dataset: directory (native or MDS), .tar, brace pattern, http(s) or s3 URL")
       ->required();
   a->cat->add_option("--cache-dir", a->cache_dir, "Where remote shards are downloaded and shards decompressed");
+  a->cat->add_option("--cache-limit", a->cache_limit, "Remote shard cache size limit in bytes (0 = none)");
   a->cat->add_option("INDEX", a->index, "Print only this sample");
   a->cat->add_option("--start", a->start, "First sample");
   a->cat->add_option("--limit", a->limit, "At most this many samples (0 = all)");

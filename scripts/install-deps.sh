@@ -12,6 +12,7 @@ APT_PACKAGES=(
   zlib1g-dev libzstd-dev liblz4-dev
   libbz2-dev libbrotli-dev libsnappy-dev  # MDS shards: bz2, br and snappy (src/dataset/sources/mds/codecs.cc)
   libzmq3-dev cppzmq-dev liblmdb-dev libcurl4-openssl-dev nginx-light openssl
+  libssl-dev  # S3 request signing: SHA-256 and HMAC (src/remote/sigv4.cc)
   clang libclang-rt-14-dev clang-format
   e2fsprogs mount  # tests/io/full_disk.sh: mkfs.ext4 and a loop mount
 )

@@ -15,6 +15,8 @@
 #include <limits>
 #include <vector>
 
+#include "remote/remote_file.h"
+
 namespace tensorsafe {
 namespace {
 
@@ -56,8 +58,7 @@ constexpr std::uint64_t kPreallocMinFree = std::uint64_t{1} << 30;
 
 class FdWritableFile final : public WritableFile {
  public:
-  FdWritableFile(int fd, std::string name, bool owned, bool seekable, bool positional = false,
-                 bool preallocate = false)
+  FdWritableFile(int fd, std::string name, bool owned, bool seekable, bool positional = false, bool preallocate = false)
       : fd_(fd),
         name_(std::move(name)),
         owned_(owned),
@@ -203,14 +204,13 @@ class FdWritableFile final : public WritableFile {
 
 class FdRandomAccessFile final : public RandomAccessFile {
  public:
-  FdRandomAccessFile(int fd, std::string name, std::uint64_t size)
-      : fd_(fd), name_(std::move(name)), size_(size) {}
+  FdRandomAccessFile(int fd, std::string name, std::uint64_t size) : fd_(fd), name_(std::move(name)), size_(size) {}
   ~FdRandomAccessFile() override { ::close(fd_); }
   Status ReadAt(std::uint64_t offset, std::span<std::byte> out) const override {
     if (offset > size_ || out.size() > size_ - offset) {
       return Corruption(name_ + ": read of " + std::to_string(out.size()) + " bytes at offset " +
-                        std::to_string(offset) + " runs past the end of the file (" +
-                        std::to_string(size_) + " bytes)");
+                        std::to_string(offset) + " runs past the end of the file (" + std::to_string(size_) +
+                        " bytes)");
     }
     while (!out.empty()) {
       ssize_t n = ::pread(fd_, out.data(), out.size(), static_cast<off_t>(offset));
@@ -219,8 +219,7 @@ class FdRandomAccessFile final : public RandomAccessFile {
         return ErrnoStatus("pread at " + std::to_string(offset), name_, errno);
       }
       if (n == 0) {
-        return Corruption(name_ + ": file shrank while reading: no bytes at offset " +
-                          std::to_string(offset));
+        return Corruption(name_ + ": file shrank while reading: no bytes at offset " + std::to_string(offset));
       }
       out = out.subspan(static_cast<std::size_t>(n));
       offset += static_cast<std::uint64_t>(n);
@@ -253,8 +252,7 @@ Env* Env::Default() {
   return &env;
 }
 
-Result<std::unique_ptr<WritableFile>> Env::NewTempFile(const std::string& final_path,
-                                                       std::string* tmp_path) {
+Result<std::unique_ptr<WritableFile>> Env::NewTempFile(const std::string& final_path, std::string* tmp_path) {
   // Not mkostemp: it makes mode 0600, and fixing that needs the umask, which
   // only a process-wide umask() call reveals. O_EXCL with 0666 applies the
   // umask as any new file gets it.
@@ -273,9 +271,9 @@ Result<std::unique_ptr<WritableFile>> Env::NewTempFile(const std::string& final_
       return ErrnoStatus("cannot create temporary file", name, errno);
     }
     *tmp_path = name;
-    return std::unique_ptr<WritableFile>(
-        std::make_unique<FdWritableFile>(fd, *tmp_path, /*owned=*/true, /*seekable=*/true,
-                                         /*positional=*/false, /*preallocate=*/true));
+    return std::unique_ptr<WritableFile>(std::make_unique<FdWritableFile>(fd, *tmp_path, /*owned=*/true,
+                                                                          /*seekable=*/true,
+                                                                          /*positional=*/false, /*preallocate=*/true));
   }
   return IOError(final_path + ": cannot create a temporary file: 100 names taken", EEXIST);
 }
@@ -319,6 +317,8 @@ Result<std::unique_ptr<FdRandomAccessFile>> OpenRegularFile(const std::string& p
 }  // namespace
 
 Result<std::unique_ptr<RandomAccessFile>> Env::OpenRead(const std::string& path) {
+  // URLs (s3://, http(s)://) are read with ranged GETs (docs/REMOTE.md).
+  if (internal::IsRemotePath(path)) return internal::OpenRemoteFile(path);
   TS_ASSIGN_OR_RETURN(auto f, OpenRegularFile(path));
   return std::unique_ptr<RandomAccessFile>(std::move(f));
 }
@@ -329,6 +329,7 @@ Result<std::shared_ptr<MappedRegion>> Env::Map(const std::string& path) {
 }
 
 Result<Env::MappedFile> Env::MapWithFile(const std::string& path) {
+  if (internal::IsRemotePath(path)) return internal::MapRemoteFile(path);
   TS_ASSIGN_OR_RETURN(auto f, OpenRegularFile(path));
   const std::size_t size = static_cast<std::size_t>(f->size());
   MappedFile out;

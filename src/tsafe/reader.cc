@@ -1,16 +1,17 @@
 // The .tsafe reader, part 2: tensor data (Get, ReadInto, ReadSlice, Verify)
 // and the public Reader methods. Open and the index checks are in
 // reader_index.cc (docs/FORMAT.md §8).
+#include "remote/remote_file.h"
 #include "tsafe/reader_impl.h"
 
 namespace tensorsafe {
 
 using internal::CheckedAdd;
-using internal::QuoteName;
 using internal::EntryLabel;
 using internal::kMaxDims;
 using internal::N;
 using internal::Ordinal;
+using internal::QuoteName;
 
 Result<Tensor> Reader::Impl::Get(std::string_view name) const {
   TS_ASSIGN_OR_RETURN(TensorInfo info, Find(name));
@@ -26,7 +27,8 @@ Result<Tensor> Reader::Impl::TensorOf(TensorInfo info) const {
     t.owner = owner_;
   } else {
     auto buf = internal::AllocAligned(info.data_length);
-    TS_RETURN_IF_ERROR(internal::ReadAtParallel(*file_, info.data_offset, {buf.get(), info.data_length}, opt_.read_threads));
+    TS_RETURN_IF_ERROR(
+        internal::ReadAtParallel(*file_, info.data_offset, {buf.get(), info.data_length}, opt_.read_threads));
     t.data = {buf.get(), info.data_length};
     t.owner = std::move(buf);
   }
@@ -42,7 +44,8 @@ Status Reader::Impl::CopyOut(std::uint64_t off, std::span<std::byte> out) const 
     // the kernel copies from the page cache without faulting the range
     // into our page tables (1 GiB: ~1.3x faster than memcpy from a fresh
     // mapping; the bytes are the same either way).
-    if (copy_file_ != nullptr && out.size() >= kPreadCopyBytes) return internal::ReadAtParallel(*copy_file_, off, out, opt_.read_threads);
+    if (copy_file_ != nullptr && out.size() >= kPreadCopyBytes)
+      return internal::ReadAtParallel(*copy_file_, off, out, opt_.read_threads);
     std::memcpy(out.data(), bytes_.data() + off, out.size());
     return Status::OK();
   }
@@ -52,35 +55,34 @@ Status Reader::Impl::CopyOut(std::uint64_t off, std::span<std::byte> out) const 
 Status Reader::Impl::ReadInto(std::string_view name, std::span<std::byte> out, bool verify) const {
   TS_ASSIGN_OR_RETURN(TensorInfo info, Find(name));
   if (out.size() != info.data_length) {
-    return InvalidArgument("tensor " + QuoteName(name) + " has " + N(info.data_length) +
-                           " bytes; the buffer has " + N(out.size()));
+    return InvalidArgument("tensor " + QuoteName(name) + " has " + N(info.data_length) + " bytes; the buffer has " +
+                           N(out.size()));
   }
   TS_RETURN_IF_ERROR(CopyOut(info.data_offset, out));
   if (verify) {
     const std::uint64_t got = internal::Hash64(std::span<const std::byte>(out));
     if (got != info.data_checksum) {
-      return Err(Corruption("tensor " + QuoteName(name) + ": data checksum mismatch: stored " +
-                            N(info.data_checksum) + ", computed " + N(got)));
+      return Err(Corruption("tensor " + QuoteName(name) + ": data checksum mismatch: stored " + N(info.data_checksum) +
+                            ", computed " + N(got)));
     }
   }
   return Status::OK();
 }
 
-Status Reader::Impl::ReadSlice(std::string_view name, std::span<const SliceDim> slice,
-                               std::span<std::byte> out) const {
+Status Reader::Impl::ReadSlice(std::string_view name, std::span<const SliceDim> slice, std::span<std::byte> out) const {
   TS_ASSIGN_OR_RETURN(TensorInfo info, Find(name));
   if (info.layout != Layout::kDense) {
     return Unsupported("tensor " + QuoteName(name) + ": slicing a sparse COO tensor is not supported");
   }
   const std::uint64_t es = ElementSize(info.dtype);
   if (es == 0) {
-    return Unsupported("tensor " + QuoteName(name) + ": slicing packed " +
-                       std::string(DTypeName(info.dtype)) + " is not supported");
+    return Unsupported("tensor " + QuoteName(name) + ": slicing packed " + std::string(DTypeName(info.dtype)) +
+                       " is not supported");
   }
   const std::size_t rank = info.shape.size();
   if (slice.size() != rank) {
-    return InvalidArgument("tensor " + QuoteName(name) + " has rank " + N(rank) + "; the slice has " +
-                           N(slice.size()) + " dimensions");
+    return InvalidArgument("tensor " + QuoteName(name) + " has rank " + N(rank) + "; the slice has " + N(slice.size()) +
+                           " dimensions");
   }
   // Per dimension: element count selected, and the byte stride of a step.
   std::vector<std::uint64_t> count(rank), start(rank), step(rank), dim_stride(rank);
@@ -89,9 +91,8 @@ Status Reader::Impl::ReadSlice(std::string_view name, std::span<const SliceDim> 
   for (std::size_t d = rank; d-- > 0;) {
     const SliceDim& s = slice[d];
     if (s.step == 0 || s.start > s.stop || s.stop > info.shape[d]) {
-      return OutOfRange("tensor " + QuoteName(name) + " dimension " + N(d) + " of size " +
-                        N(info.shape[d]) + ": slice [" + N(s.start) + ":" + N(s.stop) + ":" +
-                        N(s.step) + "] is out of range");
+      return OutOfRange("tensor " + QuoteName(name) + " dimension " + N(d) + " of size " + N(info.shape[d]) +
+                        ": slice [" + N(s.start) + ":" + N(s.stop) + ":" + N(s.step) + "] is out of range");
     }
     count[d] = s.stop == s.start ? 0 : (s.stop - s.start - 1) / s.step + 1;  // no wrap for huge steps
     start[d] = s.start;
@@ -101,15 +102,14 @@ Status Reader::Impl::ReadSlice(std::string_view name, std::span<const SliceDim> 
     total *= count[d];
   }
   if (out.size() != total * es) {
-    return InvalidArgument("slice of tensor " + QuoteName(name) + " has " + N(total * es) +
-                           " bytes; the buffer has " + N(out.size()));
+    return InvalidArgument("slice of tensor " + QuoteName(name) + " has " + N(total * es) + " bytes; the buffer has " +
+                           N(out.size()));
   }
   if (total == 0) return Status::OK();
   // Merge trailing dimensions that are selected whole into one contiguous run.
   std::size_t inner = rank;
   std::uint64_t run = es;
-  while (inner > 0 && start[inner - 1] == 0 && step[inner - 1] == 1 &&
-         count[inner - 1] == info.shape[inner - 1]) {
+  while (inner > 0 && start[inner - 1] == 0 && step[inner - 1] == 1 && count[inner - 1] == info.shape[inner - 1]) {
     --inner;
     run *= count[inner];
   }
@@ -232,7 +232,9 @@ Result<std::shared_ptr<Reader>> Reader::Open(const std::string& path, const Read
   // The file only grows while an index is live, so retry with the new size.
   for (int attempt = 0;; ++attempt) {
     auto impl = std::make_unique<Reader::Impl>(path, options);
-    if (options.access == ReaderOptions::Access::kMmap) {
+    // A URL is read by ranges (the index, then the tensors asked for), not
+    // downloaded whole to be mapped.
+    if (options.access == ReaderOptions::Access::kMmap && !internal::IsRemotePath(path)) {
       TS_ASSIGN_OR_RETURN(auto mapped, env->MapWithFile(path));
       impl->bytes_ = mapped.region->bytes();
       impl->size_ = impl->bytes_.size();
@@ -250,10 +252,8 @@ Result<std::shared_ptr<Reader>> Reader::Open(const std::string& path, const Read
   }
 }
 
-Result<std::shared_ptr<Reader>> Reader::OpenBuffer(std::span<const std::byte> bytes,
-                                                   std::shared_ptr<const void> owner,
-                                                   std::string display_name,
-                                                   const ReaderOptions& options) {
+Result<std::shared_ptr<Reader>> Reader::OpenBuffer(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
+                                                   std::string display_name, const ReaderOptions& options) {
   auto impl = std::make_unique<Impl>(std::move(display_name), options);
   impl->bytes_ = bytes;
   impl->size_ = bytes.size();
@@ -272,8 +272,7 @@ Result<Tensor> Reader::Get(std::string_view name) const { return impl_->Get(name
 Status Reader::ReadInto(std::string_view name, std::span<std::byte> out, bool verify) const {
   return impl_->ReadInto(name, out, verify);
 }
-Status Reader::ReadSlice(std::string_view name, std::span<const SliceDim> slice,
-                         std::span<std::byte> out) const {
+Status Reader::ReadSlice(std::string_view name, std::span<const SliceDim> slice, std::span<std::byte> out) const {
   return impl_->ReadSlice(name, slice, out);
 }
 Status Reader::ForEach(const std::function<bool(const TensorInfo&)>& fn) const {
@@ -301,4 +300,3 @@ Result<std::vector<std::string>> Reader::Names() const {
 Status Reader::Verify(std::vector<std::string>* damaged) const { return impl_->Verify(damaged); }
 
 }  // namespace tensorsafe
-

@@ -32,6 +32,7 @@ struct Args {
   std::string out, dir;
   std::vector<std::string> sources, parts, from;
   std::string cache_dir;
+  std::uint64_t cache_limit = 0;  // bytes; 0 = none
   std::uint64_t max_bytes = std::uint64_t{64} << 20, max_samples = 0;
   int zstd = 0;
   std::string prefix = "shard", metadata;
@@ -100,7 +101,7 @@ Status LoadFile(const SourceFile& f, std::vector<LoadedField>& out) {
     std::fclose(fp);
     if (err) return IOError(f.path + ": read failed", errno);
   }
-  FieldKind kind = EndsWith(f.suffix, "json") ? FieldKind::kJson
+  FieldKind kind = EndsWith(f.suffix, "json")  ? FieldKind::kJson
                    : EndsWith(f.suffix, "txt") ? FieldKind::kStr
                                                : FieldKind::kBytes;
   out.push_back({f.suffix, kind, DType::kU8, {}, std::as_bytes(std::span(region->data(), region->size())), region});
@@ -154,7 +155,8 @@ Result<Schema> InferSchema(const Groups& groups) {
       FieldSpec& f = schema.fields[k];
       const auto& lf = fields[k];
       if (lf.kind != f.kind || lf.dtype != f.dtype || lf.shape.size() != f.shape.size()) {
-        return InvalidArgument("sample " + key + ": field " + lf.name + " differs in kind, dtype or rank from the first sample");
+        return InvalidArgument("sample " + key + ": field " + lf.name +
+                               " differs in kind, dtype or rank from the first sample");
       }
       for (std::size_t d = 0; d < f.shape.size(); ++d) {
         if (f.shape[d] != lf.shape[d]) f.shape[d] = kAnyDim;
@@ -170,6 +172,8 @@ Result<Schema> InferSchema(const Groups& groups) {
 DatasetOptions OpenOptions(const Args& a) {
   DatasetOptions o;
   o.cache_dir = a.cache_dir;
+  // LRU eviction of shards no process has pinned (docs/REMOTE.md, "Eviction").
+  o.remote.cache_limit_bytes = a.cache_limit;
   return o;
 }
 
@@ -288,11 +292,12 @@ Status Info(const Args& a) {
     bytes += s.bytes;
     stored += s.zstd ? s.zstd->bytes : s.bytes;
   }
-  fmt::print("dataset: {}\nformat: {}\nsamples: {}\nshards: {}\nbytes: {} ({}), stored: {} ({})\n",
-             a.dir, FormatName(*ds), ds->num_samples(), ds->shards().size(), bytes, HumanBytes(bytes), stored,
+  fmt::print("dataset: {}\nformat: {}\nsamples: {}\nshards: {}\nbytes: {} ({}), stored: {} ({})\n", a.dir,
+             FormatName(*ds), ds->num_samples(), ds->shards().size(), bytes, HumanBytes(bytes), stored,
              HumanBytes(stored));
   fmt::print("schema:\n");
-  for (const FieldSpec& f : ds->schema().fields) fmt::print("  {}: {}\n", nlohmann::json(f.name).dump(), DescribeField(f));
+  for (const FieldSpec& f : ds->schema().fields)
+    fmt::print("  {}: {}\n", nlohmann::json(f.name).dump(), DescribeField(f));
   if (!ds->metadata_json().empty()) fmt::print("metadata: {}\n", ds->metadata_json());
   if (a.shards) {
     fmt::print("{:>6}  {:>10}  {:>12}  {:16}  {}\n", "SHARD", "SAMPLES", "BYTES", "XXH3", "NAME");
@@ -310,7 +315,8 @@ int Verify(const Args& a) {
   if (!ds.ok()) return Fail("dataset verify", ds.status());
   ProgressBar bar("verifying", a.quiet, "shards");
   std::vector<Status> problems;
-  Status s = (*ds)->Verify(&problems, [&](std::size_t done, std::size_t total) { bar.Update(done, total, done == total); });
+  Status s =
+      (*ds)->Verify(&problems, [&](std::size_t done, std::size_t total) { bar.Update(done, total, done == total); });
   if (!s.ok()) {
     bar.Abandon();
     for (std::size_t i = 1; i < problems.size(); ++i) fmt::print(stderr, "{}\n", problems[i].ToString());
@@ -326,12 +332,9 @@ nlohmann::json FieldJson(const FieldView& v, bool all) {
   using nlohmann::json;
   std::string_view text(reinterpret_cast<const char*>(v.bytes.data()), v.bytes.size());
   switch (v.spec->kind) {
-    case FieldKind::kInt:
-      return *AsInt(v);
-    case FieldKind::kFloat:
-      return *AsFloat(v);
-    case FieldKind::kStr:
-      return std::string(text);
+    case FieldKind::kInt: return *AsInt(v);
+    case FieldKind::kFloat: return *AsFloat(v);
+    case FieldKind::kStr: return std::string(text);
     case FieldKind::kJson: {
       json j = json::parse(text, nullptr, false);
       return j.is_discarded() ? json(std::string(text)) : j;
@@ -400,11 +403,16 @@ Status MergeCmd(const Args& a) {
 
 int Run(const Args& a) {
   Status s;
-  if (a.create->parsed()) s = Create(a);
-  else if (a.info->parsed()) s = Info(a);
-  else if (a.verify->parsed()) return Verify(a);
-  else if (a.cat->parsed()) s = Cat(a);
-  else if (a.merge->parsed()) s = MergeCmd(a);
+  if (a.create->parsed())
+    s = Create(a);
+  else if (a.info->parsed())
+    s = Info(a);
+  else if (a.verify->parsed())
+    return Verify(a);
+  else if (a.cat->parsed())
+    s = Cat(a);
+  else if (a.merge->parsed())
+    s = MergeCmd(a);
   if (!s.ok()) return Fail("dataset", s);
   return kExitOk;
 }
@@ -419,6 +427,7 @@ std::function<int()> SetupCommand(CLI::App& sub) {
                         "with index.json, native or MDS; a .tar, a brace pattern or an http(s) URL)");
   a->create->add_option("--from", a->from, "A dataset location to copy (any kind; e.g. a directory of .tar files)");
   a->create->add_option("--cache-dir", a->cache_dir, "Where remote shards are downloaded and shards decompressed");
+  a->create->add_option("--cache-limit", a->cache_limit, "Remote shard cache size limit in bytes (0 = none)");
   a->create->add_option("--max-shard-bytes", a->max_bytes, "Close a shard at this many payload bytes (0 = no limit)");
   a->create->add_option("--max-shard-samples", a->max_samples, "Close a shard at this many samples (0 = no limit)");
   a->create->add_option("--zstd", a->zstd, "Compress shards with zstd at this level (1..22; 0 = off)");
@@ -426,19 +435,23 @@ std::function<int()> SetupCommand(CLI::App& sub) {
   a->create->add_option("--metadata", a->metadata, "User metadata (a JSON object) for index.json");
   a->create->add_flag("--quiet,-q", a->quiet, "No progress bar");
   a->info = sub.add_subcommand("info", "Samples, shards, schema and sizes of a dataset");
-  a->info->add_option("LOCATION", a->dir, "Dataset: directory (native or MDS), .tar, brace pattern or http(s) URL")
+  a->info->add_option("LOCATION", a->dir, "Dataset: directory (native or MDS), .tar, brace pattern, http(s) or s3 URL")
       ->required();
   a->info->add_option("--cache-dir", a->cache_dir, "Where remote shards are downloaded and shards decompressed");
+  a->info->add_option("--cache-limit", a->cache_limit, "Remote shard cache size limit in bytes (0 = none)");
   a->info->add_flag("--shards", a->shards, "List every shard");
   a->verify = sub.add_subcommand("verify", "Check every shard's size, hash, layout and checksums; exit 1 on damage");
-  a->verify->add_option("LOCATION", a->dir, "Dataset: directory (native or MDS), .tar, brace pattern or http(s) URL")
+  a->verify
+      ->add_option("LOCATION", a->dir, "Dataset: directory (native or MDS), .tar, brace pattern, http(s) or s3 URL")
       ->required();
   a->verify->add_option("--cache-dir", a->cache_dir, "Where remote shards are downloaded and shards decompressed");
+  a->verify->add_option("--cache-limit", a->cache_limit, "Remote shard cache size limit in bytes (0 = none)");
   a->verify->add_flag("--quiet,-q", a->quiet, "No progress bar");
   a->cat = sub.add_subcommand("cat", "Print samples as JSON lines");
-  a->cat->add_option("LOCATION", a->dir, "Dataset: directory (native or MDS), .tar, brace pattern or http(s) URL")
+  a->cat->add_option("LOCATION", a->dir, "Dataset: directory (native or MDS), .tar, brace pattern, http(s) or s3 URL")
       ->required();
   a->cat->add_option("--cache-dir", a->cache_dir, "Where remote shards are downloaded and shards decompressed");
+  a->cat->add_option("--cache-limit", a->cache_limit, "Remote shard cache size limit in bytes (0 = none)");
   a->cat->add_option("INDEX", a->index, "Print only this sample");
   a->cat->add_option("--start", a->start, "First sample");
   a->cat->add_option("--limit", a->limit, "At most this many samples (0 = all)");

@@ -1,5 +1,5 @@
 // Remote shards: a local, verified, size-limited cache of the files of a
-// dataset served over http:// or https:// (docs/REMOTE.md).
+// dataset served over http://, https:// or s3:// (docs/REMOTE.md).
 //
 // A ShardCache is opened with the dataset's base URL and a cache directory.
 // The dataset reader fetches the index into memory with FetchBytes(), then
@@ -114,7 +114,7 @@ class CachedFile {
 
 class ShardCache {
  public:
-  // Parses and checks `base_url` (http:// or https://, a host, an optional
+  // Parses and checks `base_url` (http://, https:// or s3://bucket/prefix, a host, an optional
   // port and path; no credentials, query or fragment; a trailing '/' is
   // added), creates the cache directory and removes temporary files and
   // locks that dead processes left behind.
@@ -179,7 +179,7 @@ class ShardCache {
 Status ValidateRelativeName(std::string_view name);
 
 // True for names the dataset reader should fetch through a ShardCache
-// ("http://" or "https://", any case).
+// ("http://", "https://" or "s3://", any case).
 bool IsRemoteUrl(std::string_view location);
 
 // The cache directory to use when the caller gives none: $TENSORSAFE_CACHE_DIR,

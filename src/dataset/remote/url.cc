@@ -14,10 +14,16 @@ constexpr std::size_t kMaxNameBytes = 1024;
 bool NameByteAllowed(unsigned char c) {
   if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
   switch (c) {
-    case '.': case '_': case '~': case '+': case '=': case ',': case '@': case '-': case '/':
-      return true;
-    default:
-      return false;
+    case '.':
+    case '_':
+    case '~':
+    case '+':
+    case '=':
+    case ',':
+    case '@':
+    case '-':
+    case '/': return true;
+    default: return false;
   }
 }
 
@@ -86,7 +92,7 @@ bool IsRemoteUrl(std::string_view location) {
     }
     return true;
   };
-  return starts("http://") || starts("https://");
+  return starts("http://") || starts("https://") || starts("s3://");
 }
 
 }  // namespace dataset
@@ -94,9 +100,7 @@ bool IsRemoteUrl(std::string_view location) {
 namespace internal {
 
 Result<BaseUrl> ParseBaseUrl(std::string_view url) {
-  auto bad = [&](const std::string& why) {
-    return InvalidArgument("base URL \"" + Printable(url) + "\": " + why);
-  };
+  auto bad = [&](const std::string& why) { return InvalidArgument("base URL \"" + Printable(url) + "\": " + why); };
   BaseUrl b;
   std::string_view rest;
   if (dataset::IsRemoteUrl(url)) {
@@ -104,7 +108,7 @@ Result<BaseUrl> ParseBaseUrl(std::string_view url) {
     for (char c : url.substr(0, colon)) b.scheme += Lower(c);
     rest = url.substr(colon + 3);
   } else {
-    return bad("only http:// and https:// are supported");
+    return bad("only http://, https:// and s3:// are supported");
   }
   const std::size_t slash = rest.find('/');
   const std::string_view authority = rest.substr(0, slash);
@@ -138,7 +142,7 @@ Result<BaseUrl> ParseBaseUrl(std::string_view url) {
   // Let libcurl parse it too, so the host we check against later is the one
   // libcurl will connect to.
   std::unique_ptr<CURLU, void (*)(CURLU*)> u(curl_url(), curl_url_cleanup);
-  if (!u || curl_url_set(u.get(), CURLUPART_URL, b.full.c_str(), 0) != CURLUE_OK) {
+  if (!u || curl_url_set(u.get(), CURLUPART_URL, b.full.c_str(), CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK) {
     return bad("libcurl cannot parse it");
   }
   return b;
@@ -155,8 +159,8 @@ Result<std::string> JoinUrl(const BaseUrl& base, std::string_view name) {
     return s;
   };
   std::unique_ptr<CURLU, void (*)(CURLU*)> a(curl_url(), curl_url_cleanup), j(curl_url(), curl_url_cleanup);
-  if (!a || !j || curl_url_set(a.get(), CURLUPART_URL, base.full.c_str(), 0) != CURLUE_OK ||
-      curl_url_set(j.get(), CURLUPART_URL, url.c_str(), 0) != CURLUE_OK) {
+  if (!a || !j || curl_url_set(a.get(), CURLUPART_URL, base.full.c_str(), CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK ||
+      curl_url_set(j.get(), CURLUPART_URL, url.c_str(), CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK) {
     return InvalidArgument("remote file name \"" + Printable(name) + "\": libcurl cannot parse " + url);
   }
   const std::string base_path = part(a.get(), CURLUPART_PATH);

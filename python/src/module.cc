@@ -14,6 +14,7 @@ void RegisterDatasetPartition(py::module_& m);  // dataset_partition.cc
 void RegisterGguf(py::module_& m);              // gguf.cc
 void RegisterLmdb(py::module_& m);              // lmdb.cc
 void RegisterSharded(py::module_& m);  // sharded.cc
+void RegisterLoad(py::module_& m);     // load.cc
 }
 
 PYBIND11_MODULE(_native, m) {
@@ -33,4 +34,5 @@ PYBIND11_MODULE(_native, m) {
   tp::RegisterGguf(m);
   tp::RegisterLmdb(m);
   tp::RegisterSharded(m);
+  tp::RegisterLoad(m);
 }

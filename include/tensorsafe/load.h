@@ -96,6 +96,10 @@ Result<LoadPlan> PlanLoad(std::span<const std::string> paths, const PlanOptions&
 struct LoadOptions {
   bool verify = true;                          // check checksums where the format has them
   bool direct = true;                          // O_DIRECT where the file system allows
+  // A file whose pages are (nearly) all in the page cache already (mincore)
+  // is copied from there with ordinary preads, at memory speed, rather than
+  // read from the disk again.
+  bool cached_buffered = true;
   std::uint64_t request_bytes = 4u << 20;      // per read; a multiple of 4096
   unsigned io_threads = 8;                     // reads in flight (threads with pread)
   unsigned verify_threads = 1;                 // hashing threads

@@ -23,10 +23,11 @@ struct PlanHandle {
 };
 
 LoadOptions Options(bool verify, bool direct, unsigned io_threads, std::uint64_t request_bytes, bool prefault,
-                    bool huge_pages, unsigned verify_threads) {
+                    bool huge_pages, unsigned verify_threads, bool cached_buffered) {
   LoadOptions o;
   o.verify = verify;
   o.direct = direct;
+  o.cached_buffered = cached_buffered;
   o.io_threads = io_threads;
   o.request_bytes = request_bytes;
   o.prefault = prefault;
@@ -72,11 +73,13 @@ void RegisterLoad(py::module_& m) {
       // (arena: writable uint8 ndarray, offsets into it per item, report).
       .def("load",
            [](std::shared_ptr<PlanHandle> h, bool verify, bool direct, unsigned io_threads,
-              std::uint64_t request_bytes, bool prefault, bool huge_pages, unsigned verify_threads) {
+              std::uint64_t request_bytes, bool prefault, bool huge_pages, unsigned verify_threads,
+              bool cached_buffered) {
              Result<Loaded> r = Internal("not loaded");
              {
                py::gil_scoped_release nogil;
-               r = Load(h->plan, Options(verify, direct, io_threads, request_bytes, prefault, huge_pages, verify_threads));
+               r = Load(h->plan, Options(verify, direct, io_threads, request_bytes, prefault, huge_pages, verify_threads,
+                                         cached_buffered));
              }
              Loaded loaded = Unwrap(std::move(r));
              auto* keep = new std::shared_ptr<LoadArena>(loaded.arena);
@@ -93,10 +96,10 @@ void RegisterLoad(py::module_& m) {
            },
            py::arg("verify") = true, py::arg("direct") = true, py::arg("io_threads") = 8,
            py::arg("request_bytes") = 4u << 20, py::arg("prefault") = true, py::arg("huge_pages") = true,
-           py::arg("verify_threads") = 1)
+           py::arg("verify_threads") = 1, py::arg("cached_buffered") = true)
       .def("load_into",
            [](std::shared_ptr<PlanHandle> h, py::list outs, bool verify, bool direct, unsigned io_threads,
-              std::uint64_t request_bytes, unsigned verify_threads) {
+              std::uint64_t request_bytes, unsigned verify_threads, bool cached_buffered) {
              std::vector<py::buffer_info> infos;
              std::vector<std::span<std::byte>> spans;
              infos.reserve(outs.size());
@@ -108,12 +111,14 @@ void RegisterLoad(py::module_& m) {
              Result<LoadReport> r = Internal("not loaded");
              {
                py::gil_scoped_release nogil;
-               r = LoadInto(h->plan, spans, Options(verify, direct, io_threads, request_bytes, false, false, verify_threads));
+               r = LoadInto(h->plan, spans,
+                            Options(verify, direct, io_threads, request_bytes, false, false, verify_threads,
+                                    cached_buffered));
              }
              return ReportDict(Unwrap(std::move(r)));
            },
            py::arg("outs"), py::arg("verify") = true, py::arg("direct") = true, py::arg("io_threads") = 8,
-           py::arg("request_bytes") = 4u << 20, py::arg("verify_threads") = 1);
+           py::arg("request_bytes") = 4u << 20, py::arg("verify_threads") = 1, py::arg("cached_buffered") = true);
 
   m.def(
       "plan_load",

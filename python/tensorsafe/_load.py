@@ -83,7 +83,7 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]], names: Optional[Ite
          framework: str = "pt", device: Any = "cpu", verify: bool = True, into: Optional[Dict[str, Any]] = None,
          *, slice: Optional[Tuple[int, ...]] = None, direct: bool = True, io_threads: int = 8,
          request_bytes: int = 4 << 20, prefault: bool = True, huge_pages: bool = True, verify_threads: int = 1,
-         return_report: bool = False):
+         cached_buffered: bool = True, return_report: bool = False):
     """Loads tensors into memory of their own (not views of a file mapping).
 
     Args:
@@ -104,7 +104,8 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]], names: Optional[Ite
             (columns); only those bytes are read. Sliced tensors cannot be
             verified (the checksum covers the whole tensor).
         direct, io_threads, request_bytes, prefault, huge_pages,
-        verify_threads: the read plan (docs/LOAD.md lists what each costs).
+        verify_threads, cached_buffered: the read plan (docs/LOAD.md lists
+            what each costs).
         return_report: also return the loader's report (a dict: "direct" and
             "buffered_reason" per file, "verification", "bytes_read", ...).
 
@@ -134,12 +135,13 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]], names: Optional[Ite
         outs = [_writable_bytes(name, into[name], dname, tuple(shape), files[f][0], framework)
                 for name, dname, shape, _n, f, _c in items]
         report = plan.load_into(outs, verify=verify, direct=direct, io_threads=io_threads,
-                                request_bytes=request_bytes, verify_threads=verify_threads)
+                                request_bytes=request_bytes, verify_threads=verify_threads,
+                                cached_buffered=cached_buffered)
         out = {name: into[name] for name, *_ in items}
     else:
         arena, offsets, report = plan.load(verify=verify, direct=direct, io_threads=io_threads,
                                            request_bytes=request_bytes, prefault=prefault, huge_pages=huge_pages,
-                                           verify_threads=verify_threads)
+                                           verify_threads=verify_threads, cached_buffered=cached_buffered)
         out = {}
         if torch_out:
             import torch

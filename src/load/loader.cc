@@ -18,6 +18,7 @@
 #include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "tensorsafe/load.h"
 #include "util/hash.h"
@@ -37,6 +38,22 @@ constexpr std::uint64_t kMergeGap = std::uint64_t{64} << 10;
 std::string Str(std::uint64_t v) { return std::to_string(v); }
 std::uint64_t Down(std::uint64_t v) { return v & ~(kBlock - 1); }
 std::uint64_t Up(std::uint64_t v) { return (v + kBlock - 1) & ~(kBlock - 1); }
+
+// True when at least 90% of the file's pages are resident: one mincore
+// over a mapping that is never touched.
+bool MostlyCached(int fd, std::uint64_t size) {
+  if (size == 0) return false;
+  void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) return false;
+  const std::uint64_t pages = (size + kBlock - 1) / kBlock;
+  std::vector<unsigned char> v(pages);
+  std::uint64_t in = 0;
+  if (::mincore(m, size, v.data()) == 0) {
+    for (unsigned char c : v) in += c & 1;
+  }
+  ::munmap(m, size);
+  return in * 10 >= pages * 9;
+}
 
 class Fd {
  public:
@@ -203,6 +220,11 @@ class Job {
       if (!o_.direct) {
         files_[f].use_buffered = true;
         files_[f].reason = "direct=false";
+        continue;
+      }
+      if (o_.cached_buffered && MostlyCached(files_[f].buffered.get(), plan_.files[f].size)) {
+        files_[f].use_buffered = true;
+        files_[f].reason = "in the page cache (mincore): copied from there";
         continue;
       }
       fd = o_.refuse_direct_errno ? (errno = o_.refuse_direct_errno, -1)

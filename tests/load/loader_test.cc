@@ -66,6 +66,14 @@ void ExpectSameAsMapped(const LoadPlan& plan, const std::vector<std::span<std::b
   }
 }
 
+// Test files were just written and sit in the page cache, where the loader
+// would copy them from: most tests read them from the disk with O_DIRECT.
+LoadOptions Direct() {
+  LoadOptions o;
+  o.cached_buffered = false;
+  return o;
+}
+
 Result<LoadPlan> Plan(const std::string& path, PlanOptions o = {}) {
   std::vector<std::string> paths{path};
   return PlanLoad(paths, o);
@@ -94,16 +102,22 @@ TEST(Load, EqualsMappedReadTsafeAndSafetensors) {
     auto plan = Plan(path);
     ASSERT_TRUE(plan.ok()) << plan.status().ToString();
     ASSERT_EQ(plan->items.size(), 40u);
-    for (bool verify : {true, false}) {
-      for (std::uint64_t req : {std::uint64_t{4} << 20, std::uint64_t{8192}}) {
-        LoadOptions o;
-        o.verify = verify;
-        o.request_bytes = req;
-        LoadBothWays(*plan, o);
+    for (bool cached : {true, false}) {
+      for (bool verify : {true, false}) {
+        for (std::uint64_t req : {std::uint64_t{4} << 20, std::uint64_t{8192}}) {
+          LoadOptions o;
+          o.cached_buffered = cached;
+          o.verify = verify;
+          o.request_bytes = req;
+          LoadBothWays(*plan, o);
+          auto r = Load(*plan, o);
+          ASSERT_TRUE(r.ok());
+          EXPECT_EQ(r->report.direct, std::vector<bool>{!cached});
+          if (cached) EXPECT_EQ(r->report.buffered_reason[0], "in the page cache (mincore): copied from there");
+        }
       }
     }
-    LoadOptions o;
-    auto loaded = Load(*plan, o);
+    auto loaded = Load(*plan, Direct());
     ASSERT_TRUE(loaded.ok());
     if (f == Format::kTsafe) {
       EXPECT_EQ(loaded->report.verified, 40u);
@@ -137,7 +151,7 @@ TEST(Load, UnalignedHeadsAndTailsAtEveryOffset) {
   EXPECT_EQ(heads.size(), 4096u);
   EXPECT_EQ(tails.size(), 4096u);
   for (std::uint64_t req : {std::uint64_t{4} << 20, std::uint64_t{12288}}) {
-    LoadOptions o;
+    LoadOptions o = Direct();
     o.request_bytes = req;
     LoadBothWays(*plan, o);
   }
@@ -154,15 +168,15 @@ TEST(Load, FlippedByteIsNamed) {
   std::string bytes = ReadFileBytes(path);
   bytes[victim.info.data_offset + victim.bytes / 2] ^= 0x10;
   WriteFileBytes(path, bytes);
-  EXPECT_STATUS(Load(*plan), StatusCode::kCorruption,
+  EXPECT_STATUS(Load(*plan, Direct()), StatusCode::kCorruption,
                 "f.tsafe: tensor \"" + victim.info.name + "\" (offset " + std::to_string(victim.info.data_offset) +
                     ", " + std::to_string(victim.bytes) + " bytes): data checksum");
   std::vector<std::string> bufs;
   std::vector<std::span<std::byte>> outs;
   for (const LoadItem& it : plan->items) bufs.emplace_back(it.bytes, '\0');
   for (std::string& b : bufs) outs.emplace_back(reinterpret_cast<std::byte*>(b.data()), b.size());
-  EXPECT_STATUS(LoadInto(*plan, outs), StatusCode::kCorruption, "tensor \"" + victim.info.name + "\"");
-  LoadOptions off;
+  EXPECT_STATUS(LoadInto(*plan, outs, Direct()), StatusCode::kCorruption, "tensor \"" + victim.info.name + "\"");
+  LoadOptions off = Direct();
   off.verify = false;
   auto loaded = Load(*plan, off);
   ASSERT_TRUE(loaded.ok());
@@ -182,7 +196,7 @@ TEST(Load, TmpfsAndRefusedDirectFallBack) {
   const bool tmpfs_direct = probe >= 0;
   if (probe >= 0) ::close(probe);
   for (int refuse : {0, EINVAL}) {
-    LoadOptions o;
+    LoadOptions o = Direct();
     o.refuse_direct_errno = refuse;
     auto loaded = Load(*plan, o);
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
@@ -222,8 +236,8 @@ TEST(Load, ThreeShardCheckpointInOneQueue) {
       const LoadItem &a = plan->items[i - 1], &b = plan->items[i];
       EXPECT_TRUE(a.file < b.file || (a.file == b.file && a.info.data_offset < b.info.data_offset));
     }
-    LoadBothWays(*plan, {});
-    auto loaded = Load(*plan);
+    LoadBothWays(*plan, Direct());
+    auto loaded = Load(*plan, Direct());
     ASSERT_TRUE(loaded.ok());
     EXPECT_EQ(loaded->report.verified, f == Format::kTsafe ? 12u : 0u);
   }
@@ -239,7 +253,7 @@ TEST(Load, NamesAndErrors) {
   ASSERT_TRUE(plan.ok());
   ASSERT_EQ(plan->items.size(), 2u);
   EXPECT_EQ(plan->items[0].info.name, "t2");
-  LoadBothWays(*plan, {});
+  LoadBothWays(*plan, Direct());
   o.names = {"t2", "nope"};
   EXPECT_STATUS(Plan(path, o), StatusCode::kNotFound, "no tensor \"nope\" in " + path);
   std::vector<std::string> twice{path, path};
@@ -283,8 +297,8 @@ TEST(Load, RankSlices) {
       EXPECT_EQ(w.shape, dim == 0 ? Shape({64, 1024}) : Shape({256, 256}));
       EXPECT_EQ(w.bytes, rows * cols);
       EXPECT_FALSE(w.checksum);
-      LoadBothWays(*plan, {});
-      auto loaded = Load(*plan);
+      LoadBothWays(*plan, Direct());
+      auto loaded = Load(*plan, Direct());
       ASSERT_TRUE(loaded.ok());
       // The slice's bytes plus the bias (whole) and alignment; a column
       // block of 1 KiB runs 3 KiB apart reads whole pages.

@@ -34,11 +34,15 @@ def _same(a, b):
 
 @pytest.mark.parametrize("ext", ["tsafe", "safetensors"])
 @pytest.mark.parametrize("verify", [True, False])
-def test_equals_mapped_read(tmp_path, ext, verify):
+@pytest.mark.parametrize("cached", [True, False])
+def test_equals_mapped_read(tmp_path, ext, verify, cached):
     path = str(tmp_path / f"m.{ext}")
     t = _tensors()
     save_file(t, path)
-    got, rep = tensorsafe.load(path, verify=verify, return_report=True)
+    # The file was just written: in the page cache, so cached=True copies
+    # from there, and cached=False reads it with O_DIRECT.
+    got, rep = tensorsafe.load(path, verify=verify, cached_buffered=cached, return_report=True)
+    assert rep["direct"] == [not cached]
     _same(got, load_file(path))
     assert list(got) == list(load_file(path))  # file order
     assert rep["tensors"] == len(t)
@@ -82,7 +86,7 @@ def test_tmpfs_refuses_direct(tmp_path):
     path = f"/dev/shm/tensorsafe_test_load_{os.getpid()}.tsafe"
     try:
         save_file(_tensors(), path)
-        got, rep = tensorsafe.load(path, return_report=True)
+        got, rep = tensorsafe.load(path, cached_buffered=False, return_report=True)
         _same(got, load_file(path))
         # tmpfs refuses O_DIRECT before Linux 6.6 and takes it since (the
         # refusal itself is simulated in tests/load/loader_test.cc).

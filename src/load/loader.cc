@@ -251,6 +251,7 @@ class Job {
     }
     fault_goal_ = arena_ && o_.prefault ? image_bytes_ : 0;
     faulted_.store(arena_ && o_.prefault ? 0 : std::numeric_limits<std::uint64_t>::max());
+    fault_next_.store(arena_ && o_.prefault ? 0 : std::numeric_limits<std::uint64_t>::max());
     std::vector<std::thread> threads;
     if (fault_goal_) threads.emplace_back([this] { Fault(); });
     const unsigned verifiers = o_.verify && any_checksum ? std::max(1u, o_.verify_threads) : 0;
@@ -300,18 +301,39 @@ class Job {
   std::shared_ptr<LoadArena> arena() const { return arena_; }
 
  private:
+  // Faults the arena in ahead of the reads, a 2 MiB chunk at a time, each
+  // claimed from fault_next_. A reader that finds the helper behind moves
+  // fault_next_ past its own request and reads into unfaulted memory (the
+  // kernel faults it), waiting only for the chunk the helper is touching:
+  // a starved helper never stalls the reads.
   void Fault() {
     std::byte* base = arena_->bytes().data();
     constexpr std::uint64_t kStep = kHuge;
-    for (std::uint64_t at = 0; at < fault_goal_ && !stop_.load(std::memory_order_relaxed);) {
+    while (!stop_.load(std::memory_order_relaxed)) {
+      const std::uint64_t at = fault_next_.fetch_add(kStep);
+      // Chunks are claimed in order and touched one at a time: everything
+      // below `at` that this thread claimed is done (readers skipped the rest).
+      faulted_.store(std::min(at, fault_goal_), std::memory_order_release);
+      faulted_.notify_all();
+      if (at >= fault_goal_) break;
       const std::uint64_t end = std::min(fault_goal_, at + kStep);
       for (std::uint64_t p = at; p < end; p += kBlock) {
         reinterpret_cast<volatile char*>(base)[p] = 0;
       }
-      at = end;
-      faulted_.store(at, std::memory_order_release);
+      faulted_.store(end, std::memory_order_release);
       faulted_.notify_all();
     }
+    faulted_.store(std::numeric_limits<std::uint64_t>::max(), std::memory_order_release);
+    faulted_.notify_all();
+  }
+
+  // Returns once no helper write can land in arena bytes below `end`.
+  void ClaimFaulted(std::uint64_t end) {
+    std::uint64_t claimed = fault_next_.load();
+    while (claimed < end && !fault_next_.compare_exchange_weak(claimed, end)) {
+    }
+    const std::uint64_t need = std::min(claimed, end);  // what the helper had claimed below `end`
+    for (std::uint64_t w; (w = faulted_.load(std::memory_order_acquire)) < need;) faulted_.wait(w);
   }
 
   void Read() {
@@ -329,7 +351,7 @@ class Job {
         }
         buf = bounce->bytes().data();
       } else {
-        for (std::uint64_t w; (w = faulted_.load(std::memory_order_acquire)) < q.fault_end;) faulted_.wait(w);
+        ClaimFaulted(q.fault_end);
       }
       Status s = ReadRequest(q, buf);
       if (!s.ok()) return Fail(i, s);
@@ -439,7 +461,8 @@ class Job {
   std::shared_ptr<LoadArena> arena_;
   std::uint64_t image_bytes_ = 0;
   std::uint64_t fault_goal_ = 0;
-  std::atomic<std::uint64_t> faulted_{0};
+  std::atomic<std::uint64_t> faulted_{0};     // arena bytes below this are faulted (or skipped)
+  std::atomic<std::uint64_t> fault_next_{0};  // the helper's next chunk; readers push it past themselves
   std::atomic<std::size_t> next_{0};
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> verified_{0};

@@ -223,6 +223,8 @@ def report(results):
         if state == "warm":
             ceil_m = "memcpy"
         ceil = results.get(("a", state, ceil_m)) if ceil_m == "memcpy" else results.get((case, state, ceil_m))
+        if m == "ts_mapped":  # the mapped target is safetensors' mapped load
+            ceil_m, ceil = "st_load", results.get((case, state, "st_load"))
         ratio = f"{r['gbps'] / ceil['gbps']:.2f}x {ceil_m}" if ceil and "gbps" in ceil else ""
         print(f"| {case} | {state} | {m} | {r['gbps']:.2f} | {r['cpu']:.2f} | {ratio} |")
 

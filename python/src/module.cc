@@ -13,8 +13,9 @@ void RegisterSampler(py::module_& m);           // sampler.cc
 void RegisterDatasetPartition(py::module_& m);  // dataset_partition.cc
 void RegisterGguf(py::module_& m);              // gguf.cc
 void RegisterLmdb(py::module_& m);              // lmdb.cc
-void RegisterSharded(py::module_& m);  // sharded.cc
-}
+void RegisterSharded(py::module_& m);           // sharded.cc
+void RegisterLoad(py::module_& m);              // load.cc
+}  // namespace tensorsafe::python
 
 PYBIND11_MODULE(_native, m) {
   namespace tp = tensorsafe::python;
@@ -33,4 +34,5 @@ PYBIND11_MODULE(_native, m) {
   tp::RegisterGguf(m);
   tp::RegisterLmdb(m);
   tp::RegisterSharded(m);
+  tp::RegisterLoad(m);
 }

@@ -62,12 +62,13 @@ from . import gguf  # noqa: F401  (tensorsafe.gguf: quantize, dequantize, TYPES)
 from .reader import Reader, open
 from .safe_open import SafeSlice, safe_open
 from .writer import Updater, Writer, compact, verify
+from ._load import load  # docs/LOAD.md
 
 __version__ = "0.1.0"
 
 __all__ = [
     "open", "Reader", "Writer", "Updater", "compact", "verify", "TensorBuffer",
-    "safe_open", "SafeSlice",
+    "safe_open", "SafeSlice", "load",
     "read", "write", "convert", "detect_format", "FORMATS", "cast", "gguf",
     "read_npy", "write_npy", "read_npz", "write_npz", "read_gguf", "write_gguf",
     "read_tenbin", "write_tenbin", "read_btf", "write_btf", "read_zio", "write_zio",

@@ -179,6 +179,12 @@ class safe_open:  # noqa: N801 - the name safetensors uses
         """Every tensor, in offset order (shard by shard for a sharded
         checkpoint), in one native call."""
         self._check()
+        if self._backend == "pread" and self._fw != "np" and self._fmt in ("tsafe", "safetensors"):
+            # One read of each byte, straight into the tensors' own memory
+            # (docs/LOAD.md): not a reader's buffer copied again by np.array.
+            fresh = self._load_fresh()
+            if fresh is not None:
+                return fresh
         if self._reader is not None:
             if self._fw == "np":  # arrays made natively, already in data order
                 with _arrays.no_gc():
@@ -186,6 +192,7 @@ class safe_open:  # noqa: N801 - the name safetensors uses
             if self._device == "cpu" and self._backend == "mmap":
                 # Writable views of the copy-on-write mapping, made natively.
                 cow = self._cow_file(0)
+                cow.prefault()
                 if cow.mm is not None:
                     return cow.from_views(self._reader.get_many(None, False, False, True, cow.mm), self._torch)
             bufs = list(self._reader.get_many(None, False, False, True).values())
@@ -198,12 +205,28 @@ class safe_open:  # noqa: N801 - the name safetensors uses
                 return view.get_many(None, True, False)
         if self._device == "cpu" and self._backend == "mmap" and self._fmt in ("tsafe", "safetensors"):
             cows = [self._cow_file(i) for i in range(len(self._shard_paths))]
+            for c in cows:
+                c.prefault()
             views = view.get_many(None, False, False, [c.mm for c in cows])
             return _arrays.CowFile.from_views(views, lambda b: self._torch(b, self._shard(b.name)))
         if self._backend == "pread" and self._fmt in ("tsafe", "safetensors"):
             return self._read_fresh([i for i in view.infos()])
         bufs = list(view.get_many(None, False, False).values())
         return {b.name: self._to_device(self._torch(b, self._shard(b.name))) for b in bufs}
+
+    def _load_fresh(self) -> Optional[Dict[str, Any]]:
+        """Every tensor through tensorsafe.load (no checksum check: the mmap
+        backend makes none either), in offset order; None when the loader
+        cannot take the file (sparse tensors), for the per-tensor path."""
+        from ._load import load
+
+        try:
+            out = load(self._path, verify=False)
+        except UnsupportedError:
+            return None
+        if self._device != "cpu":
+            return {k: self._to_device(v) for k, v in out.items()}
+        return out
 
     def _read_fresh(self, infos: List[Dict[str, Any]]) -> Dict[str, Any]:
         """Torch tensors in fresh memory, filled by positional reads of the

@@ -10,12 +10,10 @@
 #include <cctype>
 #include <cstring>
 
-#include "tsafe/layout.h"
-#include "tsafe/tensor_set.h"
+#include "formats/gguf/internal.h"
 #include "formats/internal.h"
 #include "io/internal.h"
 #include "tensorsafe/formats/btf.h"
-#include "formats/gguf/internal.h"
 #include "tensorsafe/formats/gguf.h"
 #include "tensorsafe/formats/gguf_kv.h"
 #include "tensorsafe/formats/npy.h"
@@ -24,6 +22,8 @@
 #include "tensorsafe/formats/safetensors.h"
 #include "tensorsafe/formats/tenbin.h"
 #include "tensorsafe/formats/zio.h"
+#include "tsafe/layout.h"
+#include "tsafe/tensor_set.h"
 #include "util/endian.h"
 
 namespace tensorsafe {
@@ -62,7 +62,9 @@ bool SniffTsafe(Bytes b) {
 constexpr std::string_view kStAliases[] = {"st"};
 constexpr std::string_view kStExt[] = {"safetensors"};
 // An 8-byte header length, then a JSON object.
-bool SniffSafetensors(Bytes b) { return b.size() >= 9 && static_cast<char>(b[8]) == '{' && internal::Load64(b.data()) >= 2; }
+bool SniffSafetensors(Bytes b) {
+  return b.size() >= 9 && static_cast<char>(b[8]) == '{' && internal::Load64(b.data()) >= 2;
+}
 bool StHolds(DType d) { return safetensors::DTypeToName(d).has_value(); }
 Result<TensorSet> ReadSt(const std::string& p, const FormatReadOptions& o) {
   return safetensors::ReadFile(p, ReadOpts<safetensors::ReadOptions>(o));
@@ -252,7 +254,8 @@ constexpr FormatInfo kFormats[] = {
               .holds_dtype = HoldsAny,
               .sparse_coo = true,
               .alignment = true,
-              .checksums = true},
+              .checksums = true,
+              .loads_in_place = true},
      .read_file = internal::ReadTsafe,
      .decode = internal::DecodeTsafe,
      .verify = internal::VerifyTsafe,
@@ -268,7 +271,8 @@ constexpr FormatInfo kFormats[] = {
      .extensions = kStExt,
      .sniff = SniffSafetensors,
      .weak_sniff = true,
-     .caps = {.file_metadata = Md::kStrings, .empty_metadata_object = true, .holds_dtype = StHolds},
+     .caps =
+         {.file_metadata = Md::kStrings, .empty_metadata_object = true, .holds_dtype = StHolds, .loads_in_place = true},
      .read_file = ReadSt,
      .decode = DecodeSt,
      .write_file = WriteSt,
@@ -305,7 +309,8 @@ constexpr FormatInfo kFormats[] = {
               .wide_integers = false,
               .holds_dtype = gguf::HoldsDType,
               .max_rank = gguf::kMaxDims,
-              .alignment = true},
+              .alignment = true,
+              .loads_in_place = true},
      .read_file = ReadGguf,
      .decode = DecodeGguf,
      .describe = DescribeGguf,
@@ -366,8 +371,7 @@ constexpr FormatInfo kFormats[] = {
      .verify = VerifyTorch,
      .reads_for_target = true,
      .not_written = "tensorsafe does not write PyTorch checkpoints: a pickle is code for torch.load to run; write "
-                    "safetensors (which torch loads with safetensors.torch.load_file) or tsafe instead"}
-};
+                    "safetensors (which torch loads with safetensors.torch.load_file) or tsafe instead"}};
 
 constexpr FormatInfo kUnknownRow{.format = Format::kUnknown, .name = "unknown"};
 

@@ -79,6 +79,10 @@ struct Capabilities {
   bool alignment = false;      // FormatWriteOptions::alignment applies
   bool compress = false;       // FormatWriteOptions::compress applies
   bool checksums = false;      // TensorInfo::data_checksum is the XXH3-64 of each tensor's data
+  // Each tensor's bytes lie at TensorInfo::data_offset, data_length long,
+  // exactly as they load: nothing to decompress, byte-swap, unpickle or
+  // unframe. The loader (tensorsafe/load.h) reads only these formats.
+  bool loads_in_place = false;
   // Names: nullptr when every name is stored as given; otherwise checks the
   // names `set` would read back with, renaming what drop_names consents to,
   // and returns kInvalidArgument naming the first tensor whose name would
@@ -165,8 +169,8 @@ struct Consent {
 
 struct FormatInfo {
   Format format;
-  std::string_view name;         // "safetensors": stable, lower case
-  std::string_view description;  // one line, for help text
+  std::string_view name;                         // "safetensors": stable, lower case
+  std::string_view description;                  // one line, for help text
   std::span<const std::string_view> aliases;     // other accepted names ("st")
   std::span<const std::string_view> extensions;  // lower case, no dot; the first is the one written
   // True when a file's first bytes (up to 16; fewer for a short file) are
@@ -259,8 +263,8 @@ Result<Format> DetectFormat(const std::string& path, Env* env = nullptr);
 Result<TensorSet> ReadTensorSet(const std::string& path, Format format = Format::kUnknown,
                                 const FormatReadOptions& options = {});
 // The same from bytes held by `owner` (`format` must be known).
-Result<TensorSet> DecodeTensorSet(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
-                                  Format format, const std::string& name = "<bytes>");
+Result<TensorSet> DecodeTensorSet(std::span<const std::byte> bytes, std::shared_ptr<const void> owner, Format format,
+                                  const std::string& name = "<bytes>");
 
 // The row's functions, or their generic forms over ReadTensorSet, for any
 // file (`format` kUnknown detects it). ReadTensor checks a tensor's checksum

@@ -1,0 +1,233 @@
+"""tensorsafe.load against its peers and the disk's ceiling (docs/LOAD.md).
+
+2 GiB (--gib) as (a) 64 tensors and (b) 20,000 small ones, in three states:
+warm (page cache full), evicted (fdatasync + posix_fadvise(DONTNEED) on
+that file only, checked with mincore), and, with --idle, evicted then 40 s
+of idle (the VM hands free memory back to its host; first touches get
+slow). Each load runs in a fresh process and touches every page of what it
+loaded; the parent prints GB/s (10^9) and CPU seconds (user + system of the
+loading process) per method, and ratios to the ceilings measured in the
+same run by bench/load_ceiling.c (compiled here with cc):
+
+  c_prefault  O_DIRECT, 4 MiB, 8 in flight, into a pre-faulted buffer: the
+              ceiling for loads into existing buffers (ts_into)
+  c_fresh     the same into fresh memory faulted by a helper thread just
+              ahead of the reads: the ceiling for fresh memory (ts_load)
+  memcpy      the warm ceiling
+
+    python bench/load_bench.py [--gib 2] [--cases a,b] [--idle] [--rounds 1]
+                               [--methods ts_load,...] [--dir DIR] [--json OUT]
+
+runai-model-streamer and zTensor are not installed here (no wheels in this
+environment's package lists), so they are not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+METHODS = ["ts_load", "ts_load_noverify", "ts_into", "ts_mapped", "ts_pread", "st_load", "torch_mmap",
+           "np_fromfile", "c_prefault", "c_fresh"]
+
+
+def cpu_now():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def touch(tensors):
+    """Reads one byte of every 4 KiB page of every tensor (faults mapped pages in)."""
+    import numpy as np
+    import torch
+
+    s = 0
+    for t in tensors.values():
+        if isinstance(t, torch.Tensor):
+            t = t.reshape(-1).view(torch.uint8).numpy()
+        u = t.reshape(-1).view(np.uint8)
+        if u.size:
+            s += int(u[::4096].sum())
+    return s
+
+
+def child(method, path):
+    """Runs in a fresh process: one load, printed as JSON."""
+    import numpy as np
+    import torch
+
+    import tensorsafe
+    from tensorsafe._arrays import torch_dtype
+    from tensorsafe.torch import load_file
+
+    into = None
+    if method == "ts_into":
+        # A model's parameters, allocated and faulted before the clock starts.
+        into = {}
+        with tensorsafe.open(path) as r:
+            for name in r.names():
+                i = r.info(name)
+                into[name] = torch.empty(tuple(i["shape"]), dtype=torch_dtype(i["dtype"]))
+        for t in into.values():
+            t.zero_()
+    c0, t0 = cpu_now(), time.perf_counter()
+    if method == "ts_load":
+        out = tensorsafe.load(path)
+    elif method == "ts_load_noverify":
+        out = tensorsafe.load(path, verify=False)
+    elif method == "ts_into":
+        out = tensorsafe.load(path, into=into)
+    elif method == "ts_mapped":
+        out = load_file(path)
+    elif method == "ts_pread":
+        out = load_file(path, backend="pread")
+    elif method == "st_load":
+        import safetensors.torch
+
+        out = safetensors.torch.load_file(path)
+    elif method == "torch_mmap":
+        out = torch.load(path, mmap=True, weights_only=True)
+    elif method == "np_fromfile":
+        out = {"all": np.fromfile(path, dtype=np.uint8)}
+    else:
+        raise SystemExit(f"unknown method {method}")
+    touch(out)
+    t = time.perf_counter() - t0
+    print(json.dumps({"seconds": t, "cpu": cpu_now() - c0}))
+
+
+def make_files(d, gib, case):
+    """The same tensors as .tsafe, .safetensors and torch.save .pt."""
+    import torch
+
+    from tensorsafe.torch import save_file
+
+    total = int(gib * (1 << 30))
+    count = 64 if case == "a" else 20000
+    per = total // count // 2 * 2
+    paths = {ext: os.path.join(d, f"{case}.{ext}") for ext in ("tsafe", "safetensors", "pt")}
+    if all(os.path.exists(p) for p in paths.values()):
+        return paths
+    g = torch.Generator().manual_seed(27)
+    tensors = {f"layer.{i}.weight": torch.randint(-30000, 30000, (per // 2,), generator=g, dtype=torch.int16)
+               .view(torch.float16) for i in range(count)}
+    save_file(tensors, paths["tsafe"])
+    import safetensors.torch
+
+    safetensors.torch.save_file(tensors, paths["safetensors"])
+    torch.save(tensors, paths["pt"])
+    for p in paths.values():
+        fd = os.open(p, os.O_RDONLY)
+        os.fsync(fd)
+        os.close(fd)
+    return paths
+
+
+def ceiling_binary(d):
+    exe = os.path.join(d, "load_ceiling")
+    subprocess.run(["cc", "-O2", "-pthread", "-o", exe, os.path.join(HERE, "load_ceiling.c")], check=True)
+    return exe
+
+
+def run_one(exe, method, paths, state, idle_s):
+    src = {"st_load": "safetensors", "torch_mmap": "pt"}.get(method, "tsafe")
+    path = paths[src]
+    if state == "warm":
+        subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)
+        resident = json.loads(subprocess.run([exe, "resident", path], capture_output=True, text=True).stdout)
+    else:
+        resident = json.loads(subprocess.run([exe, "evict", path], capture_output=True, text=True).stdout)
+        if state == "idle":
+            time.sleep(idle_s)
+    if method in ("c_prefault", "c_fresh", "memcpy"):
+        mode = {"c_prefault": "prefault", "c_fresh": "fresh", "memcpy": "memcpy"}[method]
+        out = subprocess.run([exe, mode, path], capture_output=True, text=True, check=True).stdout
+    else:
+        out = subprocess.run([sys.executable, __file__, "--child", method, path], capture_output=True, text=True)
+        if out.returncode:
+            return {"error": out.stderr.strip().splitlines()[-1] if out.stderr else "failed"}
+        out = out.stdout
+    r = json.loads(out.strip().splitlines()[-1])
+    r["bytes"] = os.path.getsize(path)
+    r["resident_before"] = resident["resident"]
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--child", nargs=2)
+    ap.add_argument("--gib", type=float, default=2.0)
+    ap.add_argument("--cases", default="a,b")
+    ap.add_argument("--states", default="warm,evicted")
+    ap.add_argument("--idle", action="store_true", help="add the evicted + 40 s idle state")
+    ap.add_argument("--idle-seconds", type=float, default=40.0)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--dir", default=None, help="on the disk to measure (not tmpfs)")
+    ap.add_argument("--keep", action="store_true", help="keep the files for another run")
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    if a.child:
+        return child(*a.child)
+    d = a.dir or tempfile.mkdtemp(prefix="tensorsafe_load_bench_", dir="/var/tmp")
+    os.makedirs(d, exist_ok=True)
+    states = a.states.split(",") + (["idle"] if a.idle else [])
+    methods = a.methods.split(",")
+    exe = ceiling_binary(d)
+    results = {}
+    try:
+        for case in a.cases.split(","):
+            paths = make_files(d, a.gib, case)
+            for state in states:
+                ms = methods + (["memcpy"] if state == "warm" and case == "a" else [])
+                for m in ms:
+                    runs = [run_one(exe, m, paths, state, a.idle_seconds) for _ in range(a.rounds)]
+                    ok = [r for r in runs if "error" not in r]
+                    if not ok:
+                        results[(case, state, m)] = {"error": runs[0]["error"]}
+                        print(f"{case} {state:8} {m:17} error: {runs[0]['error']}", flush=True)
+                        continue
+                    sec = statistics.median(r["seconds"] for r in ok)
+                    cpu = statistics.median(r["cpu"] for r in ok)
+                    gbs = ok[0]["bytes"] / sec / 1e9
+                    results[(case, state, m)] = {"gbps": gbs, "cpu": cpu, "seconds": sec,
+                                                 "resident_before": ok[0]["resident_before"]}
+                    print(f"{case} {state:8} {m:17} {gbs:6.2f} GB/s  cpu {cpu:6.2f} s  "
+                          f"(resident before {ok[0]['resident_before']:.2f})", flush=True)
+        report(results)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"|".join(k): v for k, v in results.items()}, f, indent=1)
+    finally:
+        if not a.keep and not a.dir:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def report(results):
+    print("\n| case | state | method | GB/s | CPU s | vs ceiling |")
+    print("|---|---|---|---|---|---|")
+    for (case, state, m), r in results.items():
+        if "error" in r:
+            print(f"| {case} | {state} | {m} | error | | |")
+            continue
+        ceil_m = "c_prefault" if m == "ts_into" else "c_fresh"
+        if state == "warm":
+            ceil_m = "memcpy"
+        ceil = results.get(("a", state, ceil_m)) if ceil_m == "memcpy" else results.get((case, state, ceil_m))
+        if m == "ts_mapped":  # the mapped target is safetensors' mapped load
+            ceil_m, ceil = "st_load", results.get((case, state, "st_load"))
+        ratio = f"{r['gbps'] / ceil['gbps']:.2f}x {ceil_m}" if ceil and "gbps" in ceil else ""
+        print(f"| {case} | {state} | {m} | {r['gbps']:.2f} | {r['cpu']:.2f} | {ratio} |")
+
+
+if __name__ == "__main__":
+    main()

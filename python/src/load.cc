@@ -1,0 +1,147 @@
+// tensorsafe._native.LoadPlan: the loader (include/tensorsafe/load.h) for
+// tensorsafe.load. plan_load() opens the indexes; LoadPlan.load() reads into
+// one fresh arena, returned as a writable uint8 ndarray that keeps the arena
+// alive; LoadPlan.load_into() fills caller buffers (writable buffer-protocol
+// objects) in place. Shape and dtype checks against `into` live in Python
+// (tensorsafe/load.py), where the tensors are.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common.h"
+#include "tensorsafe/load.h"
+
+namespace tensorsafe::python {
+namespace {
+
+struct PlanHandle {
+  LoadPlan plan;
+};
+
+LoadOptions Options(bool verify, bool direct, unsigned io_threads, std::uint64_t request_bytes, bool prefault,
+                    bool huge_pages, unsigned verify_threads, bool cached_buffered) {
+  LoadOptions o;
+  o.verify = verify;
+  o.direct = direct;
+  o.cached_buffered = cached_buffered;
+  o.io_threads = io_threads;
+  o.request_bytes = request_bytes;
+  o.prefault = prefault;
+  o.huge_pages = huge_pages;
+  o.verify_threads = verify_threads;
+  return o;
+}
+
+py::dict ReportDict(const LoadReport& r) {
+  py::dict d;
+  d["direct"] = r.direct;
+  d["buffered_reason"] = r.buffered_reason;
+  d["tensors"] = r.tensors;
+  d["verified"] = r.verified;
+  d["unverifiable"] = r.unverifiable;
+  d["verification"] = r.verification;
+  d["bytes"] = r.bytes;
+  d["bytes_read"] = r.bytes_read;
+  d["requests"] = r.requests;
+  d["seconds"] = r.seconds;
+  return d;
+}
+
+}  // namespace
+
+void RegisterLoad(py::module_& m) {
+  py::class_<PlanHandle, std::shared_ptr<PlanHandle>>(m, "LoadPlan")
+      .def_property_readonly("files",
+                             [](const PlanHandle& h) {
+                               py::list out;
+                               for (const LoadPlan::File& f : h.plan.files)
+                                 out.append(py::make_tuple(f.path, FormatName(f.format), f.size));
+                               return out;
+                             })
+      .def_property_readonly("bytes", [](const PlanHandle& h) { return h.plan.bytes; })
+      // (name, dtype name, loaded shape, bytes, file index, checksum?) per tensor, in read order.
+      .def("items",
+           [](const PlanHandle& h) {
+             py::list out;
+             for (const LoadItem& it : h.plan.items) {
+               out.append(py::make_tuple(it.info.name, std::string(DTypeName(it.info.dtype)),
+                                         py::tuple(py::cast(it.shape)), it.bytes, it.file, it.checksum));
+             }
+             return out;
+           })
+      // (arena: writable uint8 ndarray, offsets into it per item, report).
+      .def(
+          "load",
+          [](std::shared_ptr<PlanHandle> h, bool verify, bool direct, unsigned io_threads, std::uint64_t request_bytes,
+             bool prefault, bool huge_pages, unsigned verify_threads, bool cached_buffered) {
+            Result<Loaded> r = Internal("not loaded");
+            {
+              py::gil_scoped_release nogil;
+              r = Load(h->plan, Options(verify, direct, io_threads, request_bytes, prefault, huge_pages, verify_threads,
+                                        cached_buffered));
+            }
+            Loaded loaded = Unwrap(std::move(r));
+            auto* keep = new std::shared_ptr<LoadArena>(loaded.arena);
+            py::capsule owner(keep, [](void* p) { delete static_cast<std::shared_ptr<LoadArena>*>(p); });
+            std::span<std::byte> bytes = loaded.arena->bytes();
+            py::array_t<std::uint8_t> arena({static_cast<py::ssize_t>(bytes.size())}, {1},
+                                            reinterpret_cast<std::uint8_t*>(bytes.data()), owner);
+            std::vector<std::uint64_t> offsets;
+            offsets.reserve(loaded.data.size());
+            for (const std::span<std::byte>& d : loaded.data) {
+              offsets.push_back(d.size() ? static_cast<std::uint64_t>(d.data() - bytes.data()) : 0);
+            }
+            return py::make_tuple(arena, offsets, ReportDict(loaded.report));
+          },
+          py::arg("verify") = true, py::arg("direct") = true, py::arg("io_threads") = 8,
+          py::arg("request_bytes") = 4u << 20, py::arg("prefault") = true, py::arg("huge_pages") = true,
+          py::arg("verify_threads") = 1, py::arg("cached_buffered") = true)
+      .def(
+          "load_into",
+          [](std::shared_ptr<PlanHandle> h, py::list outs, bool verify, bool direct, unsigned io_threads,
+             std::uint64_t request_bytes, unsigned verify_threads, bool cached_buffered) {
+            std::vector<py::buffer_info> infos;
+            std::vector<std::span<std::byte>> spans;
+            infos.reserve(outs.size());
+            for (py::handle o : outs) {
+              infos.push_back(py::reinterpret_borrow<py::buffer>(o).request(true));
+              const py::buffer_info& b = infos.back();
+              spans.emplace_back(static_cast<std::byte*>(b.ptr), static_cast<std::size_t>(b.size * b.itemsize));
+            }
+            Result<LoadReport> r = Internal("not loaded");
+            {
+              py::gil_scoped_release nogil;
+              r = LoadInto(
+                  h->plan, spans,
+                  Options(verify, direct, io_threads, request_bytes, false, false, verify_threads, cached_buffered));
+            }
+            return ReportDict(Unwrap(std::move(r)));
+          },
+          py::arg("outs"), py::arg("verify") = true, py::arg("direct") = true, py::arg("io_threads") = 8,
+          py::arg("request_bytes") = 4u << 20, py::arg("verify_threads") = 1, py::arg("cached_buffered") = true);
+
+  m.def(
+      "plan_load",
+      [](std::vector<std::string> paths, std::optional<std::vector<std::string>> names,
+         std::optional<std::tuple<std::uint32_t, std::uint64_t, std::uint64_t, std::uint32_t>> slice) {
+        PlanOptions o;
+        if (names) o.names = std::move(*names);
+        if (slice)
+          o.slice = RankSlice{std::get<0>(*slice), std::get<1>(*slice), std::get<2>(*slice), std::get<3>(*slice)};
+        auto h = std::make_shared<PlanHandle>();
+        Result<LoadPlan> r = Internal("not planned");
+        {
+          py::gil_scoped_release nogil;
+          r = PlanLoad(paths, o);
+        }
+        h->plan = Unwrap(std::move(r));
+        return h;
+      },
+      py::arg("paths"), py::arg("names") = py::none(), py::arg("slice") = py::none());
+}
+
+}  // namespace tensorsafe::python

@@ -1,0 +1,160 @@
+"""tensorsafe.load: tensors from .tsafe, safetensors (single or HF sharded)
+and GGUF files at the disk's speed, verified (docs/LOAD.md).
+
+The native loader reads every wanted byte range of every file in one queue
+ordered by file offset, with O_DIRECT requests of 4 MiB, eight in flight,
+into one fresh arena whose pages a helper thread faults in just ahead of the
+reads; each tensor's XXH3-64 is checked on another thread as soon as its last
+byte arrives (for formats that store one).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _dtypes, _native
+from .errors import InvalidArgumentError, UnsupportedError
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+__all__ = ["load"]
+
+
+def _paths(path_or_paths: Union[PathLike, Sequence[PathLike]]) -> List[str]:
+    if isinstance(path_or_paths, (str, bytes, os.PathLike)):
+        return [os.fsdecode(path_or_paths)]
+    return [os.fsdecode(p) for p in path_or_paths]
+
+
+def _slice_arg(slice: Optional[Tuple[int, ...]]) -> Optional[Tuple[int, int, int, int]]:
+    if slice is None:
+        return None
+    if len(slice) not in (3, 4):
+        raise InvalidArgumentError(f"slice must be (dim, index, parts[, min_rank]), not {slice!r}")
+    dim, index, parts = (int(x) for x in slice[:3])
+    min_rank = int(slice[3]) if len(slice) == 4 else 2
+    return (dim, index, parts, min_rank)
+
+
+def _numpy_dtype(dname: str) -> np.dtype:
+    dt = _dtypes.NUMPY.get(dname)
+    if dt is None:
+        raise UnsupportedError(f"dtype {dname} has no NumPy equivalent; framework='pt' or the raw bytes")
+    return dt
+
+
+def _torch_dtype(dname: str):
+    from ._arrays import torch_dtype
+
+    return torch_dtype(dname)
+
+
+def _writable_bytes(name: str, dest: Any, dname: str, shape: Tuple[int, ...], path: str, framework: str):
+    """A writable uint8 NumPy view of ``dest`` after checking it matches."""
+    if isinstance(dest, np.ndarray):
+        want = _numpy_dtype(dname)
+        if dest.dtype != want or tuple(dest.shape) != shape:
+            raise InvalidArgumentError(
+                f"{path}: tensor {name!r} is {dname} {list(shape)}, but into[{name!r}] is "
+                f"{dest.dtype} {list(dest.shape)}")
+        if not dest.flags.c_contiguous or not dest.flags.writeable:
+            raise InvalidArgumentError(f"into[{name!r}]: a writable C-contiguous array is needed")
+        return dest.reshape(-1).view(np.uint8)
+    import torch
+
+    if not isinstance(dest, torch.Tensor):
+        raise InvalidArgumentError(f"into[{name!r}] is a {type(dest).__name__}, not a torch.Tensor or ndarray")
+    want = _torch_dtype(dname)
+    if dest.dtype != want or tuple(dest.shape) != shape:
+        raise InvalidArgumentError(
+            f"{path}: tensor {name!r} is {dname} {list(shape)} ({want}), but into[{name!r}] is "
+            f"{dest.dtype} {list(dest.shape)}")
+    if dest.device.type != "cpu":
+        raise UnsupportedError(f"into[{name!r}] is on {dest.device}; into= fills CPU tensors")
+    if not dest.is_contiguous():
+        raise InvalidArgumentError(f"into[{name!r}] is not contiguous; load cannot fill it in place")
+    return dest.detach().reshape(-1).view(torch.uint8).numpy()
+
+
+def load(path_or_paths: Union[PathLike, Sequence[PathLike]], names: Optional[Iterable[str]] = None,
+         framework: str = "pt", device: Any = "cpu", verify: bool = True, into: Optional[Dict[str, Any]] = None,
+         *, slice: Optional[Tuple[int, ...]] = None, direct: bool = True, io_threads: int = 8,
+         request_bytes: int = 4 << 20, prefault: bool = True, huge_pages: bool = True, verify_threads: int = 1,
+         cached_buffered: bool = True, return_report: bool = False):
+    """Loads tensors into memory of their own (not views of a file mapping).
+
+    Args:
+        path_or_paths: a .tsafe, .safetensors or .gguf file, a sharded
+            checkpoint (its ``*.index.json`` or directory), or a list of them.
+        names: only these tensors (default: all; with ``into``, its keys).
+        framework: "pt" (torch tensors) or "np" (NumPy arrays).
+        device: "cpu", or a CUDA device: the tensors are loaded to host
+            memory, then copied through two pinned staging buffers with
+            non-blocking copies (docs/LOAD.md, GPU).
+        verify: check each tensor's XXH3-64 where the format stores one
+            (.tsafe); safetensors and GGUF have none, which the report says.
+        into: a dict of existing tensors (a module's ``state_dict()``) to fill
+            in place, without a second copy: each must match the file's
+            dtype and shape, be contiguous and on the CPU.
+        slice: ``(dim, index, parts[, min_rank=2])``: of every tensor of rank
+            >= min_rank, block ``index`` of ``parts`` along dim 0 (rows) or 1
+            (columns); only those bytes are read. Sliced tensors cannot be
+            verified (the checksum covers the whole tensor).
+        direct, io_threads, request_bytes, prefault, huge_pages,
+        verify_threads, cached_buffered: the read plan (docs/LOAD.md lists
+            what each costs).
+        return_report: also return the loader's report (a dict: "direct" and
+            "buffered_reason" per file, "verification", "bytes_read", ...).
+
+    Returns:
+        {name: tensor} in file order (or ``(tensors, report)``).
+
+    Raises:
+        KeyError (NotFoundError): a name no file holds. CorruptionError: a
+        checksum that does not match, naming the file, tensor, offset and
+        length. InvalidArgumentError: ``into`` tensors that do not match.
+        UnsupportedError: a format whose tensors are not stored as they load.
+        OSError: the files.
+
+    Example:
+        >>> sd = model.state_dict()
+        >>> tensorsafe.load("model.safetensors", into=sd)  # fills the model in place
+    """
+    if framework not in ("pt", "np", "numpy", "torch"):
+        raise InvalidArgumentError(f"framework must be 'pt' or 'np', not {framework!r}")
+    torch_out = framework in ("pt", "torch")
+    paths = _paths(path_or_paths)
+    wanted = list(names) if names is not None else (list(into.keys()) if into is not None else None)
+    plan = _native.plan_load(paths, wanted, _slice_arg(slice))
+    items = plan.items()
+    files = plan.files
+    if into is not None:
+        outs = [_writable_bytes(name, into[name], dname, tuple(shape), files[f][0], framework)
+                for name, dname, shape, _n, f, _c in items]
+        report = plan.load_into(outs, verify=verify, direct=direct, io_threads=io_threads,
+                                request_bytes=request_bytes, verify_threads=verify_threads,
+                                cached_buffered=cached_buffered)
+        out = {name: into[name] for name, *_ in items}
+    else:
+        arena, offsets, report = plan.load(verify=verify, direct=direct, io_threads=io_threads,
+                                           request_bytes=request_bytes, prefault=prefault, huge_pages=huge_pages,
+                                           verify_threads=verify_threads, cached_buffered=cached_buffered)
+        out = {}
+        if torch_out:
+            import torch
+            from ._arrays import torch_shape
+
+            for (name, dname, shape, n, _f, _c), off in zip(items, offsets):
+                flat = torch.from_numpy(arena[off:off + n]) if n else torch.empty(0, dtype=torch.uint8)
+                out[name] = flat.view(_torch_dtype(dname)).reshape(torch_shape(dname, tuple(shape)))
+        else:
+            for (name, dname, shape, n, _f, _c), off in zip(items, offsets):
+                out[name] = arena[off:off + n].view(_numpy_dtype(dname)).reshape(shape)
+    if torch_out and str(device) != "cpu":
+        from ._load_device import to_device
+
+        out = to_device(out, device)
+    return (out, report) if return_report else out

@@ -1,0 +1,538 @@
+// Load / LoadInto: one queue of aligned reads over every file of a plan
+// (docs/LOAD.md). The machine facts behind the numbers are in
+// ../shared/reference/cold-read.md: 4 MiB requests into memory that is
+// already faulted and physically contiguous reach the disk's ceiling; a
+// first touch of fresh memory on an idle VM costs more than the disk.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "tensorsafe/load.h"
+#include "util/hash.h"
+#include "util/text.h"
+
+namespace tensorsafe {
+namespace {
+
+using internal::QuoteName;
+
+constexpr std::uint64_t kBlock = 4096;                   // O_DIRECT alignment of offset, length and memory
+constexpr std::uint64_t kHuge = std::uint64_t{2} << 20;  // a transparent huge page
+// Ranges closer than this are read as one segment: a request costs about
+// 0.4 ms of fixed service time here, which 64 KiB of extra transfer does not.
+constexpr std::uint64_t kMergeGap = std::uint64_t{64} << 10;
+
+std::string Str(std::uint64_t v) { return std::to_string(v); }
+std::uint64_t Down(std::uint64_t v) { return v & ~(kBlock - 1); }
+std::uint64_t Up(std::uint64_t v) { return (v + kBlock - 1) & ~(kBlock - 1); }
+
+// True when at least 90% of the file's pages are resident: one mincore
+// over a mapping that is never touched.
+bool MostlyCached(int fd, std::uint64_t size) {
+  if (size == 0) return false;
+  void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) return false;
+  const std::uint64_t pages = (size + kBlock - 1) / kBlock;
+  std::vector<unsigned char> v(pages);
+  std::uint64_t in = 0;
+  if (::mincore(m, size, v.data()) == 0) {
+    for (unsigned char c : v) in += c & 1;
+  }
+  ::munmap(m, size);
+  return in * 10 >= pages * 9;
+}
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+// Bytes of a request that belong to an item: copied to `dst` when the read
+// did not land there, and counted toward the item's completion.
+struct Piece {
+  std::uint32_t item;
+  std::uint64_t src;  // offset in the request's buffer
+  std::byte* dst;     // nullptr: the read landed in place
+  std::uint64_t length;
+};
+
+struct Request {
+  std::uint32_t file;
+  std::uint64_t offset;     // aligned
+  std::uint64_t length;     // aligned
+  std::byte* in_place;      // read straight here (arena image), or nullptr: bounce buffer
+  std::uint64_t fault_end;  // arena bytes that must be faulted first
+  std::uint32_t first_piece, piece_count;
+};
+
+struct OpenFile {
+  Fd direct, buffered;
+  std::atomic<bool> use_buffered{false};
+  std::string reason;
+};
+
+class Job {
+ public:
+  Job(const LoadPlan& plan, const LoadOptions& o) : plan_(plan), o_(o) {}
+
+  // Plans the requests. `arena` (nullptr for LoadInto) receives an image of
+  // every read segment, then the packed destinations of multi-range items.
+  Status Build(std::span<const std::span<std::byte>> outs, bool arena_mode, std::vector<std::span<std::byte>>* dests) {
+    const std::size_t n = plan_.items.size();
+    remaining_ = std::make_unique<std::atomic<std::uint64_t>[]>(n);
+    dests_.resize(n);
+    if (o_.request_bytes < kBlock || o_.request_bytes % kBlock) {
+      return InvalidArgument("request_bytes " + Str(o_.request_bytes) + " is not a positive multiple of 4096");
+    }
+    // Segments per file: merged, aligned ranges.
+    struct Seg {
+      std::uint32_t file;
+      std::uint64_t begin, end;  // aligned
+      std::uint64_t image = 0;   // arena position of `begin`
+    };
+    std::vector<Seg> segs;
+    for (std::size_t i = 0; i < n; ++i) {
+      const LoadItem& it = plan_.items[i];
+      remaining_[i].store(it.bytes, std::memory_order_relaxed);
+      for (const LoadRange& r : it.ranges) {
+        if (r.length == 0) continue;
+        const std::uint64_t b = Down(r.offset), e = Up(r.offset + r.length);
+        if (!segs.empty() && segs.back().file == it.file && b <= segs.back().end + kMergeGap &&
+            b >= segs.back().begin) {
+          segs.back().end = std::max(segs.back().end, e);
+        } else {
+          segs.push_back({it.file, b, e});
+        }
+      }
+    }
+    std::uint64_t image = 0;
+    for (Seg& s : segs) {
+      s.image = image;
+      image += s.end - s.begin;
+    }
+    image_bytes_ = image;
+    std::uint64_t packed = 0;
+    std::vector<std::uint64_t> packed_at(n, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (arena_mode && plan_.items[i].ranges.size() > 1) {
+        packed = (packed + 63) & ~std::uint64_t{63};
+        packed_at[i] = packed;
+        packed += plan_.items[i].bytes;
+      }
+    }
+    if (arena_mode) {
+      TS_ASSIGN_OR_RETURN(arena_, LoadArena::Allocate(std::max<std::uint64_t>(image + packed, 1), o_.huge_pages));
+    }
+    std::byte* base = arena_mode ? arena_->bytes().data() : nullptr;
+
+    // Where each item's range lands: in the image (single-range items of a
+    // fresh arena) or at a destination the request copies to.
+    struct Span {
+      std::uint32_t item;
+      std::uint64_t offset, length;
+      std::byte* dst;  // nullptr: in place
+    };
+    std::vector<Span> spans;
+    std::size_t seg = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const LoadItem& it = plan_.items[i];
+      std::byte* out = nullptr;
+      if (!arena_mode) {
+        if (outs[i].size() != it.bytes) {
+          return InvalidArgument(plan_.files[it.file].path + ": tensor " + QuoteName(it.info.name) + ": a buffer of " +
+                                 Str(outs[i].size()) + " bytes for " + Str(it.bytes) + " bytes");
+        }
+        out = outs[i].data();
+      } else if (it.ranges.size() > 1) {
+        out = base + image + packed_at[i];
+      }
+      std::uint64_t at = 0;
+      for (const LoadRange& r : it.ranges) {
+        if (r.length == 0) continue;
+        while (!(segs[seg].file == it.file && segs[seg].begin <= r.offset && r.offset + r.length <= segs[seg].end)) {
+          ++seg;
+        }
+        if (at == 0 && !out) dests_[i] = {base + segs[seg].image + (r.offset - segs[seg].begin), it.bytes};
+        spans.push_back({static_cast<std::uint32_t>(i), r.offset, r.length, out ? out + at : nullptr});
+        at += r.length;
+      }
+      if (out) dests_[i] = {out, it.bytes};
+      if (it.bytes == 0) dests_[i] = {base ? base : outs.empty() ? nullptr : outs[i].data(), 0};
+    }
+    // Requests: each segment cut into request_bytes, each holding the
+    // pieces of the spans it overlaps.
+    std::size_t sp = 0;
+    for (const Seg& s : segs) {
+      const std::uint64_t fsize = plan_.files[s.file].size;
+      for (std::uint64_t c0 = s.begin; c0 < s.end; c0 += o_.request_bytes) {
+        const std::uint64_t c1 = std::min(s.end, c0 + o_.request_bytes);
+        Request q{s.file,
+                  c0,
+                  c1 - c0,
+                  arena_mode ? base + s.image + (c0 - s.begin) : nullptr,
+                  arena_mode ? s.image + (c1 - s.begin) : 0,
+                  static_cast<std::uint32_t>(pieces_.size()),
+                  0};
+        if (c0 >= fsize) break;
+        for (std::size_t k = sp; k < spans.size() && spans[k].offset < c1; ++k) {
+          const Span& x = spans[k];
+          if (plan_.items[x.item].file != s.file) break;
+          const std::uint64_t b = std::max(x.offset, c0), e = std::min(x.offset + x.length, c1);
+          if (b < e) pieces_.push_back({x.item, b - c0, x.dst ? x.dst + (b - x.offset) : nullptr, e - b});
+          if (x.offset + x.length <= c1 && k == sp) ++sp;
+        }
+        q.piece_count = static_cast<std::uint32_t>(pieces_.size() - q.first_piece);
+        requests_.push_back(q);
+      }
+    }
+    if (dests) *dests = dests_;
+    return Status::OK();
+  }
+
+  Status OpenFiles() {
+    files_ = std::make_unique<OpenFile[]>(plan_.files.size());
+    for (std::size_t f = 0; f < plan_.files.size(); ++f) {
+      const std::string& path = plan_.files[f].path;
+      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return IOError(path + ": open: " + std::strerror(errno), errno);
+      files_[f].buffered = Fd(fd);
+      if (!o_.direct) {
+        files_[f].use_buffered = true;
+        files_[f].reason = "direct=false";
+        continue;
+      }
+      if (o_.cached_buffered && MostlyCached(files_[f].buffered.get(), plan_.files[f].size)) {
+        files_[f].use_buffered = true;
+        files_[f].reason = "in the page cache (mincore): copied from there";
+        continue;
+      }
+      fd = o_.refuse_direct_errno ? (errno = o_.refuse_direct_errno, -1)
+                                  : ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+      if (fd < 0) {
+        files_[f].use_buffered = true;
+        files_[f].reason = std::string("O_DIRECT refused by the file system (") + std::strerror(errno) + ")";
+        continue;
+      }
+      files_[f].direct = Fd(fd);
+    }
+    return Status::OK();
+  }
+
+  LoadReport Run() {
+    const auto t0 = std::chrono::steady_clock::now();
+    report_.tensors = plan_.items.size();
+    report_.verify_requested = o_.verify;
+    bool any_checksum = false;
+    for (std::size_t i = 0; i < plan_.items.size(); ++i) {
+      report_.bytes += plan_.items[i].bytes;
+      any_checksum |= plan_.items[i].checksum;
+      if (plan_.items[i].bytes == 0) Completed(static_cast<std::uint32_t>(i));
+    }
+    fault_goal_ = arena_ && o_.prefault ? image_bytes_ : 0;
+    faulted_.store(arena_ && o_.prefault ? 0 : std::numeric_limits<std::uint64_t>::max());
+    fault_next_.store(arena_ && o_.prefault ? 0 : std::numeric_limits<std::uint64_t>::max());
+    std::vector<std::thread> threads;
+    if (fault_goal_) threads.emplace_back([this] { Fault(); });
+    const unsigned verifiers = o_.verify && any_checksum ? std::max(1u, o_.verify_threads) : 0;
+    for (unsigned v = 0; v < verifiers; ++v) threads.emplace_back([this] { Verify(); });
+    const unsigned io = std::max(1u, std::min<unsigned>(o_.io_threads, static_cast<unsigned>(requests_.size())));
+    std::vector<std::thread> readers;
+    for (unsigned t = 1; t < io; ++t) readers.emplace_back([this] { Read(); });
+    Read();
+    for (std::thread& t : readers) t.join();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reads_done_ = true;
+    }
+    cv_.notify_all();
+    stop_.store(true);
+    faulted_.store(std::numeric_limits<std::uint64_t>::max());
+    faulted_.notify_all();
+    for (std::thread& t : threads) t.join();
+    report_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (std::size_t i = 0; i < plan_.files.size(); ++i) {
+      const OpenFile& f = files_[i];
+      report_.direct.push_back(!f.use_buffered.load());
+      report_.buffered_reason.push_back(f.use_buffered.load() ? f.reason : "");
+    }
+    report_.verified = verified_.load();
+    report_.unverifiable = 0;
+    for (const LoadItem& it : plan_.items) report_.unverifiable += !it.checksum;
+    if (!o_.verify) {
+      report_.verification = "not verified (verify=false)";
+    } else if (!any_checksum) {
+      report_.verification =
+          "nothing to verify: " + (plan_.files.empty()
+                                       ? std::string("no files")
+                                       : std::string(FormatName(plan_.files[0].format)) + " stores no checksums");
+    } else {
+      report_.verification = "verified " + Str(report_.verified) + " of " + Str(report_.tensors) + " tensors (XXH3-64)";
+      if (report_.unverifiable) report_.verification += "; " + Str(report_.unverifiable) + " without a checksum";
+    }
+    return report_;
+  }
+
+  Status status() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!io_error_.ok()) return io_error_;
+    return bad_item_ < plan_.items.size() ? bad_ : Status::OK();
+  }
+  std::shared_ptr<LoadArena> arena() const { return arena_; }
+
+ private:
+  // Faults the arena in ahead of the reads, a 2 MiB chunk at a time, each
+  // claimed from fault_next_. A reader that finds the helper behind moves
+  // fault_next_ past its own request and reads into unfaulted memory (the
+  // kernel faults it), waiting only for the chunk the helper is touching:
+  // a starved helper never stalls the reads.
+  void Fault() {
+    std::byte* base = arena_->bytes().data();
+    constexpr std::uint64_t kStep = kHuge;
+    while (!stop_.load(std::memory_order_relaxed)) {
+      const std::uint64_t at = fault_next_.fetch_add(kStep);
+      // Chunks are claimed in order and touched one at a time: everything
+      // below `at` that this thread claimed is done (readers skipped the rest).
+      faulted_.store(std::min(at, fault_goal_), std::memory_order_release);
+      faulted_.notify_all();
+      if (at >= fault_goal_) break;
+      const std::uint64_t end = std::min(fault_goal_, at + kStep);
+      for (std::uint64_t p = at; p < end; p += kBlock) {
+        reinterpret_cast<volatile char*>(base)[p] = 0;
+      }
+      faulted_.store(end, std::memory_order_release);
+      faulted_.notify_all();
+    }
+    faulted_.store(std::numeric_limits<std::uint64_t>::max(), std::memory_order_release);
+    faulted_.notify_all();
+  }
+
+  // Returns once no helper write can land in arena bytes below `end`.
+  void ClaimFaulted(std::uint64_t end) {
+    std::uint64_t claimed = fault_next_.load();
+    while (claimed < end && !fault_next_.compare_exchange_weak(claimed, end)) {
+    }
+    const std::uint64_t need = std::min(claimed, end);  // what the helper had claimed below `end`
+    for (std::uint64_t w; (w = faulted_.load(std::memory_order_acquire)) < need;) faulted_.wait(w);
+  }
+
+  void Read() {
+    std::shared_ptr<LoadArena> bounce;
+    for (std::size_t i; (i = next_.fetch_add(1)) < requests_.size();) {
+      if (stop_.load(std::memory_order_relaxed)) return;
+      const Request& q = requests_[i];
+      std::byte* buf = q.in_place;
+      if (!buf) {
+        if (!bounce) {
+          auto b = LoadArena::Allocate(o_.request_bytes, false);
+          if (!b.ok()) return Fail(i, b.status());
+          bounce = std::move(b).value();
+          std::memset(bounce->bytes().data(), 0, o_.request_bytes);  // fault it once, reuse it
+        }
+        buf = bounce->bytes().data();
+      } else {
+        ClaimFaulted(q.fault_end);
+      }
+      Status s = ReadRequest(q, buf);
+      if (!s.ok()) return Fail(i, s);
+      for (std::uint32_t k = 0; k < q.piece_count; ++k) {
+        const Piece& p = pieces_[q.first_piece + k];
+        if (p.dst) std::memcpy(p.dst, buf + p.src, p.length);
+        if (remaining_[p.item].fetch_sub(p.length, std::memory_order_acq_rel) == p.length) Completed(p.item);
+      }
+    }
+  }
+
+  Status ReadRequest(const Request& q, std::byte* buf) {
+    OpenFile& f = files_[q.file];
+    const std::string& path = plan_.files[q.file].path;
+    const std::uint64_t want = std::min(q.length, plan_.files[q.file].size - q.offset);
+    std::uint64_t got = 0;
+    while (got < want) {
+      const bool buffered = f.use_buffered.load(std::memory_order_relaxed);
+      // O_DIRECT needs aligned lengths: ask for the whole aligned request
+      // and accept the short read at the end of the file.
+      const std::uint64_t ask = buffered ? want - got : q.length - got;
+      const ssize_t r =
+          ::pread(buffered ? f.buffered.get() : f.direct.get(), buf + got, ask, static_cast<off_t>(q.offset + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && errno == EINVAL && !buffered) {
+        // Open accepted O_DIRECT but the read did not (some FUSE and
+        // network file systems): the rest of this file goes buffered.
+        SwitchToBuffered(f, "O_DIRECT reads refused (EINVAL)");
+        continue;
+      }
+      if (r < 0) {
+        return IOError(
+            path + ": read of " + Str(ask) + " bytes at offset " + Str(q.offset + got) + ": " + std::strerror(errno),
+            errno);
+      }
+      if (r == 0) {
+        return OutOfRange(path + ": ends at offset " + Str(q.offset + got) + ", before the " + Str(q.offset + want) +
+                          " its index needs (the file changed since it was planned)");
+      }
+      got += static_cast<std::uint64_t>(r);
+      if (!buffered && got < want && got % kBlock) SwitchToBuffered(f, "a short O_DIRECT read");
+    }
+    report_bytes_read_.fetch_add(got, std::memory_order_relaxed);
+    requests_done_.fetch_add(1, std::memory_order_relaxed);
+    return Status::OK();
+  }
+
+  void SwitchToBuffered(OpenFile& f, const char* why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!f.use_buffered.load()) f.reason = why;
+    f.use_buffered.store(true);
+  }
+
+  void Completed(std::uint32_t item) {
+    if (!o_.verify || !plan_.items[item].checksum) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ready_.push_back(item);
+    }
+    cv_.notify_one();
+  }
+
+  void Verify() {
+    for (;;) {
+      std::uint32_t item;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return !ready_.empty() || reads_done_; });
+        if (ready_.empty()) return;
+        item = ready_.front();
+        ready_.pop_front();
+      }
+      const LoadItem& it = plan_.items[item];
+      const std::uint64_t got = internal::Hash64(std::span<const std::byte>(dests_[item].data(), dests_[item].size()));
+      if (got == it.info.data_checksum) {
+        verified_.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      if (item < bad_item_) {
+        bad_item_ = item;
+        bad_ = Corruption(plan_.files[it.file].path + ": tensor " + QuoteName(it.info.name) + " (offset " +
+                          Str(it.info.data_offset) + ", " + Str(it.info.data_length) + " bytes): data checksum " +
+                          Str(got) + " does not match the index's " + Str(it.info.data_checksum) +
+                          " (the data is damaged)");
+      }
+    }
+  }
+
+  void Fail(std::size_t request, Status s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (request < io_error_at_) {
+      io_error_at_ = request;
+      io_error_ = std::move(s);
+    }
+    stop_.store(true);
+    faulted_.store(std::numeric_limits<std::uint64_t>::max());
+    faulted_.notify_all();
+  }
+
+  const LoadPlan& plan_;
+  const LoadOptions& o_;
+  std::vector<Request> requests_;
+  std::vector<Piece> pieces_;
+  std::vector<std::span<std::byte>> dests_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> remaining_;
+  std::unique_ptr<OpenFile[]> files_;  // atomics: not movable
+  std::shared_ptr<LoadArena> arena_;
+  std::uint64_t image_bytes_ = 0;
+  std::uint64_t fault_goal_ = 0;
+  std::atomic<std::uint64_t> faulted_{0};     // arena bytes below this are faulted (or skipped)
+  std::atomic<std::uint64_t> fault_next_{0};  // the helper's next chunk; readers push it past themselves
+  std::atomic<std::size_t> next_{0};
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> verified_{0};
+
+ public:
+  std::atomic<std::uint64_t> report_bytes_read_{0};
+  std::atomic<std::uint64_t> requests_done_{0};
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::uint32_t> ready_;
+  bool reads_done_ = false;
+  Status io_error_;
+  std::size_t io_error_at_ = std::numeric_limits<std::size_t>::max();
+  Status bad_;
+  std::size_t bad_item_ = std::numeric_limits<std::size_t>::max();
+  LoadReport report_;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<LoadArena>> LoadArena::Allocate(std::uint64_t bytes, bool huge_pages) {
+  const std::uint64_t size = (bytes + kBlock - 1) & ~(kBlock - 1);
+  const std::uint64_t map_size = huge_pages ? size + kHuge : size;
+  void* map = ::mmap(nullptr, map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (map == MAP_FAILED) return IOError("loader: mmap of " + Str(map_size) + " bytes: " + std::strerror(errno), errno);
+  auto* base = static_cast<std::byte*>(map);
+  if (huge_pages) {
+    const auto addr = reinterpret_cast<std::uintptr_t>(map);
+    base += ((addr + kHuge - 1) & ~(kHuge - 1)) - addr;
+    ::madvise(base, size, MADV_HUGEPAGE);  // advice: a kernel without THP still loads
+  }
+  return std::shared_ptr<LoadArena>(new LoadArena(map, map_size, base, size));
+}
+
+LoadArena::~LoadArena() { ::munmap(map_, map_size_); }
+
+Result<Loaded> Load(const LoadPlan& plan, const LoadOptions& options) {
+  Job job(plan, options);
+  Loaded out;
+  TS_RETURN_IF_ERROR(job.Build({}, true, &out.data));
+  TS_RETURN_IF_ERROR(job.OpenFiles());
+  out.report = job.Run();
+  out.report.bytes_read = job.report_bytes_read_.load();
+  out.report.requests = job.requests_done_.load();
+  TS_RETURN_IF_ERROR(job.status());
+  out.arena = job.arena();
+  return out;
+}
+
+Result<LoadReport> LoadInto(const LoadPlan& plan, std::span<const std::span<std::byte>> outs,
+                            const LoadOptions& options) {
+  if (outs.size() != plan.items.size()) {
+    return InvalidArgument("LoadInto: " + Str(plan.items.size()) + " tensors but " + Str(outs.size()) + " buffers");
+  }
+  Job job(plan, options);
+  TS_RETURN_IF_ERROR(job.Build(outs, false, nullptr));
+  TS_RETURN_IF_ERROR(job.OpenFiles());
+  LoadReport report = job.Run();
+  report.bytes_read = job.report_bytes_read_.load();
+  report.requests = job.requests_done_.load();
+  TS_RETURN_IF_ERROR(job.status());
+  return report;
+}
+
+}  // namespace tensorsafe

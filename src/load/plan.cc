@@ -1,0 +1,154 @@
+// PlanLoad: where each wanted tensor's bytes lie (docs/LOAD.md §Plans).
+// Reads indexes only; the format table (and FormatLoadsInPlace in its Capabilities)
+// says which formats hold their tensors in place and which carry
+// checksums, so nothing here names a format.
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "tensorsafe/formats/sharded.h"
+#include "tensorsafe/load.h"
+#include "util/checked_math.h"
+#include "util/text.h"
+
+namespace tensorsafe {
+namespace {
+
+using internal::QuoteName;
+
+std::string Str(std::uint64_t v) { return std::to_string(v); }
+
+// The ranges of `item` for `slice` (or the whole tensor).
+Status ApplySlice(const std::string& path, const std::optional<RankSlice>& slice, LoadItem& item) {
+  const TensorInfo& info = item.info;
+  item.shape = info.shape;
+  if (!slice || info.shape.size() < std::max<std::uint32_t>(slice->min_rank, slice->dim + 1)) {
+    item.ranges.push_back({info.data_offset, info.data_length});
+    item.bytes = info.data_length;
+    return Status::OK();
+  }
+  const RankSlice& s = *slice;
+  const std::uint32_t bits = GetDTypeInfo(info.dtype).bits;
+  if (bits % 8 != 0) {
+    return Unsupported(path + ": tensor " + QuoteName(info.name) + ": a slice of a " +
+                       std::string(DTypeName(info.dtype)) + " tensor (sub-byte elements)");
+  }
+  const std::uint64_t extent = info.shape[s.dim];
+  const std::uint64_t per = extent / s.parts;
+  const std::uint64_t begin = per * s.index;
+  const std::uint64_t end = s.index + 1 == s.parts ? extent : begin + per;
+  // Bytes of one step along dim (everything after it), and the count of
+  // blocks before it.
+  std::uint64_t inner = bits / 8;
+  for (std::size_t d = s.dim + 1; d < info.shape.size(); ++d) inner *= info.shape[d];
+  std::uint64_t outer = 1;
+  for (std::size_t d = 0; d < s.dim; ++d) outer *= info.shape[d];
+  item.shape[s.dim] = end - begin;
+  const std::uint64_t stride = extent * inner;
+  const std::uint64_t run = (end - begin) * inner;
+  for (std::uint64_t o = 0; o < outer && run > 0; ++o) {
+    item.ranges.push_back({info.data_offset + o * stride + begin * inner, run});
+  }
+  item.bytes = run * outer;
+  return Status::OK();
+}
+
+struct Builder {
+  const PlanOptions& options;
+  LoadPlan plan;
+  std::unordered_set<std::string> wanted;
+  std::unordered_map<std::string, std::uint32_t> seen;  // name -> file
+
+  Status Add(const std::string& path, Format format, TensorInfo info) {
+    if (!wanted.empty() && !wanted.count(info.name)) return Status::OK();
+    const std::uint32_t file = static_cast<std::uint32_t>(plan.files.size() - 1);
+    auto [it, fresh] = seen.emplace(info.name, file);
+    if (!fresh) {
+      return InvalidArgument("tensor " + QuoteName(info.name) + " is in both " + plan.files[it->second].path + " and " +
+                             path);
+    }
+    if (info.layout != Layout::kDense) {
+      return Unsupported(path + ": tensor " + QuoteName(info.name) + " is sparse; the loader reads dense tensors");
+    }
+    if (!internal::RangeWithin(info.data_offset, info.data_length, plan.files.back().size)) {
+      return Corruption(path + ": tensor " + QuoteName(info.name) + ": offset " + Str(info.data_offset) + " + " +
+                        Str(info.data_length) + " bytes exceeds the file size " + Str(plan.files.back().size));
+    }
+    LoadItem item;
+    item.file = file;
+    item.info = std::move(info);
+    TS_RETURN_IF_ERROR(ApplySlice(path, options.slice, item));
+    item.checksum = InfoOf(format).caps.checksums && item.ranges.size() == 1 && item.bytes == item.info.data_length;
+    plan.bytes += item.bytes;
+    plan.items.push_back(std::move(item));
+    return Status::OK();
+  }
+
+  Status AddFile(const std::string& path, Format format) {
+    const FormatInfo& row = InfoOf(format);
+    if (!FormatLoadsInPlace(format)) {
+      return Unsupported(path +
+                         ": the loader reads formats whose tensors lie in the file as stored "
+                         "(tsafe, safetensors, gguf), not " +
+                         std::string(row.name) + "; tensorsafe.open reads it");
+    }
+    std::error_code ec;
+    const std::uint64_t size = std::filesystem::file_size(path, ec);
+    if (ec) return IOError(path + ": " + ec.message(), ec.value());
+    plan.files.push_back({path, format, size});
+    const std::size_t first = plan.items.size();
+    Status inner;
+    TS_RETURN_IF_ERROR(ForEachTensorInfo(path, format, [&](const TensorInfo& info) {
+      inner = Add(path, format, info);
+      return inner.ok();
+    }));
+    TS_RETURN_IF_ERROR(inner);
+    std::stable_sort(plan.items.begin() + first, plan.items.end(),
+                     [](const LoadItem& a, const LoadItem& b) { return a.info.data_offset < b.info.data_offset; });
+    return Status::OK();
+  }
+
+  Status AddPath(const std::string& path_arg) {
+    std::string path = path_arg;
+    if (sharded::IsShardedPath(path)) {
+      TS_ASSIGN_OR_RETURN(path, sharded::ResolveCheckpoint(path));
+      if (sharded::IsIndexName(path)) {
+        TS_ASSIGN_OR_RETURN(sharded::Index index, sharded::ReadIndex(path));
+        for (const std::string& shard : index.shards) {
+          TS_RETURN_IF_ERROR(AddFile(index.directory + "/" + shard, index.format));
+        }
+        return Status::OK();
+      }
+    }
+    TS_ASSIGN_OR_RETURN(Format format, DetectFormat(path));
+    if (format == Format::kUnknown) return Unsupported(path + ": unrecognised file format");
+    return AddFile(path, format);
+  }
+};
+
+}  // namespace
+
+Result<LoadPlan> PlanLoad(std::span<const std::string> paths, const PlanOptions& options) {
+  if (options.slice) {
+    const RankSlice& s = *options.slice;
+    if (s.dim > 1 || s.parts == 0 || s.index >= s.parts) {
+      return InvalidArgument("slice: block " + Str(s.index) + " of " + Str(s.parts) + " along dim " + Str(s.dim) +
+                             " (dim must be 0 or 1, index below parts)");
+    }
+  }
+  Builder b{options, {}, {options.names.begin(), options.names.end()}, {}};
+  for (const std::string& p : paths) TS_RETURN_IF_ERROR(b.AddPath(p));
+  if (!b.wanted.empty() && b.plan.items.size() != b.wanted.size()) {
+    for (const std::string& n : options.names) {
+      if (!b.seen.count(n)) {
+        return NotFound("no tensor " + QuoteName(n) + " in " +
+                        (paths.size() == 1 ? paths[0] : Str(paths.size()) + " paths"));
+      }
+    }
+  }
+  return std::move(b.plan);
+}
+
+}  // namespace tensorsafe

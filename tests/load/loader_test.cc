@@ -1,0 +1,314 @@
+// The loader (docs/LOAD.md): every tensor equal to a mapped read of the same
+// file, with and without verification, through the fresh arena and through
+// caller buffers; unaligned heads and tails at every offset mod 4096; a
+// flipped byte named; O_DIRECT refused on tmpfs; a 3-shard checkpoint;
+// names; row and column slices.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+
+#include "formats/codec_test_util.h"
+#include "support/status_matchers.h"
+#include "support/temp_dir.h"
+#include "tensorsafe/formats/registry.h"
+#include "tensorsafe/formats/sharded.h"
+#include "tensorsafe/load.h"
+
+namespace tensorsafe::testing {
+namespace {
+
+std::string RandomBytes(std::mt19937_64& rng, std::size_t n) {
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+// Tensors of awkward sizes: empty, a byte, odd, one just over a request.
+TensorSet RandomSet(std::uint64_t seed, int count, std::size_t max_bytes) {
+  std::mt19937_64 rng(seed);
+  TensorSet set;
+  for (int i = 0; i < count; ++i) {
+    std::size_t n = i == 0 ? 0 : i == 1 ? 1 : rng() % max_bytes;
+    set.tensors.push_back(MakeTensor("t" + std::to_string(i), DType::kU8, {n}, RandomBytes(rng, n)));
+  }
+  return set;
+}
+
+// Checks `got` (parallel to plan.items) against a mapped read of the files.
+void ExpectSameAsMapped(const LoadPlan& plan, const std::vector<std::span<std::byte>>& got) {
+  ASSERT_EQ(got.size(), plan.items.size());
+  std::map<std::string, TensorSet> sets;
+  for (std::size_t i = 0; i < plan.items.size(); ++i) {
+    const LoadItem& it = plan.items[i];
+    const std::string& path = plan.files[it.file].path;
+    if (!sets.count(path)) {
+      auto s = ReadTensorSet(path, plan.files[it.file].format);
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      sets[path] = std::move(*s);
+    }
+    const Tensor* want = nullptr;
+    for (const Tensor& t : sets[path].tensors) {
+      if (t.info.name == it.info.name) want = &t;
+    }
+    ASSERT_NE(want, nullptr) << it.info.name;
+    std::string expect;
+    for (const LoadRange& r : it.ranges) {
+      expect += Str(want->data.subspan(r.offset - want->info.data_offset, r.length));
+    }
+    ASSERT_EQ(Str(got[i]), expect) << "tensor " << it.info.name << " of " << path;
+  }
+}
+
+// Test files were just written and sit in the page cache, where the loader
+// would copy them from: most tests read them from the disk with O_DIRECT.
+LoadOptions Direct() {
+  LoadOptions o;
+  o.cached_buffered = false;
+  return o;
+}
+
+Result<LoadPlan> Plan(const std::string& path, PlanOptions o = {}) {
+  std::vector<std::string> paths{path};
+  return PlanLoad(paths, o);
+}
+
+// Both ways in: the fresh arena and caller buffers.
+void LoadBothWays(const LoadPlan& plan, LoadOptions o) {
+  auto loaded = Load(plan, o);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ExpectSameAsMapped(plan, loaded->data);
+  std::vector<std::string> bufs;
+  std::vector<std::span<std::byte>> outs;
+  for (const LoadItem& it : plan.items) bufs.emplace_back(it.bytes, '\xee');
+  for (std::string& b : bufs) outs.emplace_back(reinterpret_cast<std::byte*>(b.data()), b.size());
+  auto rep = LoadInto(plan, outs, o);
+  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  ExpectSameAsMapped(plan, outs);
+}
+
+TEST(Load, EqualsMappedReadTsafeAndSafetensors) {
+  TempDir dir;
+  const TensorSet set = RandomSet(7, 40, 50000);
+  for (Format f : {Format::kTsafe, Format::kSafetensors}) {
+    const std::string path = dir.File(std::string("m.") + std::string(InfoOf(f).extensions[0]));
+    ASSERT_TRUE(WriteTensorSet(path, set, f).ok());
+    auto plan = Plan(path);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    ASSERT_EQ(plan->items.size(), 40u);
+    for (bool cached : {true, false}) {
+      for (bool verify : {true, false}) {
+        for (std::uint64_t req : {std::uint64_t{4} << 20, std::uint64_t{8192}}) {
+          LoadOptions o;
+          o.cached_buffered = cached;
+          o.verify = verify;
+          o.request_bytes = req;
+          LoadBothWays(*plan, o);
+          auto r = Load(*plan, o);
+          ASSERT_TRUE(r.ok());
+          EXPECT_EQ(r->report.direct, std::vector<bool>{!cached});
+          if (cached) EXPECT_EQ(r->report.buffered_reason[0], "in the page cache (mincore): copied from there");
+        }
+      }
+    }
+    auto loaded = Load(*plan, Direct());
+    ASSERT_TRUE(loaded.ok());
+    if (f == Format::kTsafe) {
+      EXPECT_EQ(loaded->report.verified, 40u);
+      EXPECT_EQ(loaded->report.verification, "verified 40 of 40 tensors (XXH3-64)");
+    } else {
+      EXPECT_EQ(loaded->report.verified, 0u);
+      EXPECT_EQ(loaded->report.verification, "nothing to verify: safetensors stores no checksums");
+    }
+  }
+}
+
+// 4096 tensors of 4097 bytes: their first and last bytes fall at every
+// offset mod 4096, read through both requests of 4 MiB and of 12 KiB
+// (tensors straddling requests).
+TEST(Load, UnalignedHeadsAndTailsAtEveryOffset) {
+  TempDir dir;
+  std::mt19937_64 rng(11);
+  TensorSet set;
+  for (int i = 0; i < 4096; ++i) {
+    set.tensors.push_back(MakeTensor("u" + std::to_string(i), DType::kU8, {4097}, RandomBytes(rng, 4097)));
+  }
+  const std::string path = dir.File("u.safetensors");
+  ASSERT_TRUE(WriteTensorSet(path, set, Format::kSafetensors).ok());
+  auto plan = Plan(path);
+  ASSERT_TRUE(plan.ok());
+  std::set<std::uint64_t> heads, tails;
+  for (const LoadItem& it : plan->items) {
+    heads.insert(it.info.data_offset % 4096);
+    tails.insert((it.info.data_offset + it.bytes) % 4096);
+  }
+  EXPECT_EQ(heads.size(), 4096u);
+  EXPECT_EQ(tails.size(), 4096u);
+  for (std::uint64_t req : {std::uint64_t{4} << 20, std::uint64_t{12288}}) {
+    LoadOptions o = Direct();
+    o.request_bytes = req;
+    LoadBothWays(*plan, o);
+  }
+}
+
+TEST(Load, FlippedByteIsNamed) {
+  TempDir dir;
+  const TensorSet set = RandomSet(3, 8, 20000);
+  const std::string path = dir.File("f.tsafe");
+  ASSERT_TRUE(WriteTensorSet(path, set, Format::kTsafe).ok());
+  auto plan = Plan(path);
+  ASSERT_TRUE(plan.ok());
+  const LoadItem& victim = plan->items[5];
+  std::string bytes = ReadFileBytes(path);
+  bytes[victim.info.data_offset + victim.bytes / 2] ^= 0x10;
+  WriteFileBytes(path, bytes);
+  EXPECT_STATUS(Load(*plan, Direct()), StatusCode::kCorruption,
+                "f.tsafe: tensor \"" + victim.info.name + "\" (offset " + std::to_string(victim.info.data_offset) +
+                    ", " + std::to_string(victim.bytes) + " bytes): data checksum");
+  std::vector<std::string> bufs;
+  std::vector<std::span<std::byte>> outs;
+  for (const LoadItem& it : plan->items) bufs.emplace_back(it.bytes, '\0');
+  for (std::string& b : bufs) outs.emplace_back(reinterpret_cast<std::byte*>(b.data()), b.size());
+  EXPECT_STATUS(LoadInto(*plan, outs, Direct()), StatusCode::kCorruption, "tensor \"" + victim.info.name + "\"");
+  LoadOptions off = Direct();
+  off.verify = false;
+  auto loaded = Load(*plan, off);
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(loaded->report.verification, "not verified (verify=false)");
+}
+
+// tmpfs refuses O_DIRECT with EINVAL before Linux 6.6 and takes it since;
+// either way the load is right and the report says which reads it made.
+// The refusal itself is simulated too, so the fallback runs on any kernel.
+TEST(Load, TmpfsAndRefusedDirectFallBack) {
+  if (!std::filesystem::is_directory("/dev/shm")) GTEST_SKIP() << "no /dev/shm";
+  const std::string path = "/dev/shm/tensorsafe_load_test_" + std::to_string(::getpid()) + ".tsafe";
+  ASSERT_TRUE(WriteTensorSet(path, RandomSet(5, 10, 30000), Format::kTsafe).ok());
+  auto plan = Plan(path);
+  ASSERT_TRUE(plan.ok());
+  const int probe = ::open(path.c_str(), O_RDONLY | O_DIRECT);
+  const bool tmpfs_direct = probe >= 0;
+  if (probe >= 0) ::close(probe);
+  for (int refuse : {0, EINVAL}) {
+    LoadOptions o = Direct();
+    o.refuse_direct_errno = refuse;
+    auto loaded = Load(*plan, o);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    ExpectSameAsMapped(*plan, loaded->data);
+    ASSERT_EQ(loaded->report.direct.size(), 1u);
+    const bool direct = tmpfs_direct && refuse == 0;
+    EXPECT_EQ(loaded->report.direct[0], direct);
+    if (!direct) {
+      EXPECT_EQ(loaded->report.buffered_reason[0], "O_DIRECT refused by the file system (Invalid argument)");
+    }
+    EXPECT_EQ(loaded->report.verified, 10u);
+    LoadBothWays(*plan, o);
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(Load, ThreeShardCheckpointInOneQueue) {
+  TempDir dir;
+  for (Format f : {Format::kSafetensors, Format::kTsafe}) {
+    const std::string sub = dir.File(std::string(FormatName(f)));
+    sharded::WriteOptions w;
+    w.format = f;
+    w.max_shard_size = 40000;  // 4 tensors of 10,000 bytes a shard
+    std::mt19937_64 rng(9);
+    TensorSet set;
+    for (int i = 0; i < 12; ++i) {
+      set.tensors.push_back(MakeTensor("s" + std::to_string(i), DType::kU8, {10000}, RandomBytes(rng, 10000)));
+    }
+    auto st = sharded::WriteSharded(sub, set, w);
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    ASSERT_EQ(st->files.size(), 3u);
+    auto plan = Plan(sub);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    EXPECT_EQ(plan->files.size(), st->files.size());
+    EXPECT_EQ(plan->items.size(), 12u);
+    for (std::size_t i = 1; i < plan->items.size(); ++i) {
+      const LoadItem &a = plan->items[i - 1], &b = plan->items[i];
+      EXPECT_TRUE(a.file < b.file || (a.file == b.file && a.info.data_offset < b.info.data_offset));
+    }
+    LoadBothWays(*plan, Direct());
+    auto loaded = Load(*plan, Direct());
+    ASSERT_TRUE(loaded.ok());
+    EXPECT_EQ(loaded->report.verified, f == Format::kTsafe ? 12u : 0u);
+  }
+}
+
+TEST(Load, NamesAndErrors) {
+  TempDir dir;
+  const std::string path = dir.File("n.tsafe");
+  ASSERT_TRUE(WriteTensorSet(path, RandomSet(1, 6, 1000), Format::kTsafe).ok());
+  PlanOptions o;
+  o.names = {"t4", "t2"};
+  auto plan = Plan(path, o);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->items.size(), 2u);
+  EXPECT_EQ(plan->items[0].info.name, "t2");
+  LoadBothWays(*plan, Direct());
+  o.names = {"t2", "nope"};
+  EXPECT_STATUS(Plan(path, o), StatusCode::kNotFound, "no tensor \"nope\" in " + path);
+  std::vector<std::string> twice{path, path};
+  EXPECT_STATUS(PlanLoad(twice), StatusCode::kInvalidArgument, "is in both");
+  const std::string npz = dir.File("x.npz");
+  ASSERT_TRUE(WriteTensorSet(npz, RandomSet(1, 2, 10), Format::kNpz).ok());
+  EXPECT_STATUS(Plan(npz), StatusCode::kUnsupported, "not npz");
+  auto good = Plan(path);
+  ASSERT_TRUE(good.ok());
+  std::vector<std::span<std::byte>> none;
+  EXPECT_STATUS(LoadInto(*good, none), StatusCode::kInvalidArgument, "6 tensors but 0 buffers");
+  std::string small(3, '\0');
+  std::vector<std::span<std::byte>> outs(6);
+  outs[3] = {reinterpret_cast<std::byte*>(small.data()), small.size()};
+  for (std::size_t i = 0; i < 6; ++i) {
+    if (i != 3) outs[i] = {reinterpret_cast<std::byte*>(small.data()), 0};
+  }
+  EXPECT_STATUS(LoadInto(*good, outs), StatusCode::kInvalidArgument, "bytes for");
+  // A file cut short after it was planned.
+  std::filesystem::resize_file(path, good->items.back().info.data_offset + 1);
+  EXPECT_STATUS(Load(*good), StatusCode::kOutOfRange, "the file changed since it was planned");
+}
+
+// Row and column blocks of a 2-D f32 tensor: the bytes of that block only.
+TEST(Load, RankSlices) {
+  TempDir dir;
+  std::mt19937_64 rng(2);
+  const std::uint64_t rows = 256, cols = 1024;
+  TensorSet set;
+  set.tensors.push_back(MakeTensor("w", DType::kF32, {rows, cols}, RandomBytes(rng, rows * cols * 4)));
+  set.tensors.push_back(MakeTensor("b", DType::kF32, {cols}, RandomBytes(rng, cols * 4)));
+  const std::string path = dir.File("s.safetensors");
+  ASSERT_TRUE(WriteTensorSet(path, set, Format::kSafetensors).ok());
+  for (std::uint32_t dim : {0u, 1u}) {
+    for (std::uint64_t index : {0u, 1u, 3u}) {
+      PlanOptions o;
+      o.slice = RankSlice{dim, index, 4, 2};
+      auto plan = Plan(path, o);
+      ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+      const LoadItem& w = plan->items[0].info.name == "w" ? plan->items[0] : plan->items[1];
+      EXPECT_EQ(w.shape, dim == 0 ? Shape({64, 1024}) : Shape({256, 256}));
+      EXPECT_EQ(w.bytes, rows * cols);
+      EXPECT_FALSE(w.checksum);
+      LoadBothWays(*plan, Direct());
+      auto loaded = Load(*plan, Direct());
+      ASSERT_TRUE(loaded.ok());
+      // The slice's bytes plus the bias (whole) and alignment; a column
+      // block of 1 KiB runs 3 KiB apart reads whole pages.
+      if (dim == 0) EXPECT_LE(loaded->report.bytes_read, (plan->bytes * 11) / 10 + 2 * 4096);
+    }
+  }
+  PlanOptions bad;
+  bad.slice = RankSlice{2, 0, 2, 2};
+  EXPECT_STATUS(Plan(path, bad), StatusCode::kInvalidArgument, "dim must be 0 or 1");
+}
+
+}  // namespace
+}  // namespace tensorsafe::testing

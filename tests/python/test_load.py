@@ -1,0 +1,164 @@
+"""tensorsafe.load (docs/LOAD.md): equal to a mapped read with and without
+verification, a flipped byte named, O_DIRECT refused on tmpfs, a 3-shard
+checkpoint, into= a module's state_dict, names, slices, the fixed
+backend="pread" path."""
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import tensorsafe
+from tensorsafe import CorruptionError, InvalidArgumentError, NotFoundError
+from tensorsafe.torch import load_file, save_file
+
+RNG = np.random.default_rng(27)
+
+
+def _tensors(n=12):
+    out = {"empty": torch.zeros(0, 3), "one": torch.tensor([7], dtype=torch.uint8)}
+    for i in range(n):
+        shape = (int(RNG.integers(1, 70)), int(RNG.integers(1, 300)))
+        dtype = [torch.float32, torch.bfloat16, torch.int64, torch.float16][i % 4]
+        out[f"t{i}"] = torch.from_numpy(RNG.standard_normal(shape).astype(np.float32)).to(dtype)
+    return out
+
+
+def _same(a, b):
+    assert set(a) == set(b)
+    for k in a:
+        assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, k
+        assert torch.equal(a[k].reshape(-1).view(torch.uint8), b[k].reshape(-1).view(torch.uint8)), k
+
+
+@pytest.mark.parametrize("ext", ["tsafe", "safetensors"])
+@pytest.mark.parametrize("verify", [True, False])
+@pytest.mark.parametrize("cached", [True, False])
+def test_equals_mapped_read(tmp_path, ext, verify, cached):
+    path = str(tmp_path / f"m.{ext}")
+    t = _tensors()
+    save_file(t, path)
+    # The file was just written: in the page cache, so cached=True copies
+    # from there, and cached=False reads it with O_DIRECT.
+    got, rep = tensorsafe.load(path, verify=verify, cached_buffered=cached, return_report=True)
+    assert rep["direct"] == [not cached]
+    _same(got, load_file(path))
+    assert list(got) == list(load_file(path))  # file order
+    assert rep["tensors"] == len(t)
+    if not verify:
+        assert rep["verification"] == "not verified (verify=false)"
+    elif ext == "tsafe":
+        assert rep["verified"] == len(t)
+    else:
+        assert rep["verification"] == "nothing to verify: safetensors stores no checksums"
+    # Tensors own their memory: writable, and alive after everything else is gone.
+    x = got["t0"]
+    del got
+    x += 1
+    n = tensorsafe.load(path, framework="np", verify=verify)
+    for k, v in load_file(path).items():
+        assert np.array_equal(n[k].reshape(-1).view(np.uint8), v.reshape(-1).view(torch.uint8).numpy()), k
+
+
+def test_flipped_byte_is_named(tmp_path):
+    path = str(tmp_path / "f.tsafe")
+    save_file(_tensors(), path)
+    with tensorsafe.open(path) as r:
+        e = r.info("t3")
+    off, nbytes = e["offset"], e["nbytes"]
+    with open(path, "r+b") as f:
+        f.seek(off + nbytes // 2)
+        b = f.read(1)
+        f.seek(off + nbytes // 2)
+        f.write(bytes([b[0] ^ 1]))
+    with pytest.raises(CorruptionError, match=rf"f\.tsafe: tensor \"t3\" \(offset {off}, {nbytes} bytes\): data checksum"):
+        tensorsafe.load(path)
+    sd = {k: v.clone() for k, v in load_file(path).items()}
+    with pytest.raises(CorruptionError, match='tensor "t3"'):
+        tensorsafe.load(path, into=sd)
+    tensorsafe.load(path, verify=False)  # the caller's choice
+
+
+def test_tmpfs_refuses_direct(tmp_path):
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm")
+    path = f"/dev/shm/tensorsafe_test_load_{os.getpid()}.tsafe"
+    try:
+        save_file(_tensors(), path)
+        got, rep = tensorsafe.load(path, cached_buffered=False, return_report=True)
+        _same(got, load_file(path))
+        # tmpfs refuses O_DIRECT before Linux 6.6 and takes it since (the
+        # refusal itself is simulated in tests/load/loader_test.cc).
+        try:
+            os.close(os.open(path, os.O_RDONLY | os.O_DIRECT))
+            direct = True
+        except OSError:
+            direct = False
+        assert rep["direct"] == [direct]
+        assert rep["buffered_reason"] == ["" if direct else "O_DIRECT refused by the file system (Invalid argument)"]
+    finally:
+        os.remove(path)
+
+
+def test_three_shard_checkpoint(tmp_path):
+    from tensorsafe.torch import save_sharded  # the hub's layout
+
+    t = _tensors(9)
+    save_sharded(t, str(tmp_path), max_shard_size=20000)
+    shards = sorted(p for p in os.listdir(tmp_path) if p.endswith(".safetensors"))
+    assert len(shards) >= 3
+    got, rep = tensorsafe.load(str(tmp_path), return_report=True)
+    _same(got, t)
+    assert len(rep["direct"]) == len(shards)
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(64, 32)
+        self.b = torch.nn.Linear(32, 8, dtype=torch.bfloat16)
+        self.register_buffer("steps", torch.tensor(3))
+
+
+def test_into_state_dict_in_place(tmp_path):
+    src, dst = Net(), Net()
+    path = str(tmp_path / "net.tsafe")
+    save_file(src.state_dict(), path)
+    sd = dst.state_dict()
+    ptrs = {k: v.data_ptr() for k, v in sd.items()}
+    out = tensorsafe.load(path, into=sd)
+    assert {k: v.data_ptr() for k, v in out.items()} == ptrs
+    _same(dst.state_dict(), src.state_dict())
+    # A mismatch names file, tensor and numbers.
+    bad = {"a.weight": torch.zeros(32, 65)}
+    with pytest.raises(InvalidArgumentError, match=r"net\.tsafe: tensor 'a\.weight' is f32 \[32, 64\].*\[32, 65\]"):
+        tensorsafe.load(path, into=bad)
+    with pytest.raises(InvalidArgumentError, match="is f32"):
+        tensorsafe.load(path, into={"a.weight": torch.zeros(32, 64, dtype=torch.float16)})
+
+
+def test_names_and_slices(tmp_path):
+    path = str(tmp_path / "n.safetensors")
+    t = {"w": torch.arange(64 * 48, dtype=torch.float32).reshape(64, 48), "b": torch.arange(48.0)}
+    save_file(t, path)
+    got = tensorsafe.load(path, names=["b"])
+    assert list(got) == ["b"] and torch.equal(got["b"], t["b"])
+    with pytest.raises(NotFoundError):
+        tensorsafe.load(path, names=["nope"])
+    with pytest.raises(KeyError):
+        tensorsafe.load(path, names=["nope"])
+    rows = tensorsafe.load(path, slice=(0, 1, 4))
+    assert torch.equal(rows["w"], t["w"][16:32]) and torch.equal(rows["b"], t["b"])
+    cols = tensorsafe.load(path, slice=(1, 2, 3))
+    assert torch.equal(cols["w"], t["w"][:, 32:48])
+
+
+def test_pread_backend_reads_once_into_tensors(tmp_path):
+    path = str(tmp_path / "p.tsafe")
+    t = _tensors()
+    save_file(t, path)
+    got = load_file(path, backend="pread")
+    _same(got, t)
+    for v in got.values():
+        v.add_(0) if v.is_floating_point() else None  # writable memory of its own

@@ -10,6 +10,7 @@
 
 #include "buffer.h"
 #include "common.h"
+#include "tensorsafe/checksum.h"
 #include "tensorsafe/formats/registry.h"
 #include "tensorsafe/reader.h"
 
@@ -165,6 +166,13 @@ py::dict Summary(const Reader& r) {
 }  // namespace
 
 void RegisterReader(py::module_& m) {
+  m.def("data_checksum", [](py::buffer data) {
+    py::buffer_info info = data.request();
+    std::span<const std::byte> bytes(static_cast<const std::byte*>(info.ptr),
+                                     static_cast<std::size_t>(info.size * info.itemsize));
+    py::gil_scoped_release nogil;
+    return DataChecksum(bytes);
+  }, py::arg("data"), "XXH3-64 of a buffer's bytes, as the .tsafe index stores a tensor's.");
   py::class_<Reader, ReaderPtr>(m, "Reader", "The native .tsafe reader; use tensorsafe.open().")
       .def_static("open", &OpenReader, py::arg("path"), py::arg("mode") = "mmap",
                   py::arg("read_threads") = 0)

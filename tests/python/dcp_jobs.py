@@ -204,7 +204,7 @@ def crash_loop(base, rounds, seed):
                 dcp.save(crash_state(i), storage_writer=StorageWriter(path))
             finally:
                 os._exit(0)
-        time.sleep(rng.uniform(0, t_save * 1.3))
+        time.sleep(rng.uniform(0, t_save * 2))
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         summary["rounds"] += 1
@@ -216,6 +216,9 @@ def crash_loop(base, rounds, seed):
                 raise
             assert isinstance(e, NotFoundError) or "NotFoundError" in repr(e) or "not a tensorsafe" in str(e), e
             summary["refused"] += 1
+            # Commit one here, so that the next kills have a previous checkpoint to keep.
+            dcp.save(crash_state(i), storage_writer=StorageWriter(path))
+            last = i
             continue
         assert n == i or n == last, f"round {i}: loaded step {n}, last committed {last}"
         summary["committed" if n == i else "old_kept"] += 1

@@ -269,8 +269,9 @@ def test_no_pickle_in_what_the_backends_write(tmp_path, monkeypatch):
 def test_sigkill_single_rank_saves(tmp_path):
     r = result(job("crashloop", 1, tmp_path, 56, SEED, timeout=300))
     assert r["rounds"] == 56
-    # Random delays over the whole save: kills before and after the commit.
-    assert r["refused"] + r["old_kept"] > 0 and r["committed"] > 0, r
+    # Random delays over twice a save's time: most kills land before the
+    # commit (the previous checkpoint loads), some after (the new one does).
+    assert r["old_kept"] > 0 and r["refused"] > 0, r
 
 
 @pytest.mark.parametrize("delay", [0.3, 0.9, 1.6])

@@ -118,13 +118,16 @@ def run(rank, world, port, args, out):
     # async_save: the time the training loop is blocked, then the whole save.
     from torch.distributed.checkpoint import FileSystemWriter
 
+    # The save's collectives run in a background thread: on a group of their
+    # own, or they interleave with this thread's barriers (a hang).
+    async_pg = dist.new_group(backend="gloo")
     for name, mk in (("tensorsafe", lambda p: StorageWriter(p)), ("FileSystem", lambda p: FileSystemWriter(p))):
         path = os.path.join(args.dir, f"async_{name}")
         fut = None
 
         def start():
             nonlocal fut
-            fut = dcp.async_save(sd, storage_writer=mk(path))
+            fut = dcp.async_save(sd, storage_writer=mk(path), process_group=async_pg)
 
         blocked = timed(start)
         total = blocked + timed(lambda: fut.result())

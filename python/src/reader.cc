@@ -10,6 +10,7 @@
 
 #include "buffer.h"
 #include "common.h"
+#include "tensorsafe/checksum.h"
 #include "tensorsafe/formats/registry.h"
 #include "tensorsafe/reader.h"
 
@@ -72,8 +73,8 @@ struct GcPause {
 // the whole file, e.g. a private copy-on-write mapping), each dense tensor
 // NumPy can hold becomes a writable ndarray viewing `cow` at its file offset
 // (base `cow`); the others stay TensorBuffers.
-py::dict GetMany(const Reader& r, std::optional<std::vector<std::string>> names, bool as_numpy,
-                 bool packed, bool by_offset, py::object cow) {
+py::dict GetMany(const Reader& r, std::optional<std::vector<std::string>> names, bool as_numpy, bool packed,
+                 bool by_offset, py::object cow) {
   std::vector<Tensor> tensors;
   Status status;
   {
@@ -95,9 +96,8 @@ py::dict GetMany(const Reader& r, std::optional<std::vector<std::string>> names,
       }
     }
     if (status.ok() && by_offset) {
-      std::stable_sort(tensors.begin(), tensors.end(), [](const Tensor& a, const Tensor& b) {
-        return a.info.data_offset < b.info.data_offset;
-      });
+      std::stable_sort(tensors.begin(), tensors.end(),
+                       [](const Tensor& a, const Tensor& b) { return a.info.data_offset < b.info.data_offset; });
     }
   }
   Check(status);
@@ -127,8 +127,7 @@ py::dict GetMany(const Reader& r, std::optional<std::vector<std::string>> names,
 }
 
 void ReadSlice(const Reader& r, const std::string& name, const std::vector<std::uint64_t>& start,
-               const std::vector<std::uint64_t>& stop, const std::vector<std::uint64_t>& step,
-               py::buffer out) {
+               const std::vector<std::uint64_t>& stop, const std::vector<std::uint64_t>& step, py::buffer out) {
   if (start.size() != stop.size() || start.size() != step.size()) {
     Throw(InvalidArgument("start, stop and step must have one value per dimension"));
   }
@@ -165,65 +164,81 @@ py::dict Summary(const Reader& r) {
 }  // namespace
 
 void RegisterReader(py::module_& m) {
+  m.def(
+      "data_checksum",
+      [](py::buffer data) {
+        py::buffer_info info = data.request();
+        std::span<const std::byte> bytes(static_cast<const std::byte*>(info.ptr),
+                                         static_cast<std::size_t>(info.size * info.itemsize));
+        py::gil_scoped_release nogil;
+        return DataChecksum(bytes);
+      },
+      py::arg("data"), "XXH3-64 of a buffer's bytes, as the .tsafe index stores a tensor's.");
   py::class_<Reader, ReaderPtr>(m, "Reader", "The native .tsafe reader; use tensorsafe.open().")
-      .def_static("open", &OpenReader, py::arg("path"), py::arg("mode") = "mmap",
-                  py::arg("read_threads") = 0)
+      .def_static("open", &OpenReader, py::arg("path"), py::arg("mode") = "mmap", py::arg("read_threads") = 0)
       .def_property_readonly("path", &Reader::path)
       .def("__len__", &Reader::size)
       .def("summary", &Summary)
-      .def("metadata", [](const Reader& r) {
-        Result<std::string> j = [&] {
-          py::gil_scoped_release nogil;
-          return r.Metadata();
-        }();
-        return Unwrap(std::move(j));
-      })
-      .def("find", [](const Reader& r, const std::string& name) {
-        Result<TensorInfo> i = [&] {
-          py::gil_scoped_release nogil;
-          return r.Find(name);
-        }();
-        return InfoToDict(Unwrap(std::move(i)));
-      })
+      .def("metadata",
+           [](const Reader& r) {
+             Result<std::string> j = [&] {
+               py::gil_scoped_release nogil;
+               return r.Metadata();
+             }();
+             return Unwrap(std::move(j));
+           })
+      .def("find",
+           [](const Reader& r, const std::string& name) {
+             Result<TensorInfo> i = [&] {
+               py::gil_scoped_release nogil;
+               return r.Find(name);
+             }();
+             return InfoToDict(Unwrap(std::move(i)));
+           })
       .def("contains", &Reader::Contains)
       .def("get", &Get, py::arg("name"))
-      .def("get_many", &GetMany, py::arg("names") = py::none(), py::arg("numpy") = true,
-           py::arg("packed") = false, py::arg("by_offset") = false, py::arg("cow") = py::none())
+      .def("get_many", &GetMany, py::arg("names") = py::none(), py::arg("numpy") = true, py::arg("packed") = false,
+           py::arg("by_offset") = false, py::arg("cow") = py::none())
       .def("read_slice", &ReadSlice, py::arg("name"), py::arg("start"), py::arg("stop"), py::arg("step"),
            py::arg("out"))
-      .def("read_into", [](const Reader& r, const std::string& name, py::buffer out, bool verify) {
-        py::buffer_info info = out.request(/*writable=*/true);
-        std::span<std::byte> bytes(static_cast<std::byte*>(info.ptr),
-                                   static_cast<std::size_t>(info.size * info.itemsize));
-        Status s;
-        {
-          py::gil_scoped_release nogil;
-          s = r.ReadInto(name, bytes, verify);
-        }
-        Check(s);
-      }, py::arg("name"), py::arg("out"), py::arg("verify") = false)
-      .def("names", [](const Reader& r) {
-        Result<std::vector<std::string>> n = [&] {
-          py::gil_scoped_release nogil;
-          return r.Names();
-        }();
-        return Unwrap(std::move(n));
-      })
-      .def("infos", [](const Reader& r) {
-        std::vector<TensorInfo> infos;
-        Status s;
-        {
-          py::gil_scoped_release nogil;
-          s = r.ForEach([&](const TensorInfo& i) {
-            infos.push_back(i);
-            return true;
-          });
-        }
-        Check(s);
-        py::list out;
-        for (const TensorInfo& i : infos) out.append(InfoToDict(i));
-        return out;
-      })
+      .def(
+          "read_into",
+          [](const Reader& r, const std::string& name, py::buffer out, bool verify) {
+            py::buffer_info info = out.request(/*writable=*/true);
+            std::span<std::byte> bytes(static_cast<std::byte*>(info.ptr),
+                                       static_cast<std::size_t>(info.size * info.itemsize));
+            Status s;
+            {
+              py::gil_scoped_release nogil;
+              s = r.ReadInto(name, bytes, verify);
+            }
+            Check(s);
+          },
+          py::arg("name"), py::arg("out"), py::arg("verify") = false)
+      .def("names",
+           [](const Reader& r) {
+             Result<std::vector<std::string>> n = [&] {
+               py::gil_scoped_release nogil;
+               return r.Names();
+             }();
+             return Unwrap(std::move(n));
+           })
+      .def("infos",
+           [](const Reader& r) {
+             std::vector<TensorInfo> infos;
+             Status s;
+             {
+               py::gil_scoped_release nogil;
+               s = r.ForEach([&](const TensorInfo& i) {
+                 infos.push_back(i);
+                 return true;
+               });
+             }
+             Check(s);
+             py::list out;
+             for (const TensorInfo& i : infos) out.append(InfoToDict(i));
+             return out;
+           })
       .def("verify", [](const Reader& r) {
         std::vector<std::string> damaged;
         Status s;

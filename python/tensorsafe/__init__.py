@@ -84,7 +84,7 @@ __all__ += ["SparseCoo"]
 def __getattr__(name):
     # The submodules that import torch / dask / ZeroMQ when present load on
     # first use, so that `import tensorsafe` stays light.
-    if name in ("dataset", "dask", "lmdb", "partition", "stream", "streaming"):
+    if name in ("dataset", "dask", "dcp", "lmdb", "partition", "stream", "streaming"):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

@@ -1,0 +1,139 @@
+"""`tensorsafe dcp info|ls|verify|consolidate DIR`: checkpoints of
+tensorsafe.dcp from the command line (also `python -m tensorsafe.dcp`).
+
+Exit codes: 0 success, 1 a check failed (verify), 2 bad usage, 3 not a
+checkpoint or damaged metadata.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import List, Optional
+
+import torch
+from torch.distributed.checkpoint.metadata import BytesStorageMetadata
+
+from .. import _native
+from ..errors import Error
+from ..writer import Writer
+from ._reader import load_metadata, read_document
+from ._schema import METADATA_NAME
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return ""
+
+
+def cmd_info(path: str) -> int:
+    doc = json.loads(read_document(path))
+    md = load_metadata(path)
+    tensors = [k for k, v in md.state_dict_metadata.items() if not isinstance(v, BytesStorageMetadata)]
+    total = sum(v["size"] for v in doc["files"].values())
+    print(f"{path}: tensorsafe-dcp schema {doc['version']}, DCP {doc['dcp_version']}, save {doc['save_id']}")
+    print(f"  items: {len(md.state_dict_metadata)} ({len(tensors)} tensors, "
+          f"{len(md.state_dict_metadata) - len(tensors)} plain values), chunks: {len(md.storage_data)}")
+    print(f"  files: {len(doc['files'])}, {_size(total)}")
+    for name, f in sorted(doc["files"].items()):
+        print(f"    {name}  {_size(f['size'])}")
+    return 0
+
+
+def cmd_ls(path: str) -> int:
+    md = load_metadata(path)
+    for fqn, sm in md.state_dict_metadata.items():
+        if isinstance(sm, BytesStorageMetadata):
+            print(f"{fqn}  bytes")
+            continue
+        dt = str(sm.properties.dtype).removeprefix("torch.")
+        print(f"{fqn}  {dt}  {list(sm.size)}  {len(sm.chunks)} chunk{'s' if len(sm.chunks) != 1 else ''}")
+    return 0
+
+
+def cmd_verify(path: str) -> int:
+    """Every file named, every tensor's checksum, and the metadata's
+    checksums against the files' indexes."""
+    md = load_metadata(path)
+    by_file: dict = {}
+    for idx, loc in md.storage_data.items():
+        by_file.setdefault(loc.file, []).append((idx, loc))
+    bad = 0
+    for file, entries in sorted(by_file.items()):
+        fpath = os.path.join(path, file)
+        try:
+            r = _native.Reader.open(fpath, "pread")
+            r.verify()
+            sums = {i["name"]: i["checksum"] for i in r.infos()}
+            for idx, loc in entries:
+                for k, name in enumerate(loc.tensors):
+                    if name not in sums:
+                        raise Error(f"{fpath}: tensor {name!r} of item {idx.fqn!r} is missing")
+                    if loc.checksums is not None and sums[name] != loc.checksums[k]:
+                        raise Error(f"{fpath}: tensor {name!r} of item {idx.fqn!r}: checksum {sums[name]:016x} "
+                                    f"differs from the metadata's {loc.checksums[k]:016x}")
+            print(f"ok  {file}  {len(entries)} chunks")
+        except Error as e:
+            bad += 1
+            print(f"BAD {file}: {e}")
+    print(f"{path}: {len(by_file) - bad} of {len(by_file)} files verified")
+    return 1 if bad else 0
+
+
+def cmd_consolidate(path: str, out: str) -> int:
+    """Writes one .tsafe of full tensors, assembling one tensor at a time
+    (memory: the largest tensor), plain values left out."""
+    md = load_metadata(path)
+    readers: dict = {}
+    chunks: dict = {}
+    for idx, loc in md.storage_data.items():
+        chunks.setdefault(idx.fqn, []).append((idx, loc))
+    with Writer(out) as w:
+        for fqn, sm in md.state_dict_metadata.items():
+            if isinstance(sm, BytesStorageMetadata):
+                continue
+            full = torch.empty(tuple(sm.size), dtype=sm.properties.dtype)
+            for idx, loc in chunks.get(fqn, []):
+                r = readers.get(loc.file)
+                if r is None:
+                    r = readers[loc.file] = _native.Reader.open(os.path.join(path, loc.file), "pread")
+                off = list(idx.offset)
+                sizes = next(c.sizes for c in sm.chunks if list(c.offsets) == off)
+                dest = full[tuple(slice(o, o + s) for o, s in zip(off, sizes))]
+                starts = [0] if loc.rows is None else range(0, sizes[0] if sizes else 1, loc.rows)
+                for name, s in zip(loc.tensors, starts):
+                    part = dest if loc.rows is None else dest[s:s + loc.rows]
+                    buf = torch.empty(part.shape, dtype=full.dtype)
+                    r.read_into(name, buf.reshape(-1).view(torch.uint8).numpy(), True)
+                    part.copy_(buf)
+            w.add(fqn, full)
+    print(f"{out}: {sum(1 for v in md.state_dict_metadata.values() if not isinstance(v, BytesStorageMetadata))} tensors")
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="tensorsafe dcp", description="tensorsafe.dcp checkpoints (docs/DCP.md)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name, text in (("info", "files, sizes, item counts"), ("ls", "items: dtype, shape, chunks"),
+                       ("verify", "every checksum of every file")):
+        sub.add_parser(name, help=text).add_argument("dir")
+    c = sub.add_parser("consolidate", help="one .tsafe of full tensors")
+    c.add_argument("dir")
+    c.add_argument("out")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "consolidate":
+            return cmd_consolidate(args.dir, args.out)
+        return {"info": cmd_info, "ls": cmd_ls, "verify": cmd_verify}[args.cmd](args.dir)
+    except Error as e:
+        print(f"tensorsafe dcp: {e}", file=sys.stderr)
+        return 3 if METADATA_NAME in str(e) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -132,7 +132,8 @@ def dequantize(data: Any, qtype: Any, shape: Optional[Sequence[int]] = None, dty
 
 def quantize(values: Any, qtype: Any, *, threads: int = 0) -> np.ndarray:
     """Encodes ``values`` (f32, or f64/f16/bf16 first converted to f32 as
-    numpy's astype does) as ggml ``qtype``, byte for byte what
+    numpy's astype does; for F16, converted straight to f16 as gguf-py does)
+    as ggml ``qtype``, byte for byte what
     ``gguf.quants.quantize`` returns: for block types a uint8 array of shape
     ``values.shape[:-1] + (bytes per row,)``; for F32, F16 and BF16 an array
     of that dtype (BF16 as ml_dtypes.bfloat16, with the bits of gguf-py's
@@ -147,6 +148,10 @@ def quantize(values: Any, qtype: Any, *, threads: int = 0) -> np.ndarray:
     arr = np.asarray(values)
     if arr.ndim == 0:
         arr = arr.reshape(1)
+    if t.name == "F16":
+        # gguf-py rounds once, straight to f16 (astype); going through f32
+        # would round twice and differ on rare ties from f64 input.
+        return arr.astype(np.float16)
     buf = _native.gguf_quantize([_writer_entry("values", arr)], t.name, threads)
     out = buf.numpy()
     if t.block_elems == 1:

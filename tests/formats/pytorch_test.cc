@@ -12,10 +12,11 @@
 #include <vector>
 
 #include "formats/npy/zip.h"
-#include "tensorsafe/env.h"
+#include "io/string_file.h"
 #include "support/status_matchers.h"
 #include "support/temp_dir.h"
 #include "tensorsafe/convert.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/formats/detect.h"
 #include "tensorsafe/formats/pytorch.h"
 #include "util/aligned_alloc.h"
@@ -43,7 +44,9 @@ struct Image {
     std::memcpy(buf.get(), s.data(), s.size());
   }
   std::span<const std::byte> bytes() const { return {buf.get(), size}; }
-  bool Holds(std::span<const std::byte> b) const { return b.data() >= buf.get() && b.data() + b.size() <= buf.get() + size; }
+  bool Holds(std::span<const std::byte> b) const {
+    return b.data() >= buf.get() && b.data() + b.size() <= buf.get() + size;
+  }
   std::shared_ptr<std::byte> buf;
   std::size_t size;
 };
@@ -76,25 +79,9 @@ std::string TensorV2(const std::string& pid, std::int32_t offset, const std::vec
 }
 std::string Proto2(const std::string& body) { return "\x80\x02" + body + "."; }
 // {"w": f32 [2] of storage "0"}
-std::string OneTensorPickle() { return Proto2("}(" + U("w") + TensorV2(Pid("FloatStorage", "0", 2), 0, {2}, {1}) + "u"); }
-
-class StringFile final : public WritableFile {
- public:
-  Status Append(std::span<const std::byte> b) override {
-    s_.append(reinterpret_cast<const char*>(b.data()), b.size());
-    return Status::OK();
-  }
-  bool seekable() const override { return true; }
-  Status WriteAt(std::uint64_t off, std::span<const std::byte> b) override {
-    s_.replace(off, b.size(), reinterpret_cast<const char*>(b.data()), b.size());
-    return Status::OK();
-  }
-  Status Sync() override { return Status::OK(); }
-  Status Close() override { return Status::OK(); }
-  std::uint64_t position() const override { return s_.size(); }
-  const std::string& name() const override { return name_; }
-  std::string s_, name_ = "mem";
-};
+std::string OneTensorPickle() {
+  return Proto2("}(" + U("w") + TensorV2(Pid("FloatStorage", "0", 2), 0, {2}, {1}) + "u");
+}
 
 struct Member {
   std::string name;
@@ -102,14 +89,14 @@ struct Member {
   std::uint16_t method = internal::zip::kStored;
 };
 std::string Zip(const std::vector<Member>& members) {
-  StringFile f;
+  internal::StringFile f;
   internal::zip::Writer w(f);
   for (const Member& m : members) {
     const std::span<const std::byte> piece[1] = {std::as_bytes(std::span(m.data))};
     EXPECT_TRUE(w.Add(m.name, piece, m.method).ok());
   }
   EXPECT_TRUE(w.Finish().ok());
-  return f.s_;
+  return f.str();
 }
 // A torch.save-like archive: data.pkl first, the version record, storages.
 std::string Archive(const std::string& pkl, std::vector<Member> storages = {{"data/0", std::string(8, '\1')}}) {
@@ -209,7 +196,7 @@ TEST(PytorchGolden, ContiguousAlignedStoragesAreZeroCopy) {
   EXPECT_EQ(by["row"]->data.data(), by["base"]->data.data() + 6 * 4);
   for (const char* n : {"col", "t", "step", "expanded"}) {
     SCOPED_TRACE(n);
-    EXPECT_FALSE(img->Holds(by[n]->data));  // materialised
+    EXPECT_FALSE(img->Holds(by[n]->data));   // materialised
     EXPECT_EQ(by[n]->info.data_offset, 0u);  // its bytes are nowhere in the file
   }
 }
@@ -333,7 +320,8 @@ std::vector<Evil> EvilPickles() {
                StatusCode::kUnsupported, "global builtins.getattr is not allowed"});
   v.push_back({"an allowed global misused", Proto2(G("torch", "Size") + "(" + U("__class__") + U("x") + "tR"),
                StatusCode::kCorruption, "torch.Size called with 2 arguments"});
-  v.push_back({"STACK_GLOBAL os.system", "\x80\x04" + std::string("\x8c\x02os\x8c\x06system\x93") + "(" + U("id") + "tR.",
+  v.push_back({"STACK_GLOBAL os.system",
+               "\x80\x04" + std::string("\x8c\x02os\x8c\x06system\x93") + "(" + U("id") + "tR.",
                StatusCode::kUnsupported, "STACK_GLOBAL (0x93): global os.system is not allowed"});
   v.push_back({"subprocess.Popen", Proto2(G("subprocess", "Popen") + "(" + U("id") + "tR"), StatusCode::kUnsupported,
                "global subprocess.Popen"});
@@ -349,12 +337,12 @@ std::vector<Evil> EvilPickles() {
                StatusCode::kUnsupported, "BUILD of a tensor is not supported"});
   v.push_back({"a pickled module class", Proto2("(" + U("module") + G("torch.nn", "Linear") + "tQ"),
                StatusCode::kUnsupported, "global torch.nn.Linear is not allowed"});
-  v.push_back({"a module persistent id", Proto2("(" + U("module") + U("x") + "tQ"), StatusCode::kUnsupported,
-               "nn.Module"});
+  v.push_back(
+      {"a module persistent id", Proto2("(" + U("module") + U("x") + "tQ"), StatusCode::kUnsupported, "nn.Module"});
   v.push_back({"a subclass through _rebuild_from_type_v2",
                Proto2(G("torch._tensor", "_rebuild_from_type_v2") + "(" + G("torch._utils", "_rebuild_tensor_v2") +
-                      G("collections", "OrderedDict") + "(" + Pid("FloatStorage", "0", 2) + I(0) + Tup({2}) +
-                      Tup({1}) + "\x89}t}tR"),
+                      G("collections", "OrderedDict") + "(" + Pid("FloatStorage", "0", 2) + I(0) + Tup({2}) + Tup({1}) +
+                      "\x89}t}tR"),
                StatusCode::kUnsupported, "tensor subclasses other than torch.nn.Parameter"});
   v.push_back({"a quantized tensor", Proto2(G("torch._utils", "_rebuild_qtensor")), StatusCode::kUnsupported,
                "quantized tensors are not supported"});
@@ -363,8 +351,7 @@ std::vector<Evil> EvilPickles() {
   // CVE-2026-24747: SETITEM(S) on something that is no dict.
   v.push_back({"SETITEMS on a list", Proto2("](" + I(0) + U("x") + "u"), StatusCode::kUnsupported,
                "SETITEMS applies to dicts, and the target is a list"});
-  v.push_back({"SETITEM on a tensor",
-               Proto2(TensorV2(Pid("FloatStorage", "0", 2), 0, {2}, {1}) + I(0) + I(1) + "s"),
+  v.push_back({"SETITEM on a tensor", Proto2(TensorV2(Pid("FloatStorage", "0", 2), 0, {2}, {1}) + I(0) + I(1) + "s"),
                StatusCode::kUnsupported, "SETITEM applies to dicts, and the target is a tensor"});
   v.push_back({"APPEND on a dict", Proto2("}" + I(1) + "a"), StatusCode::kUnsupported, "APPEND applies to lists"});
   // Memo abuse.
@@ -372,8 +359,10 @@ std::vector<Evil> EvilPickles() {
   v.push_back({"LONG_BINGET far away", Proto2("j\xff\xff\xff\xff"), StatusCode::kCorruption,
                "memo entry 4294967295 was never stored"});
   v.push_back({"BINPUT on an empty stack", Proto2("q\x00"s), StatusCode::kCorruption, "the stack, which is empty"});
-  v.push_back({"a list that holds itself", Proto2("]q\x00h\x00" "a"s), StatusCode::kUnsupported,
-               "a container holds itself"});
+  v.push_back({"a list that holds itself",
+               Proto2("]q\x00h\x00"
+                      "a"s),
+               StatusCode::kUnsupported, "a container holds itself"});
   v.push_back({"a dict that holds itself", Proto2("}q\x00"s + U("me") + "h\x00s"s), StatusCode::kUnsupported,
                "a container holds itself"});
   // Stack misuse.
@@ -386,10 +375,10 @@ std::vector<Evil> EvilPickles() {
   v.push_back({"protocol 6", "\x80\x06N.", StatusCode::kUnsupported, "pickle protocol 6"});
   v.push_back({"text INT", Proto2("I1\n"), StatusCode::kUnsupported, "protocol 0 text opcodes"});
   // Huge counts, never allocated.
-  v.push_back({"BINUNICODE of 4 GiB", Proto2("X\xff\xff\xff\xff"), StatusCode::kCorruption,
-               "needs 4294967295 operand bytes"});
-  v.push_back({"BINBYTES8 of 2^63", Proto2("\x8e" + Le64(std::uint64_t{1} << 63)), StatusCode::kCorruption,
-               "operand bytes"});
+  v.push_back(
+      {"BINUNICODE of 4 GiB", Proto2("X\xff\xff\xff\xff"), StatusCode::kCorruption, "needs 4294967295 operand bytes"});
+  v.push_back(
+      {"BINBYTES8 of 2^63", Proto2("\x8e" + Le64(std::uint64_t{1} << 63)), StatusCode::kCorruption, "operand bytes"});
   v.push_back({"LONG4 of 2 GiB", Proto2("\x8b\xff\xff\xff\x7f"), StatusCode::kCorruption, "operand bytes"});
   v.push_back({"a wide LONG1", Proto2("\x8a\xff" + std::string(255, '\1')), StatusCode::kUnsupported,
                "an integer of 255 bytes"});
@@ -401,17 +390,16 @@ std::vector<Evil> EvilPickles() {
                       G("torch", "FloatStorage") + U("0") + U("cpu") + "\x8a\x08" + Le64(std::uint64_t{1} << 62) +
                       "tQ" + I(0) + Tup({1}) + Tup({1}) + "\x89}tRu"),
                StatusCode::kCorruption, "overflow 64-bit sizes"});
-  v.push_back({"a negative stride",
-               Proto2("}(" + U("w") + TensorV2(Pid("FloatStorage", "0", 2), 1, {2}, {-1}) + "u"),
+  v.push_back({"a negative stride", Proto2("}(" + U("w") + TensorV2(Pid("FloatStorage", "0", 2), 1, {2}, {-1}) + "u"),
                StatusCode::kCorruption, "stride holds -1"});
   v.push_back({"a storage redeclared larger",
                Proto2("}(" + U("a") + TensorV2(Pid("FloatStorage", "0", 2), 0, {2}, {1}) + U("b") +
                       TensorV2(Pid("FloatStorage", "0", 1000), 0, {1000}, {1}) + "u"),
                StatusCode::kCorruption, "then as torch.FloatStorage of 1000"});
   v.push_back({"a dtype tensorsafe lacks",
-               Proto2("}(" + U("w") + G("torch._utils", "_rebuild_tensor_v3") + "(" +
-                      "(" + U("storage") + G("torch.storage", "UntypedStorage") + U("0") + U("cpu") + I(8) + "tQ" +
-                      I(0) + Tup({2}) + Tup({1}) + "\x89}" + G("torch", "complex32") + "tRu"),
+               Proto2("}(" + U("w") + G("torch._utils", "_rebuild_tensor_v3") + "(" + "(" + U("storage") +
+                      G("torch.storage", "UntypedStorage") + U("0") + U("cpu") + I(8) + "tQ" + I(0) + Tup({2}) +
+                      Tup({1}) + "\x89}" + G("torch", "complex32") + "tRu"),
                StatusCode::kUnsupported, "dtype torch.complex32 has no tensorsafe equivalent"});
   return v;
 }
@@ -451,8 +439,9 @@ TEST(PytorchMalicious, TorchScriptArchiveIsRefused) {
 TEST(PytorchMalicious, StorageLargerThanItsMemberIsCorruption) {
   // CVE-2026-24747's second half: the pickle declares more elements than
   // the archive holds.
-  EXPECT_STATUS(DecodeString(Archive(OneTensorPickle(), {{"data/0", std::string(4, '\0')}})), StatusCode::kCorruption,
-                "member \"archive/data/0\": 4 bytes, but the pickle declares 2 elements of torch.FloatStorage (8 bytes)");
+  EXPECT_STATUS(
+      DecodeString(Archive(OneTensorPickle(), {{"data/0", std::string(4, '\0')}})), StatusCode::kCorruption,
+      "member \"archive/data/0\": 4 bytes, but the pickle declares 2 elements of torch.FloatStorage (8 bytes)");
   EXPECT_STATUS(DecodeString(Archive(OneTensorPickle(), {})), StatusCode::kCorruption,
                 "storage \"0\" has no member \"archive/data/0\"");
 }
@@ -466,12 +455,22 @@ TEST(PytorchMalicious, DeepNestingAndHugeCountsHitLimits) {
   // memoizes it, appends it to the current one, pops that and gets the new
   // one back as the current.
   std::string chain = "\x80\x04]\x94j" + Le32(0);
-  for (std::uint32_t i = 0; i < 100000; ++i) chain += "]\x94" "a" "0" "j" + Le32(i + 1);
+  for (std::uint32_t i = 0; i < 100000; ++i)
+    chain +=
+        "]\x94"
+        "a"
+        "0"
+        "j" +
+        Le32(i + 1);
   chain += "0.";
   EXPECT_STATUS(DecodeString(Archive(chain)), StatusCode::kLimitExceeded, "nested deeper than 256");
   // Billion laughs: 64 levels of a list holding the previous one twice.
   std::string laughs = "\x80\x02](" + U("lol") + "e";
-  for (int i = 0; i < 64; ++i) laughs += "q\x00" "0" "(h\x00h\x00l"s;
+  for (int i = 0; i < 64; ++i)
+    laughs +=
+        "q\x00"
+        "0"
+        "(h\x00h\x00l"s;
   laughs += ".";
   EXPECT_STATUS(DecodeString(Archive(laughs)), StatusCode::kLimitExceeded, "Limits::max_values");
   // A container of 2^24 + 1 items.
@@ -576,9 +575,9 @@ TEST(PytorchDamage, ArchiveChecks) {
   EXPECT_TRUE(DecodeString(Zip({{"a/data.pkl", pkl}, {"a/.data/version", "3\n"}, {"a/data/0", data}})).ok());
   EXPECT_STATUS(DecodeString(Zip({{"a/version", "3\n"}, {"a/data/0", data}})), StatusCode::kCorruption,
                 "no member \"a/data.pkl\"");
-  EXPECT_STATUS(DecodeString(Zip({{"a/data.pkl", pkl}, {"a/version", "3\n"}, {"a/byteorder", "middle"},
-                                  {"a/data/0", data}})),
-                StatusCode::kCorruption, "is neither \"little\" nor \"big\"");
+  EXPECT_STATUS(
+      DecodeString(Zip({{"a/data.pkl", pkl}, {"a/version", "3\n"}, {"a/byteorder", "middle"}, {"a/data/0", data}})),
+      StatusCode::kCorruption, "is neither \"little\" nor \"big\"");
   EXPECT_STATUS(DecodeString(Archive(pkl + "junk")), StatusCode::kCorruption, "4 bytes after the pickle's STOP");
   EXPECT_STATUS(DecodeString(Archive(pkl, {{"data/0", data, internal::zip::kDeflated}})), StatusCode::kUnsupported,
                 "compression method 8; torch.save stores its records uncompressed");
@@ -602,7 +601,8 @@ TEST(PytorchDamage, LegacyChecks) {
   const std::string obj = Proto2("}(" + U("w") + TensorV2(LegacyPid("k", 2), 0, {2}, {1}) + "u");
   const std::string data(8, '\2');
   EXPECT_TRUE(DecodeString(Legacy(obj, {{"k", data}})).ok());
-  EXPECT_STATUS(DecodeString(Legacy(obj, {{"k", data}}) + "x"), StatusCode::kCorruption, "1 bytes after the last storage");
+  EXPECT_STATUS(DecodeString(Legacy(obj, {{"k", data}}) + "x"), StatusCode::kCorruption,
+                "1 bytes after the last storage");
   EXPECT_STATUS(DecodeString(Legacy(obj, {{"k", data}, {"k", data}})), StatusCode::kCorruption, "is listed twice");
   EXPECT_STATUS(DecodeString(Legacy(obj, {{"z", data}})), StatusCode::kCorruption,
                 "storage key \"z\" is listed but no tensor declares it");
@@ -616,12 +616,11 @@ TEST(PytorchDamage, LegacyChecks) {
   wrong_protocol.replace(wrong_protocol.find("M\xe9\x03"), 3, "M\xea\x03");
   EXPECT_STATUS(DecodeString(wrong_protocol), StatusCode::kUnsupported, "legacy protocol version 1002");
   // A legacy view storage: elements 1..2 of "k".
-  const std::string view_obj = Proto2(
-      "}(" + U("v") +
-      TensorV2("(" + U("storage") + G("torch", "FloatStorage") + U("k") + U("cpu") + I(3) + "(" + U("kv") + I(1) +
-                   I(2) + "ttQ",
-               0, {2}, {1}) +
-      "u");
+  const std::string view_obj = Proto2("}(" + U("v") +
+                                      TensorV2("(" + U("storage") + G("torch", "FloatStorage") + U("k") + U("cpu") +
+                                                   I(3) + "(" + U("kv") + I(1) + I(2) + "ttQ",
+                                               0, {2}, {1}) +
+                                      "u");
   std::string three;
   for (float f : {1.f, 2.f, 3.f}) three.append(reinterpret_cast<const char*>(&f), 4);
   auto r = DecodeString(Legacy(view_obj, {{"k", three}}));
@@ -634,8 +633,8 @@ TEST(PytorchNames, DictKeysAndCollisions) {
   const std::string t = TensorV2(Pid("FloatStorage", "0", 2), 0, {2}, {1});
   EXPECT_STATUS(DecodeString(Archive(Proto2("}(" + I(1) + t + U("1") + t + "u"))), StatusCode::kUnsupported,
                 "two entries flatten to the name \"1\"");
-  EXPECT_STATUS(DecodeString(Archive(Proto2("}(" + std::string("G") + Le64(0) + t + "u"))),
-                StatusCode::kUnsupported, "a dict key that is a float cannot name an entry");
+  EXPECT_STATUS(DecodeString(Archive(Proto2("}(" + std::string("G") + Le64(0) + t + "u"))), StatusCode::kUnsupported,
+                "a dict key that is a float cannot name an entry");
   // A repeated key replaces its value in place, as a Python dict does.
   auto r = DecodeString(Archive(Proto2("}(" + U("a") + U("x") + U("b") + t + U("a") + I(5) + "u")));
   ASSERT_TRUE(r.ok()) << r.status().ToString();

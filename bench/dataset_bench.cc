@@ -29,9 +29,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 void Die(const Status& s, const char* what) {
   std::fprintf(stderr, "dataset_bench: %s: %s\n", what, s.ToString().c_str());
@@ -158,10 +156,14 @@ int main(int argc, char** argv) {
   bool small_only = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--quick") quick = true;
-    else if (a == "--dir" && i + 1 < argc) root = argv[++i];
-    else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
-    else if (a == "--small-only") small_only = true;
+    if (a == "--quick")
+      quick = true;
+    else if (a == "--dir" && i + 1 < argc)
+      root = argv[++i];
+    else if (a == "--reps" && i + 1 < argc)
+      reps = std::atoi(argv[++i]);
+    else if (a == "--small-only")
+      small_only = true;
     else {
       std::fprintf(stderr, "usage: dataset_bench [--quick] [--small-only] [--dir DIR] [--reps N]\n");
       return 2;
@@ -171,8 +173,8 @@ int main(int argc, char** argv) {
   struct Config {
     std::uint64_t n, size;
   };
-  std::vector<Config> configs = quick ? std::vector<Config>{{2000, 1024}, {20, 1 << 20}}
-                                      : std::vector<Config>{{200000, 1024}, {2000, 1 << 20}};
+  std::vector<Config> configs =
+      quick ? std::vector<Config>{{2000, 1024}, {20, 1 << 20}} : std::vector<Config>{{200000, 1024}, {2000, 1 << 20}};
   if (small_only) configs.resize(1);
   for (const Config& c : configs) {
     Data d = Build(root, c.n, c.size);

@@ -95,8 +95,8 @@ Stats Summarize(std::vector<double> v) {
 class Buffer {
  public:
   explicit Buffer(std::uint64_t n) : n_(n) {
-    p_ = static_cast<std::byte*>(::mmap(nullptr, std::max<std::uint64_t>(n, 1), PROT_READ | PROT_WRITE,
-                                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    p_ = static_cast<std::byte*>(
+        ::mmap(nullptr, std::max<std::uint64_t>(n, 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     CheckErrno(p_ != MAP_FAILED, "mmap buffer");
     std::memset(p_, 0x5a, n_);
   }
@@ -230,21 +230,24 @@ Stats RunOne(int reps, const std::function<void()>& f) {
 struct Row {
   std::string workload, what;
   Stats ours;
-  std::string unit;       // how `ours` is printed: "GB/s" (needs bytes), "ms", "us", "ns"
+  std::string unit;  // how `ours` is printed: "GB/s" (needs bytes), "ms", "us", "ns"
   std::uint64_t bytes = 0;
   std::string base_name;  // empty: no baseline
   Stats base;
-  std::string target;     // e.g. ">= 0.90x", "<= 1 ms"
-  int verdict = -1;       // -1 none, 0 miss, 1 meets
+  std::string target;  // e.g. ">= 0.90x", "<= 1 ms"
+  int verdict = -1;    // -1 none, 0 miss, 1 meets
 };
 std::vector<Row> g_rows;
 bool g_any_miss = false;
 
 std::string FmtTime(double s, const std::string& unit) {
   char b[64];
-  if (unit == "ns") std::snprintf(b, sizeof b, "%.0f ns", s * 1e9);
-  else if (unit == "us") std::snprintf(b, sizeof b, "%.1f us", s * 1e6);
-  else std::snprintf(b, sizeof b, "%.1f ms", s * 1e3);
+  if (unit == "ns")
+    std::snprintf(b, sizeof b, "%.0f ns", s * 1e9);
+  else if (unit == "us")
+    std::snprintf(b, sizeof b, "%.1f us", s * 1e6);
+  else
+    std::snprintf(b, sizeof b, "%.1f ms", s * 1e3);
   return b;
 }
 std::string FmtRate(std::uint64_t bytes, double s) {
@@ -265,8 +268,8 @@ void Print(const Row& r) {
     ratio = b;
   }
   const char* v = r.verdict < 0 ? "" : r.verdict ? "MEETS" : "MISSES";
-  std::printf("%-3s %-48s %-44s %-52s %-20s %-14s %s\n", r.workload.c_str(), r.what.c_str(), ours.c_str(),
-              base.c_str(), ratio.c_str(), r.target.c_str(), v);
+  std::printf("%-3s %-48s %-44s %-52s %-20s %-14s %s\n", r.workload.c_str(), r.what.c_str(), ours.c_str(), base.c_str(),
+              ratio.c_str(), r.target.c_str(), v);
   std::fflush(stdout);
 }
 
@@ -277,8 +280,8 @@ void AddRow(Row r) {
 }
 
 void Header() {
-  std::printf("%-3s %-48s %-44s %-52s %-20s %-14s %s\n", "wl", "case", "ours best / median",
-              "baseline best / median", "ratio best (median)", "target", "verdict");
+  std::printf("%-3s %-48s %-44s %-52s %-20s %-14s %s\n", "wl", "case", "ours best / median", "baseline best / median",
+              "ratio best (median)", "target", "verdict");
 }
 
 // A throughput target: base/ours >= min_ratio on the best-of-N times.
@@ -322,8 +325,8 @@ void WorkloadA(const Config& c) {
   if (side * side * 4 != each) Die("workload a: tensor size is not a square of f32");
   const std::string wl = "a";
   const std::string label = c.quick ? "16x4MiB" : "16x64MiB";
-  std::printf("\n(a) %d f32 tensors of %s each, %s in all\n", kCount,
-              c.quick ? "4 MiB" : "64 MiB", c.quick ? "64 MiB" : "1 GiB");
+  std::printf("\n(a) %d f32 tensors of %s each, %s in all\n", kCount, c.quick ? "4 MiB" : "64 MiB",
+              c.quick ? "64 MiB" : "1 GiB");
 
   Buffer src(total);
   src.Fill(1);
@@ -339,8 +342,7 @@ void WorkloadA(const Config& c) {
     auto w = Writer::Create(ts_path, o);
     Check(w.status(), "Writer::Create");
     for (int i = 0; i < kCount; ++i) {
-      Check((*w)->Add(names[i], TensorView::Contiguous(DType::kF32, {side, side},
-                                                       {src.data() + i * each, each})),
+      Check((*w)->Add(names[i], TensorView::Contiguous(DType::kF32, {side, side}, {src.data() + i * each, each})),
             "Add");
     }
     Check((*w)->Finish(), "Finish");
@@ -349,11 +351,12 @@ void WorkloadA(const Config& c) {
   for (bool sync : {false, true}) {
     const int reps = sync ? Reps(c, 3, 2) : Reps(c, 5, 3);
     write_ts(sync);  // warm-up: allocator, page cache, writeback steady state
-    auto p = RunPair(reps, remove_both, [&] { write_ts(sync); },
-                     [&] { RawWrite(raw_path, src.data(), total, sync); });
+    auto p = RunPair(
+        reps, remove_both, [&] { write_ts(sync); }, [&] { RawWrite(raw_path, src.data(), total, sync); });
     AddRow(Ratio(wl, "write " + label + (sync ? " sync=on" : " sync=off"), p, total, "raw write()", 0.9, true));
-    auto q = RunPair(reps, remove_both, [&] { RawWrite(ts_path, src.data(), total, sync, true); },
-                     [&] { RawWrite(raw_path, src.data(), total, sync); });
+    auto q = RunPair(
+        reps, remove_both, [&] { RawWrite(ts_path, src.data(), total, sync, true); },
+        [&] { RawWrite(raw_path, src.data(), total, sync); });
     AddRow(Ratio(wl, "  raw write() after fallocate", q, total, "raw write()", 0, false));
   }
   RemoveIfExists(raw_path);
@@ -500,8 +503,7 @@ Stats TimeRawOpen(const std::string& path, int reps) {
     ::fstat(fd, &st);
     void* p = ::mmap(nullptr, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
     ::close(fd);
-    sink = sink + static_cast<const std::uint8_t*>(p)[0] +
-           static_cast<const std::uint8_t*>(p)[st.st_size - 1];
+    sink = sink + static_cast<const std::uint8_t*>(p)[0] + static_cast<const std::uint8_t*>(p)[st.st_size - 1];
     ::munmap(p, st.st_size);
     if (r > 0) v.push_back(Now() - t0);
   }
@@ -551,11 +553,17 @@ void WorkloadB(const Config& c) {
     const std::uint64_t file_bytes = std::filesystem::file_size(ts_path);
     auto p = RunPair(
         reps,
-        [&] { FreshStart({ts_path, raw_path}); },
+        [&] {
+          FreshStart({ts_path, raw_path});
+        },
         [&] { WriteSmall(ts_path, src, n); }, [&] { RawWrite(raw_path, src.data(), bytes, false); });
     AddRow(Ratio(wl, "write " + nl + " x 1KiB sync=off", p, bytes, "raw write()", 0.9, true));
     auto q = RunPair(
-        reps, [&] { FreshStart({ts_path, raw_path}); }, [&] { RawWrite(ts_path, src.data(), bytes, false, true); },
+        reps,
+        [&] {
+          FreshStart({ts_path, raw_path});
+        },
+        [&] { RawWrite(ts_path, src.data(), bytes, false, true); },
         [&] { RawWrite(raw_path, src.data(), bytes, false); });
     AddRow(Ratio(wl, "  raw write() after fallocate " + nl, q, bytes, "raw write()", 0, false));
     // The writer also writes its index (about 100 bytes a tensor): beside a
@@ -563,18 +571,24 @@ void WorkloadB(const Config& c) {
     // writer's own overhead, without the format's.
     if (file_bytes <= src.size()) {
       auto f = RunPair(
-          reps, [&] { FreshStart({ts_path, raw_path}); }, [&] { WriteSmall(ts_path, src, n); },
-          [&] { RawWrite(raw_path, src.data(), file_bytes, false); });
+          reps,
+          [&] {
+            FreshStart({ts_path, raw_path});
+          },
+          [&] { WriteSmall(ts_path, src, n); }, [&] { RawWrite(raw_path, src.data(), file_bytes, false); });
       AddRow(Ratio(wl, "  write " + nl + " beside raw write() of its file's bytes", f, file_bytes,
                    "raw write() " + std::to_string(file_bytes) + " B", 0, false));
     }
     // The two forms of Add, alternating: what building a TensorView (a
     // shape vector's malloc and free) costs a small tensor.
     auto v = RunPair(
-        reps, [&] { FreshStart({ts_path, raw_path}); }, [&] { WriteSmall(ts_path, src, n); },
-        [&] { WriteSmall(raw_path, src, n, /*views=*/true); });
-    AddRow(Ratio(wl, "  write " + nl + ": Add(dtype, shape, bytes) beside Add(TensorView)", v, bytes,
-                 "Add(TensorView)", 0, false));
+        reps,
+        [&] {
+          FreshStart({ts_path, raw_path});
+        },
+        [&] { WriteSmall(ts_path, src, n); }, [&] { WriteSmall(raw_path, src, n, /*views=*/true); });
+    AddRow(Ratio(wl, "  write " + nl + ": Add(dtype, shape, bytes) beside Add(TensorView)", v, bytes, "Add(TensorView)",
+                 0, false));
     // The floor beside the same raw writes: at 1 KiB a tensor it is about as
     // long as the write itself, which bounds what the writer can reach.
     std::vector<double> floor;
@@ -602,9 +616,8 @@ void WorkloadB(const Config& c) {
       }
       AddRow(r);
     }
-    AddRow({wl, "open " + nl + " pread eager=default", TimeOpen(ts_path, def.eager_index_bytes, open_reps / 4,
-                                                                ReaderOptions::Access::kPread),
-            "us"});
+    AddRow({wl, "open " + nl + " pread eager=default",
+            TimeOpen(ts_path, def.eager_index_bytes, open_reps / 4, ReaderOptions::Access::kPread), "us"});
 
     // Lookup by random name, warm: mean ns per Find over a pass of names.
     {
@@ -696,11 +709,16 @@ int main(int argc, char** argv) {
   Config c;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--quick") c.quick = true;
-    else if (a == "--check") c.check = true;
-    else if (a == "--dir" && i + 1 < argc) c.dir = argv[++i];
-    else if (a == "--only" && i + 1 < argc) c.only = argv[++i];
-    else if (a == "--reps" && i + 1 < argc) c.reps = std::atoi(argv[++i]);
+    if (a == "--quick")
+      c.quick = true;
+    else if (a == "--check")
+      c.check = true;
+    else if (a == "--dir" && i + 1 < argc)
+      c.dir = argv[++i];
+    else if (a == "--only" && i + 1 < argc)
+      c.only = argv[++i];
+    else if (a == "--reps" && i + 1 < argc)
+      c.reps = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr,
                    "usage: format_bench [--quick] [--dir DIR] [--only a|b|c] [--reps N] [--check]\n"

@@ -157,8 +157,8 @@ int main(int argc, char** argv) {
   std::printf("  raw libcurl GET to file+fsync %6.0f MiB/s   %.2fx of raw\n", total_mib / raw_file, raw / raw_file);
   std::printf("  ShardCache cold Fetch       %8.0f MiB/s   %.2fx of raw, %.2fx of raw to file\n", total_mib / cold,
               raw / cold, raw_file / cold);
-  std::printf("  ShardCache Prefetch x4      %8.0f MiB/s   %.2fx of raw, %.2fx of raw to file\n",
-              total_mib / prefetch, raw / prefetch, raw_file / prefetch);
+  std::printf("  ShardCache Prefetch x4      %8.0f MiB/s   %.2fx of raw, %.2fx of raw to file\n", total_mib / prefetch,
+              raw / prefetch, raw_file / prefetch);
   std::printf("  ShardCache hit              %8.1f us/fetch\n", hit / shards * 1e6);
   return 0;
 }

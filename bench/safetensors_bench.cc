@@ -42,8 +42,8 @@ void Time(const char* what, int reps, F&& f) {
 
 // Names like a transformer's, a mix of dtypes; each shape makes 64 bytes.
 ts::TensorSet MakeSet(int count, std::shared_ptr<std::string>& storage) {
-  static const char* kParts[] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
-                                 "mlp.down_proj.weight", "mlp.up_proj.bias", "input_layernorm.weight"};
+  static const char* kParts[] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "mlp.down_proj.weight",
+                                 "mlp.up_proj.bias", "input_layernorm.weight"};
   const ts::DType kTypes[] = {ts::DType::kF32, ts::DType::kBF16, ts::DType::kF16, ts::DType::kU8};
   const ts::Shape kShapes[] = {{4, 4}, {8, 4}, {4, 8}, {8, 8}};
   storage = std::make_shared<std::string>(static_cast<std::size_t>(count) * 64, '\x3c');
@@ -69,9 +69,12 @@ int main(int argc, char** argv) {
   int reps = 15;
   std::string path;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--tensors")) count = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--file")) path = argv[i + 1];
+    if (!std::strcmp(argv[i], "--tensors"))
+      count = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--reps"))
+      reps = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--file"))
+      path = argv[i + 1];
   }
   if (path.empty()) path = "/tmp/tensorsafe_bench_" + std::to_string(count) + ".safetensors";
 

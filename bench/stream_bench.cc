@@ -32,9 +32,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr std::size_t kTensor = 1 << 20;   // 1 MiB tensors
-constexpr std::size_t kPerBatch = 16;      // 16 tensors per message
-constexpr std::size_t kPool = 64 << 20;    // distinct source bytes, cycled
+constexpr std::size_t kTensor = 1 << 20;  // 1 MiB tensors
+constexpr std::size_t kPerBatch = 16;     // 16 tensors per message
+constexpr std::size_t kPool = 64 << 20;   // distinct source bytes, cycled
 bool g_verify = true;
 bool g_raw = true, g_stream = true;
 
@@ -145,8 +145,8 @@ void Throughput(const char* name, FdPair (*make)(), std::size_t total, int reps)
     if (g_stream) ours = std::min(ours, StreamRun(make(), pool, total));
   }
   const double gib = static_cast<double>(total) / (1 << 30);
-  std::printf("%-5s %5.2f GiB of 1 MiB tensors: raw write/read %6.2f GiB/s   stream %6.2f GiB/s   ratio %.2fx\n",
-              name, gib, gib / raw, gib / ours, raw / ours);
+  std::printf("%-5s %5.2f GiB of 1 MiB tensors: raw write/read %6.2f GiB/s   stream %6.2f GiB/s   ratio %.2fx\n", name,
+              gib, gib / raw, gib / ours, raw / ours);
 }
 
 TensorSet SmallBatch(std::vector<std::vector<std::byte>>& keep) {
@@ -189,8 +189,8 @@ void ZmqMessages(std::size_t n, int reps) {
                                   for (std::size_t m = 0; m < n; ++m) Die((*rx)->Receive().status(), "recv");
                                 }));
     }
-    std::printf("zmq PUSH/PULL tcp, 10 x 1 KiB tensors, %-16s %9.0f msg/s\n",
-                std::string(ZmqEncodingName(enc)).c_str(), n / best);
+    std::printf("zmq PUSH/PULL tcp, 10 x 1 KiB tensors, %-16s %9.0f msg/s\n", std::string(ZmqEncodingName(enc)).c_str(),
+                n / best);
   }
   // Baseline: the same 10 payload frames (plus one 64-byte header frame) with
   // raw cppzmq, no encoding, no checks.
@@ -208,8 +208,8 @@ void ZmqMessages(std::size_t n, int reps) {
                                 for (std::size_t m = 0; m < n; ++m) {
                                   push.send(zmq::buffer(head), zmq::send_flags::sndmore);
                                   for (int k = 0; k < 10; ++k) {
-                                    push.send(zmq::buffer(keep[k]), k < 9 ? zmq::send_flags::sndmore
-                                                                          : zmq::send_flags::none);
+                                    push.send(zmq::buffer(keep[k]),
+                                              k < 9 ? zmq::send_flags::sndmore : zmq::send_flags::none);
                                   }
                                 }
                               },
@@ -233,13 +233,20 @@ int main(int argc, char** argv) {
   int reps = 3;
   std::size_t mib = 1024;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
-    else if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = std::atoi(argv[++i]);
-    else if (std::strcmp(argv[i], "--no-verify") == 0) g_verify = false;
-    else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
-    else if (std::strcmp(argv[i], "--only-raw") == 0) g_stream = false;
-    else if (std::strcmp(argv[i], "--only-stream") == 0) g_raw = false;
-    else if (std::strcmp(argv[i], "--mib") == 0 && i + 1 < argc) mib = std::strtoul(argv[++i], nullptr, 10);
+    if (std::strcmp(argv[i], "--quick") == 0)
+      quick = true;
+    else if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
+      reps = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--no-verify") == 0)
+      g_verify = false;
+    else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+      only = argv[++i];
+    else if (std::strcmp(argv[i], "--only-raw") == 0)
+      g_stream = false;
+    else if (std::strcmp(argv[i], "--only-stream") == 0)
+      g_raw = false;
+    else if (std::strcmp(argv[i], "--mib") == 0 && i + 1 < argc)
+      mib = std::strtoul(argv[++i], nullptr, 10);
   }
   if (quick) {
     mib = 32;

@@ -87,9 +87,12 @@ int main(int argc, char** argv) {
   std::string dir = std::filesystem::temp_directory_path().string();
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--quick") quick = true;
-    else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
-    else if (a == "--dir" && i + 1 < argc) dir = argv[++i];
+    if (a == "--quick")
+      quick = true;
+    else if (a == "--reps" && i + 1 < argc)
+      reps = std::atoi(argv[++i]);
+    else if (a == "--dir" && i + 1 < argc)
+      dir = argv[++i];
   }
   if (quick) reps = 3;
   const std::uint64_t small = quick ? (std::uint64_t{8} << 20) : (std::uint64_t{100} << 20);

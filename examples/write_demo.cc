@@ -18,13 +18,14 @@ int main(int argc, char** argv) {
   }
   auto& w = **writer;
   std::vector<float> embed(8 * 4);
-  for (std::size_t i = 0; i < embed.size(); ++i) embed[i] = std::sin(static_cast<float>(i)) ;
+  for (std::size_t i = 0; i < embed.size(); ++i) embed[i] = std::sin(static_cast<float>(i));
   std::vector<float> bias = {0.5f, -0.25f, 0.125f, 0.0f};
   std::vector<std::int64_t> steps = {1000};
   using tensorsafe::DType;
   using tensorsafe::TensorView;
-  tensorsafe::Status s = w.Add("embed.weight", TensorView::Contiguous(DType::kF32, {8, 4}, std::as_bytes(std::span(embed))),
-                               R"({"init":"sin"})");
+  tensorsafe::Status s =
+      w.Add("embed.weight", TensorView::Contiguous(DType::kF32, {8, 4}, std::as_bytes(std::span(embed))),
+            R"({"init":"sin"})");
   if (s.ok()) s = w.Add("head.bias", TensorView::Contiguous(DType::kF32, {4}, std::as_bytes(std::span(bias))));
   // A tensor streamed in chunks, as one larger than memory would be.
   if (s.ok()) s = w.BeginTensor("head.weight", DType::kF32, {4, 4});
@@ -41,8 +42,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 1;
   }
-  std::printf("wrote %s: %llu tensors, %llu bytes\n", argv[1],
-              static_cast<unsigned long long>(w.tensor_count()),
+  std::printf("wrote %s: %llu tensors, %llu bytes\n", argv[1], static_cast<unsigned long long>(w.tensor_count()),
               static_cast<unsigned long long>(w.bytes_written()));
   return 0;
 }

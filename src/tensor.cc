@@ -51,10 +51,10 @@ Result<CooParts> SplitCoo(const TensorInfo& info, std::span<const std::byte> dat
   auto idx_bytes = idx ? internal::CheckedMul(*idx, 8) : std::nullopt;
   const Shape values_shape{info.nnz};
   auto val_bytes = DenseByteSize(info.dtype, values_shape);
-  if (!idx_bytes || !val_bytes.ok() || info.coo_values_offset < *idx_bytes ||
-      info.coo_values_offset > data.size() || data.size() - info.coo_values_offset != *val_bytes) {
-    return InvalidArgument("tensor \"" + info.name + "\": COO sizes disagree with its " +
-                           std::to_string(data.size()) + " data bytes");
+  if (!idx_bytes || !val_bytes.ok() || info.coo_values_offset < *idx_bytes || info.coo_values_offset > data.size() ||
+      data.size() - info.coo_values_offset != *val_bytes) {
+    return InvalidArgument("tensor \"" + info.name + "\": COO sizes disagree with its " + std::to_string(data.size()) +
+                           " data bytes");
   }
   return CooParts{data.first(static_cast<std::size_t>(*idx_bytes)),
                   data.subspan(static_cast<std::size_t>(info.coo_values_offset))};
@@ -79,9 +79,9 @@ Status CheckCooIndices(const TensorInfo& info, std::span<const std::byte> indice
     for (std::uint64_t d = 0; d < rank; ++d) {
       const std::uint64_t v = at(r * rank + d);
       if (v >= info.shape[d]) {  // negative i64 values are huge as u64
-        return Corruption(who + ": COO index of element " + std::to_string(r) + " in dimension " +
-                          std::to_string(d) + " is " + std::to_string(static_cast<std::int64_t>(v)) +
-                          ", outside [0, " + std::to_string(info.shape[d]) + ")");
+        return Corruption(who + ": COO index of element " + std::to_string(r) + " in dimension " + std::to_string(d) +
+                          " is " + std::to_string(static_cast<std::int64_t>(v)) + ", outside [0, " +
+                          std::to_string(info.shape[d]) + ")");
       }
       if (order == 0) {
         const std::uint64_t prev = at((r - 1) * rank + d);
@@ -89,8 +89,8 @@ Status CheckCooIndices(const TensorInfo& info, std::span<const std::byte> indice
       }
     }
     if (info.coalesced && order <= 0) {
-      return Corruption(who + ": marked coalesced, but COO element " + std::to_string(r) +
-                        " does not follow element " + std::to_string(r - 1) + " in order");
+      return Corruption(who + ": marked coalesced, but COO element " + std::to_string(r) + " does not follow element " +
+                        std::to_string(r - 1) + " in order");
     }
   }
   return Status::OK();

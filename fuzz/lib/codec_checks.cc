@@ -125,7 +125,9 @@ void CheckTenbin(std::span<const std::byte> data) {
     o.require_zero_padding = zero_padding;
     DecodeReencode(
         "tenbin", data,
-        [&](std::span<const std::byte> b, std::shared_ptr<const void> ow) { return tenbin::Decode(b, ow, "fuzz.ten", o); },
+        [&](std::span<const std::byte> b, std::shared_ptr<const void> ow) {
+          return tenbin::Decode(b, ow, "fuzz.ten", o);
+        },
         [](const TensorSet& s) {
           tenbin::WriteOptions w;
           w.max_rank = 64;
@@ -139,7 +141,7 @@ void CheckTenbin(std::span<const std::byte> data) {
   if (chunks.ok()) {
     auto pairs = tenbin::DecodePayloads(*chunks, owner, "fuzz.ten");
     TS_FUZZ_CHECK(pairs.ok() == whole.ok(), "tenbin: SplitChunks+DecodePayloads " + Describe(pairs.status()) +
-                                                 " vs Decode " + Describe(whole.status()));
+                                                " vs Decode " + Describe(whole.status()));
     if (pairs.ok()) {
       std::string why;
       TS_FUZZ_CHECK(SameSet(*pairs, *whole, &why), "tenbin: chunk API vs Decode: " + why);

@@ -4,9 +4,9 @@
 #include <cstring>
 #include <string>
 
+#include "dataset/sources/mds/internal.h"
 #include "dataset_checks.h"
 #include "dataset_compat_shard_checks.h"
-#include "dataset/sources/mds/internal.h"
 #include "fuzz_util.h"
 #include "mem_env.h"
 #include "tensorsafe/dataset/mds.h"
@@ -34,9 +34,8 @@ void OpenAndRead(const std::string& path, const mds::ShardInfo& info, const std:
                   what + ": unexpected error " + Describe(src.status()));
     return;
   }
-  TS_FUZZ_CHECK((*src)->num_samples() == info.samples,
-                what + ": " + std::to_string((*src)->num_samples()) + " samples, the index says " +
-                    std::to_string(info.samples));
+  TS_FUZZ_CHECK((*src)->num_samples() == info.samples, what + ": " + std::to_string((*src)->num_samples()) +
+                                                           " samples, the index says " + std::to_string(info.samples));
   TS_FUZZ_CHECK((*src)->schema().fields.size() == info.columns.size(), what + ": one field per column");
   const auto first = CheckSourceSamples(**src, what);
   // Reads are pure: a second pass gives the same views and errors.
@@ -60,8 +59,8 @@ void DecodeAndRead(std::span<const std::byte> zip, const mds::ShardInfo& info) {
       TS_FUZZ_CHECK(raw[pass].size() == info.raw.bytes, "decoded OK to other than the index's raw size");
     } else {
       TS_FUZZ_CHECK(st[pass].code() == StatusCode::kCorruption, "unexpected decode error " + Describe(st[pass]));
-      TS_FUZZ_CHECK(st[pass].message().starts_with("fuzz/zip: "), "the message does not name the file: " +
-                                                                      Describe(st[pass]));
+      TS_FUZZ_CHECK(st[pass].message().starts_with("fuzz/zip: "),
+                    "the message does not name the file: " + Describe(st[pass]));
     }
   }
   TS_FUZZ_CHECK(st[0].code() == st[1].code() && st[0].message() == st[1].message() && raw[0] == raw[1],

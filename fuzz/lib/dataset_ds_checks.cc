@@ -71,8 +71,8 @@ void CheckIndexInvariants(const DatasetIndex& x, const std::string& what) {
       TS_FUZZ_CHECK(names.insert(sh.zstd->name).second, label + ": zstd name listed twice");
     }
   }
-  TS_FUZZ_CHECK(total == x.samples, what + ": samples " + std::to_string(x.samples) + " but shards hold " +
-                                        std::to_string(total));
+  TS_FUZZ_CHECK(total == x.samples,
+                what + ": samples " + std::to_string(x.samples) + " but shards hold " + std::to_string(total));
   if (!x.metadata_json.empty()) {
     auto m = nlohmann::json::parse(x.metadata_json, nullptr, false);
     TS_FUZZ_CHECK(!m.is_discarded() && m.is_object(), what + ": metadata is not a JSON object: " + x.metadata_json);
@@ -144,8 +144,8 @@ void CheckShardBytes(std::span<const std::byte> data) {
   auto owner = std::make_shared<std::string>(AsText(data));
   auto a = dataset::TsafeShard::OpenBuffer(AsBytes(*owner), owner, "fuzz.tsafe", mapped);
   auto b = dataset::TsafeShard::Open(WriteScratch(data), pread, nullptr, "fuzz.tsafe");
-  TS_FUZZ_CHECK(a.ok() == b.ok(), "shard: mapped and pread opens disagree: " + Describe(a.status()) + " vs " +
-                                      Describe(b.status()));
+  TS_FUZZ_CHECK(a.ok() == b.ok(),
+                "shard: mapped and pread opens disagree: " + Describe(a.status()) + " vs " + Describe(b.status()));
   if (!a.ok()) {
     TS_FUZZ_CHECK(a.status().code() != StatusCode::kInternal && a.status().code() != StatusCode::kOutOfRange,
                   "shard: unexpected error " + Describe(a.status()));
@@ -157,8 +157,8 @@ void CheckShardBytes(std::span<const std::byte> data) {
   TS_FUZZ_CHECK(dataset::SameSchema(sa.schema(), sb.schema(), &why), "shard: schemas differ: " + why);
   TS_FUZZ_CHECK(sa.num_samples() == sb.num_samples(), "shard: sample counts differ");
   // The schema is one an index may hold.
-  TS_FUZZ_CHECK(dataset::ValidateSchema(sa.schema()).ok(), "shard: schema fails ValidateSchema: " +
-                                                               Describe(dataset::ValidateSchema(sa.schema())));
+  TS_FUZZ_CHECK(dataset::ValidateSchema(sa.schema()).ok(),
+                "shard: schema fails ValidateSchema: " + Describe(dataset::ValidateSchema(sa.schema())));
   const auto la = CheckSourceSamples(sa, "shard (mapped)");
   const auto lb = CheckSourceSamples(sb, "shard (pread)");
   TS_FUZZ_CHECK(la == lb, "shard: mapped and pread reads differ");

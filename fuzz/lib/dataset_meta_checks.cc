@@ -173,8 +173,7 @@ void CheckSamplerState(std::span<const std::byte> data) {
   if (s.ok()) {
     CheckCanonical(*s, "sampler state decoded from the input");
   } else {
-    TS_FUZZ_CHECK(s.status().code() == StatusCode::kInvalidArgument ||
-                      s.status().code() == StatusCode::kLimitExceeded,
+    TS_FUZZ_CHECK(s.status().code() == StatusCode::kInvalidArgument || s.status().code() == StatusCode::kLimitExceeded,
                   "sampler state: unexpected error " + Describe(s.status()));
   }
   CheckBuiltState(data);

@@ -48,9 +48,9 @@ std::vector<std::string> CheckSourceSamples(const dataset::ShardSource& source, 
       lines.push_back(Describe(s));
       continue;
     }
-    TS_FUZZ_CHECK(views.size() == schema.fields.size(),
-                  w + ": sample " + std::to_string(i) + " has " + std::to_string(views.size()) + " views for " +
-                      std::to_string(schema.fields.size()) + " fields");
+    TS_FUZZ_CHECK(views.size() == schema.fields.size(), w + ": sample " + std::to_string(i) + " has " +
+                                                            std::to_string(views.size()) + " views for " +
+                                                            std::to_string(schema.fields.size()) + " fields");
     std::string acc;
     for (std::size_t k = 0; k < views.size(); ++k) {
       const dataset::FieldView& v = views[k];
@@ -65,9 +65,9 @@ std::vector<std::string> CheckSourceSamples(const dataset::ShardSource& source, 
           TS_FUZZ_CHECK(v.bytes.size() == 8, label + ": " + std::to_string(v.bytes.size()) + " bytes, not 8");
           break;
         case dataset::FieldKind::kTensor: {
-          TS_FUZZ_CHECK(v.shape.size() == v.spec->shape.size(),
-                        label + ": rank " + std::to_string(v.shape.size()) + ", schema rank " +
-                            std::to_string(v.spec->shape.size()));
+          TS_FUZZ_CHECK(v.shape.size() == v.spec->shape.size(), label + ": rank " + std::to_string(v.shape.size()) +
+                                                                    ", schema rank " +
+                                                                    std::to_string(v.spec->shape.size()));
           for (std::size_t d = 0; d < v.shape.size(); ++d) {
             TS_FUZZ_CHECK(v.spec->shape[d] == dataset::kAnyDim || v.spec->shape[d] == v.shape[d],
                           label + ": dim " + std::to_string(d) + " is " + std::to_string(v.shape[d]) +
@@ -75,13 +75,12 @@ std::vector<std::string> CheckSourceSamples(const dataset::ShardSource& source, 
             acc += std::to_string(v.shape[d]) + ",";
           }
           const std::int64_t want = TensorBytes(v.spec->dtype, v.shape);
-          TS_FUZZ_CHECK(want >= 0 && static_cast<std::uint64_t>(want) == v.bytes.size(),
-                        label + ": " + std::to_string(v.bytes.size()) + " bytes for a tensor of " +
-                            std::to_string(want));
+          TS_FUZZ_CHECK(
+              want >= 0 && static_cast<std::uint64_t>(want) == v.bytes.size(),
+              label + ": " + std::to_string(v.bytes.size()) + " bytes for a tensor of " + std::to_string(want));
           break;
         }
-        default:
-          break;
+        default: break;
       }
     }
     const std::uint64_t d = Fnv(AsBytes(acc));

@@ -70,8 +70,8 @@ std::uint64_t CheckSetInvariants(const TensorSet& set, std::string_view codec) {
   for (const Tensor& t : set.tensors) {
     if (t.info.layout == Layout::kCoo) {  // BTF's COO records (FORMAT.md §6.2 region)
       auto parts = SplitCoo(t.info, t.data);
-      TS_FUZZ_CHECK(parts.ok(), std::string(codec) + ": COO tensor \"" + t.info.name + "\": " +
-                                    Describe(parts.status()));
+      TS_FUZZ_CHECK(parts.ok(),
+                    std::string(codec) + ": COO tensor \"" + t.info.name + "\": " + Describe(parts.status()));
       digest ^= internal::Hash64(t.data) + internal::Hash64(t.info.name);
       continue;
     }

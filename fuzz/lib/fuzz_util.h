@@ -17,8 +17,8 @@ namespace tensorsafe::fuzz {
 // Prints "fuzz property failed: <what>" with the place and aborts.
 [[noreturn]] void Fail(const char* file, int line, const std::string& what);
 
-#define TS_FUZZ_CHECK(cond, msg)                                                             \
-  do {                                                                                       \
+#define TS_FUZZ_CHECK(cond, msg)                                                                  \
+  do {                                                                                            \
     if (!(cond)) ::tensorsafe::fuzz::Fail(__FILE__, __LINE__, std::string(#cond) + ": " + (msg)); \
   } while (0)
 

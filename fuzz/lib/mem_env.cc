@@ -14,8 +14,8 @@ class MemFile final : public RandomAccessFile {
   Status ReadAt(std::uint64_t offset, std::span<std::byte> out) const override {
     if (!internal::RangeWithin(offset, out.size(), bytes_.size())) {
       return Corruption(name_ + ": read of " + std::to_string(out.size()) + " bytes at offset " +
-                        std::to_string(offset) + " runs past the end of the file (" +
-                        std::to_string(bytes_.size()) + " bytes)");
+                        std::to_string(offset) + " runs past the end of the file (" + std::to_string(bytes_.size()) +
+                        " bytes)");
     }
     if (!out.empty()) std::memcpy(out.data(), bytes_.data() + offset, out.size());
     return Status::OK();

@@ -3,11 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <limits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -94,8 +94,8 @@ Observation Observe(const Reader& r, std::span<const std::byte> file) {
   std::string& t = o.text;
   const FileSummary s = r.summary();
   t += "summary " + std::to_string(s.tensor_count) + " " + std::to_string(s.index_offset) + " " +
-       std::to_string(s.index_length) + " " + std::to_string(s.sequence) + " " + std::to_string(s.live_slot) +
-       " " + std::to_string(s.alignment) + " " + std::to_string(s.data_bytes) + "\n";
+       std::to_string(s.index_length) + " " + std::to_string(s.sequence) + " " + std::to_string(s.live_slot) + " " +
+       std::to_string(s.alignment) + " " + std::to_string(s.data_bytes) + "\n";
   TS_FUZZ_CHECK(r.size() == s.tensor_count, "size() disagrees with the summary");
   auto meta = r.Metadata();
   t += "metadata " + (meta.ok() ? *meta : Describe(meta.status())) + "\n";
@@ -121,12 +121,12 @@ Observation Observe(const Reader& r, std::span<const std::byte> file) {
   // The index verified (only data checksums may fail): names are unique and
   // the hash table is complete.
   const bool index_ok = verify.ok() || (!damaged.empty() && verify.code() == StatusCode::kCorruption &&
-                                         verify.message().find("data checksum mismatch") != std::string::npos);
+                                        verify.message().find("data checksum mismatch") != std::string::npos);
   if (verify.ok()) TS_FUZZ_CHECK(each.ok() && meta.ok(), "Verify() passed but ForEach/Metadata failed");
   if (index_ok) {
     TS_FUZZ_CHECK(each.ok(), "the index verified but ForEach failed: " + Describe(each));
     TS_FUZZ_CHECK(o.infos.size() == s.tensor_count, "ForEach saw " + std::to_string(o.infos.size()) + " of " +
-                                                       std::to_string(s.tensor_count) + " tensors");
+                                                        std::to_string(s.tensor_count) + " tensors");
     std::uint64_t sum = 0;
     for (const auto& i : o.infos) sum += i.data_length;
     TS_FUZZ_CHECK(sum == s.data_bytes, "summary data_bytes differs from the sum of the entries");
@@ -165,10 +165,11 @@ Observation Observe(const Reader& r, std::span<const std::byte> file) {
       TS_FUZZ_CHECK(AsText(buf) == AsText(whole), "ReadInto and Get disagree");
       const bool sum_ok = internal::Hash64(whole) == fi.data_checksum;
       TS_FUZZ_CHECK(checked.ok() == sum_ok, "ReadInto(verify) says " + Describe(checked) + " for a checksum that " +
-                                               (sum_ok ? "matches" : "fails"));
+                                                (sum_ok ? "matches" : "fails"));
       if (index_ok) {
         const bool listed = std::find(damaged.begin(), damaged.end(), info.name) != damaged.end();
-        TS_FUZZ_CHECK(listed == !sum_ok, "Verify's damaged list and the data checksum disagree for \"" + info.name + "\"");
+        TS_FUZZ_CHECK(listed == !sum_ok,
+                      "Verify's damaged list and the data checksum disagree for \"" + info.name + "\"");
       }
     }
     // Slices: a few hyperslabs against a hand gather of the whole tensor.
@@ -193,12 +194,15 @@ Observation Observe(const Reader& r, std::span<const std::byte> file) {
       bad[0].stop = fi.shape[0] + 1;
       bad[0].start = 0;
       std::vector<std::byte> out(1);
-      TS_FUZZ_CHECK(r.ReadSlice(info.name, bad, out).code() == StatusCode::kOutOfRange, "a slice past the end was accepted");
+      TS_FUZZ_CHECK(r.ReadSlice(info.name, bad, out).code() == StatusCode::kOutOfRange,
+                    "a slice past the end was accepted");
     }
   }
   if (index_ok) {
     // A name that is not in the file is not found.
-    std::string absent = "\x01" "absent";
+    std::string absent =
+        "\x01"
+        "absent";
     while (std::any_of(o.infos.begin(), o.infos.end(), [&](const TensorInfo& i) { return i.name == absent; })) {
       absent += "x";
     }
@@ -340,9 +344,9 @@ void CheckTsafeBytes(std::span<const std::byte> data) {
   // Mapped, buffer and pread readers say exactly the same things.
   for (int e = 0; e < 2; ++e) {
     for (int a = 1; a < 3; ++a) {
-      TS_FUZZ_CHECK(Text(res[e][0]) == Text(res[e][a]),
-                    std::string(e == 0 ? "eager" : "lazy") + " mmap vs " + (a == 1 ? "buffer" : "pread") +
-                        ":\n--- mmap\n" + Text(res[e][0]) + "--- other\n" + Text(res[e][a]));
+      TS_FUZZ_CHECK(Text(res[e][0]) == Text(res[e][a]), std::string(e == 0 ? "eager" : "lazy") + " mmap vs " +
+                                                            (a == 1 ? "buffer" : "pread") + ":\n--- mmap\n" +
+                                                            Text(res[e][0]) + "--- other\n" + Text(res[e][a]));
     }
   }
   const Opened& eg = res[0][0];

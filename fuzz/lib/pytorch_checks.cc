@@ -4,11 +4,11 @@
 #include <string>
 #include <vector>
 
-#include "io/string_file.h"
 #include "formats/npy/zip.h"
 #include "formats/pytorch/pickle.h"
 #include "fuzz_checks.h"
 #include "fuzz_util.h"
+#include "io/string_file.h"
 #include "tensorsafe/formats/pytorch.h"
 #include "util/aligned_alloc.h"
 

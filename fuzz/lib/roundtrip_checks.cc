@@ -115,7 +115,8 @@ Written WriteNative(std::span<const std::byte> data) {
     Status s;
     const std::uint32_t es = ElementSize(p.dtype);
     if (mode == 0 || (mode <= 2 && (es == 0 || p.shape.empty()))) {
-      s = wr.Add(p.name, TensorView{p.dtype, p.shape, reinterpret_cast<const std::byte*>(p.bytes.data()), {}}, p.metadata);
+      s = wr.Add(p.name, TensorView{p.dtype, p.shape, reinterpret_cast<const std::byte*>(p.bytes.data()), {}},
+                 p.metadata);
     } else if (mode == 1 || mode == 2) {
       // A strided view: rows reversed (negative stride), or rows with gaps.
       std::uint64_t row = es;
@@ -259,9 +260,9 @@ void ExpectSame(std::string_view codec, const TensorSet& a, const TensorSet& b, 
 
 void RoundTripSafetensors(std::span<const std::byte> data) {
   Input in(data);
-  static const DType kTypes[] = {DType::kBool, DType::kU8,   DType::kU16,  DType::kU32,      DType::kU64,
-                                 DType::kI8,   DType::kI16,  DType::kI32,  DType::kI64,      DType::kF16,
-                                 DType::kBF16, DType::kF32,  DType::kF64,  DType::kC64,      DType::kF8E4M3FN,
+  static const DType kTypes[] = {DType::kBool,   DType::kU8,     DType::kU16,    DType::kU32,    DType::kU64,
+                                 DType::kI8,     DType::kI16,    DType::kI32,    DType::kI64,    DType::kF16,
+                                 DType::kBF16,   DType::kF32,    DType::kF64,    DType::kC64,    DType::kF8E4M3FN,
                                  DType::kF8E5M2, DType::kF8E8M0, DType::kF6E2M3, DType::kF6E3M2, DType::kF4E2M1};
   TensorSet set = PlanSet(in, kTypes, 5, [](Input& i, std::size_t) {
     // Any UTF-8 name but "__metadata__"; fuzz bytes when they are UTF-8.
@@ -282,10 +283,9 @@ void RoundTripSafetensors(std::span<const std::byte> data) {
 
 void RoundTripNpy(std::span<const std::byte> data) {
   Input in(data);
-  static const DType kTypes[] = {DType::kBool, DType::kU8,  DType::kU16,     DType::kU32,    DType::kU64,
-                                 DType::kI8,   DType::kI16, DType::kI32,     DType::kI64,    DType::kF16,
-                                 DType::kBF16, DType::kF32, DType::kF64,     DType::kC64,    DType::kC128,
-                                 DType::kF8E4M3FN, DType::kF8E5M2};
+  static const DType kTypes[] = {DType::kBool, DType::kU8,  DType::kU16,  DType::kU32,      DType::kU64,   DType::kI8,
+                                 DType::kI16,  DType::kI32, DType::kI64,  DType::kF16,      DType::kBF16,  DType::kF32,
+                                 DType::kF64,  DType::kC64, DType::kC128, DType::kF8E4M3FN, DType::kF8E5M2};
   Planned p = Plan(in, kTypes, 40, "fuzz");
   if (!p.size_ok) return;
   Tensor t = OwnedTensor(p.name, p.dtype, p.shape, p.bytes);
@@ -371,8 +371,8 @@ void RoundTripOtherCodecs(std::span<const std::byte> data) {
     TS_FUZZ_CHECK(dec.ok(), "btf: its own file does not decode: " + Describe(dec.status()));
     ExpectSame("btf", set, *dec);
   } else if (which == 2) {
-    static const DType kTypes[] = {DType::kF16, DType::kF32, DType::kF64, DType::kI8,   DType::kI16,
-                                   DType::kI32, DType::kI64, DType::kU8,  DType::kU16,  DType::kU32,
+    static const DType kTypes[] = {DType::kF16, DType::kF32,  DType::kF64, DType::kI8,  DType::kI16,
+                                   DType::kI32, DType::kI64,  DType::kU8,  DType::kU16, DType::kU32,
                                    DType::kU64, DType::kBool, DType::kC64, DType::kC128};
     TensorSet set = PlanSet(in, kTypes, 5, [](Input& i, std::size_t k) { return LetterName(i, k, 6); });
     if (in.Bool()) set.metadata_json = R"({"run":)" + std::to_string(in.Byte()) + "}";

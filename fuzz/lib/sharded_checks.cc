@@ -17,8 +17,8 @@ void CheckShardedIndex(std::span<const std::byte> data) {
   const std::string path = "fuzz/model.safetensors.index.json";
   auto idx = sharded::ParseIndex(AsText(data), path);
   if (!idx.ok()) {
-    TS_FUZZ_CHECK(idx.status().message().rfind(path + ": ", 0) == 0, "error without the index's path: " +
-                                                                         Describe(idx.status()));
+    TS_FUZZ_CHECK(idx.status().message().rfind(path + ": ", 0) == 0,
+                  "error without the index's path: " + Describe(idx.status()));
     return;
   }
   TS_FUZZ_CHECK(std::set<std::string>(idx->shards.begin(), idx->shards.end()).size() == idx->shards.size(),

@@ -24,7 +24,8 @@ StreamReaderOptions Options() {
 }
 
 // The bytes at a 64-byte aligned address (offset 0) or misaligned (offset 1).
-std::shared_ptr<std::string> Place(std::span<const std::byte> data, std::size_t offset, std::span<const std::byte>* view) {
+std::shared_ptr<std::string> Place(std::span<const std::byte> data, std::size_t offset,
+                                   std::span<const std::byte>* view) {
   auto buf = std::make_shared<std::string>(data.size() + 128, '\0');
   auto base = reinterpret_cast<std::uintptr_t>(buf->data());
   const std::size_t skip = (64 - base % 64) % 64 + offset;
@@ -39,8 +40,8 @@ void CheckMessage(std::span<const std::byte> data) {
   auto u_owner = Place(data, 1, &unaligned);
   Result<TensorSet> a = DecodeMessage(aligned, a_owner, Options());
   Result<TensorSet> u = DecodeMessage(unaligned, u_owner, Options());
-  TS_FUZZ_CHECK(a.ok() == u.ok(), "stream: aligned and unaligned decodes disagree: " + Describe(a.status()) +
-                                      " vs " + Describe(u.status()));
+  TS_FUZZ_CHECK(a.ok() == u.ok(), "stream: aligned and unaligned decodes disagree: " + Describe(a.status()) + " vs " +
+                                      Describe(u.status()));
   if (!a.ok()) {
     TS_FUZZ_CHECK(a.status().message() == u.status().message(),
                   "stream: different errors: " + a.status().message() + " vs " + u.status().message());

@@ -30,8 +30,7 @@ bool CanCast(DType from, DType to);
 // kUnsupported when !CanCast(from, to); kInvalidArgument when `in` is not
 // a whole number of elements or `out` does not hold exactly as many.
 // `in` and `out` must not overlap.
-Status Cast(DType from, std::span<const std::byte> in, DType to, std::span<std::byte> out,
-            unsigned threads = 0);
+Status Cast(DType from, std::span<const std::byte> in, DType to, std::span<std::byte> out, unsigned threads = 0);
 
 // `t` cast to `to`: a dense tensor that owns its new bytes, with t's name,
 // shape and metadata; `t` itself (sharing its data) when its dtype is

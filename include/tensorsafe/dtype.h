@@ -53,8 +53,8 @@ struct DTypeInfo {
   std::uint32_t block_bytes;
   // Bits per element (for display): 4, 6, 8, ... Sub-byte types have bits < 8.
   std::uint32_t bits;
-  bool is_float;    // floating point incl. f8/f6/f4 and complex
-  bool is_signed;   // signed integer or floating point
+  bool is_float;   // floating point incl. f8/f6/f4 and complex
+  bool is_signed;  // signed integer or floating point
 };
 
 // The description of a defined dtype, or nullopt for an undefined code.

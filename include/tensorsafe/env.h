@@ -24,7 +24,6 @@
 
 namespace tensorsafe {
 
-
 // A file written front to back; seekable files also accept positional writes.
 // The writers' DataWriter calls Append from a background thread (one call
 // at a time, never beside another method; see io/background_appender.h).
@@ -44,9 +43,7 @@ class WritableFile {
   virtual std::uint64_t position() const = 0;
   virtual const std::string& name() const = 0;
   // Positional files (opened for update): the next Append lands at `pos`.
-  virtual Status SetAppendPosition(std::uint64_t pos) {
-    return Internal(name() + ": not a positional file");
-  }
+  virtual Status SetAppendPosition(std::uint64_t pos) { return Internal(name() + ": not a positional file"); }
   virtual Status Truncate(std::uint64_t size) { return Internal(name() + ": cannot truncate"); }
   // For a decoder that writes its whole output in one call (MDS snappy
   // shards, src/dataset/sources/mds/codecs.cc): makes this file, still empty, `size`
@@ -77,9 +74,7 @@ class MappedRegion {
   ~MappedRegion();
   MappedRegion(const MappedRegion&) = delete;
   MappedRegion& operator=(const MappedRegion&) = delete;
-  std::span<const std::byte> bytes() const {
-    return {static_cast<const std::byte*>(data_), size_};
-  }
+  std::span<const std::byte> bytes() const { return {static_cast<const std::byte*>(data_), size_}; }
 
  private:
   const void* data_;
@@ -97,8 +92,7 @@ class Env {
   // the file reserves blocks ahead of its appends (fallocate, size kept)
   // while the filesystem has over 1 GiB free; Sync and Close give back what
   // was not written.
-  virtual Result<std::unique_ptr<WritableFile>> NewTempFile(const std::string& final_path,
-                                                            std::string* tmp_path);
+  virtual Result<std::unique_ptr<WritableFile>> NewTempFile(const std::string& final_path, std::string* tmp_path);
   // Wraps an fd the caller owns (not closed).
   virtual std::unique_ptr<WritableFile> WrapFd(int fd, std::string name);
   // Opens an existing file for positional writes (the updater): Append

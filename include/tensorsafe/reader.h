@@ -41,10 +41,10 @@ struct FileSummary {
   std::uint64_t tensor_count = 0;
   std::uint64_t index_offset = 0;
   std::uint64_t index_length = 0;
-  std::uint64_t sequence = 0;      // of the live header slot; 0 = via trailer
-  int live_slot = -1;              // 0 or 1; -1 for a streamed file
-  bool via_trailer = false;        // streamed file with empty header slots
-  std::uint64_t data_bytes = 0;    // sum of the live tensors' data lengths
+  std::uint64_t sequence = 0;    // of the live header slot; 0 = via trailer
+  int live_slot = -1;            // 0 or 1; -1 for a streamed file
+  bool via_trailer = false;      // streamed file with empty header slots
+  std::uint64_t data_bytes = 0;  // sum of the live tensors' data lengths
   // Bytes not used by the live state: alignment padding, and data and indexes
   // that updates left behind (tensorsafe compact reclaims them).
   std::uint64_t unused_bytes = 0;
@@ -58,11 +58,9 @@ class Reader {
   // Opens `path`. Errors: kIOError (with errno) when it cannot be opened;
   // kCorruption naming the field and numbers for bad bytes; kUnsupported for a
   // newer major version or unknown required feature; kLimitExceeded.
-  static Result<std::shared_ptr<Reader>> Open(const std::string& path,
-                                              const ReaderOptions& options = {});
+  static Result<std::shared_ptr<Reader>> Open(const std::string& path, const ReaderOptions& options = {});
   // Opens bytes already in memory (kept alive by `owner`).
-  static Result<std::shared_ptr<Reader>> OpenBuffer(std::span<const std::byte> bytes,
-                                                    std::shared_ptr<const void> owner,
+  static Result<std::shared_ptr<Reader>> OpenBuffer(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
                                                     std::string display_name = "<buffer>",
                                                     const ReaderOptions& options = {});
 
@@ -96,8 +94,7 @@ class Reader {
   // Copies the hyperslab `slice` (one SliceDim per dimension) into `out` in
   // row-major order, reading only the rows needed. Dense whole-byte dtypes.
   // Errors: kOutOfRange, kInvalidArgument (size of out), kUnsupported.
-  Status ReadSlice(std::string_view name, std::span<const SliceDim> slice,
-                   std::span<std::byte> out) const;
+  Status ReadSlice(std::string_view name, std::span<const SliceDim> slice, std::span<std::byte> out) const;
 
   // Visits every entry in file (index) order, stopping at the first error or
   // when `fn` returns false. Streams: memory does not grow with the count.

@@ -41,8 +41,7 @@ std::string_view StatusCodeName(StatusCode code);
 class [[nodiscard]] Status {
  public:
   Status() = default;  // OK
-  Status(StatusCode code, std::string message, int err = 0)
-      : code_(code), errno_(err), message_(std::move(message)) {}
+  Status(StatusCode code, std::string message, int err = 0) : code_(code), errno_(err), message_(std::move(message)) {}
 
   static Status OK() { return Status(); }
   bool ok() const { return code_ == StatusCode::kOk; }
@@ -83,7 +82,7 @@ inline const Status& OkStatusRef() {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT
     assert(!std::get<Status>(v_).ok() && "Result built from an OK status");
   }
@@ -97,9 +96,18 @@ class [[nodiscard]] Result {
   Status status() && { return ok() ? Status::OK() : std::get<Status>(std::move(v_)); }
   Status status() const&& { return ok() ? Status::OK() : std::get<Status>(v_); }
 
-  T& value() & { assert(ok()); return std::get<T>(v_); }
-  const T& value() const& { assert(ok()); return std::get<T>(v_); }
-  T&& value() && { assert(ok()); return std::get<T>(std::move(v_)); }
+  T& value() & {
+    assert(ok());
+    return std::get<T>(v_);
+  }
+  const T& value() const& {
+    assert(ok());
+    return std::get<T>(v_);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<T>(std::move(v_));
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T&& operator*() && { return std::move(*this).value(); }
@@ -116,15 +124,14 @@ class [[nodiscard]] Result {
 #define TS_CONCAT_(a, b) TS_CONCAT_INNER_(a, b)
 
 // Returns early from the enclosing function when `expr` (a Status) fails.
-#define TS_RETURN_IF_ERROR(expr)                      \
-  do {                                                \
-    ::tensorsafe::Status ts_status_ = (expr);         \
-    if (!ts_status_.ok()) return ts_status_;          \
+#define TS_RETURN_IF_ERROR(expr)              \
+  do {                                        \
+    ::tensorsafe::Status ts_status_ = (expr); \
+    if (!ts_status_.ok()) return ts_status_;  \
   } while (0)
 
 // `TS_ASSIGN_OR_RETURN(auto x, F());` binds the value or returns the error.
-#define TS_ASSIGN_OR_RETURN(lhs, expr) \
-  TS_ASSIGN_OR_RETURN_IMPL_(TS_CONCAT_(ts_result_, __LINE__), lhs, expr)
+#define TS_ASSIGN_OR_RETURN(lhs, expr) TS_ASSIGN_OR_RETURN_IMPL_(TS_CONCAT_(ts_result_, __LINE__), lhs, expr)
 #define TS_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                              \
   if (!tmp.ok()) return std::move(tmp).status();  \

@@ -62,8 +62,8 @@ struct TensorInfo {
   DType dtype = DType::kU8;
   Layout layout = Layout::kDense;
   Shape shape;
-  std::uint64_t data_offset = 0;  // absolute file offset
-  std::uint64_t data_length = 0;  // bytes
+  std::uint64_t data_offset = 0;    // absolute file offset
+  std::uint64_t data_length = 0;    // bytes
   std::uint64_t data_checksum = 0;  // XXH3-64 of the data bytes
   std::string metadata_json;        // per-tensor metadata, "" when absent
   // Layout::kCoo only: stored elements, where the values start (relative to

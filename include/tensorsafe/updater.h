@@ -59,8 +59,8 @@ class Updater {
   Status Replace(std::string_view name, const TensorView& view,
                  std::optional<std::string_view> metadata_json = std::nullopt);
   // Streams a new (replace = false) or replacing tensor, as Writer does.
-  Status BeginTensor(std::string_view name, DType dtype, const Shape& shape,
-                     std::string_view metadata_json = {}, bool replace = false);
+  Status BeginTensor(std::string_view name, DType dtype, const Shape& shape, std::string_view metadata_json = {},
+                     bool replace = false);
   Status Append(std::span<const std::byte> bytes);
   Status EndTensor();
   Status Remove(std::string_view name);

@@ -41,14 +41,12 @@ class Writer {
   // Starts a file that will appear at `path` on Finish(). Errors:
   // kInvalidArgument for bad options, kIOError when the temp file cannot be
   // created.
-  static Result<std::unique_ptr<Writer>> Create(const std::string& path,
-                                                const WriterOptions& options = {});
+  static Result<std::unique_ptr<Writer>> Create(const std::string& path, const WriterOptions& options = {});
   // Writes to `fd` (not owned, not closed) from its current position, which
   // must be 0 for the result to be a valid file on its own.
   static Result<std::unique_ptr<Writer>> ToFd(int fd, const WriterOptions& options = {});
   // For tests and embedders: writes through a file object (fault injection).
-  static Result<std::unique_ptr<Writer>> ToFile(std::unique_ptr<WritableFile> file,
-                                                const WriterOptions& options = {});
+  static Result<std::unique_ptr<Writer>> ToFile(std::unique_ptr<WritableFile> file, const WriterOptions& options = {});
 
   ~Writer();  // abandons an unfinished file
   Writer(const Writer&) = delete;
@@ -58,15 +56,14 @@ class Writer {
   // a JSON object or empty. Errors: kInvalidArgument (duplicate or non-UTF-8
   // name, bad metadata, view size), kLimitExceeded, kIOError,
   // kFailedPrecondition (a streamed tensor is open, or the writer finished).
-  Status Add(std::string_view name, const TensorView& view,
-             std::string_view metadata_json = {});
+  Status Add(std::string_view name, const TensorView& view, std::string_view metadata_json = {});
   // Adds a dense tensor whose row-major bytes are exactly `data`: the same
   // file as Add with TensorView::Contiguous, without building a view (no
   // allocation a tensor, which counts at 100,000s of small tensors), and
   // checked: kInvalidArgument when data.size() is not DenseByteSize(dtype,
   // shape). Other errors as Add.
-  Status Add(std::string_view name, DType dtype, std::span<const std::uint64_t> shape,
-             std::span<const std::byte> data, std::string_view metadata_json = {});
+  Status Add(std::string_view name, DType dtype, std::span<const std::uint64_t> shape, std::span<const std::byte> data,
+             std::string_view metadata_json = {});
 
   // Adds a sparse COO tensor of dense shape `shape` (spec 1.1, FORMAT.md
   // §6.2): `indices` holds nnz rows of rank i64 (each within its dimension;
@@ -81,8 +78,7 @@ class Writer {
   // Streams a tensor larger than memory: Begin, then Append its bytes in row-
   // major order in chunks of any size, then End. End fails unless exactly
   // DenseByteSize(dtype, shape) bytes were appended.
-  Status BeginTensor(std::string_view name, DType dtype, const Shape& shape,
-                     std::string_view metadata_json = {});
+  Status BeginTensor(std::string_view name, DType dtype, const Shape& shape, std::string_view metadata_json = {});
   Status Append(std::span<const std::byte> bytes);
   Status EndTensor();
 

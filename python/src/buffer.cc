@@ -64,9 +64,17 @@ std::optional<DLDataType> DLTypeOf(DType d) {
   const std::uint8_t bits = static_cast<std::uint8_t>(GetDTypeInfo(d).bits);
   switch (d) {
     case DType::kBool: return DLDataType{6, 8, 1};
-    case DType::kU8: case DType::kU16: case DType::kU32: case DType::kU64: return DLDataType{1, bits, 1};
-    case DType::kI8: case DType::kI16: case DType::kI32: case DType::kI64: return DLDataType{0, bits, 1};
-    case DType::kF16: case DType::kF32: case DType::kF64: return DLDataType{2, bits, 1};
+    case DType::kU8:
+    case DType::kU16:
+    case DType::kU32:
+    case DType::kU64: return DLDataType{1, bits, 1};
+    case DType::kI8:
+    case DType::kI16:
+    case DType::kI32:
+    case DType::kI64: return DLDataType{0, bits, 1};
+    case DType::kF16:
+    case DType::kF32:
+    case DType::kF64: return DLDataType{2, bits, 1};
     case DType::kBF16: return DLDataType{4, 16, 1};
     case DType::kC64: return DLDataType{5, 64, 1};
     case DType::kC128: return DLDataType{5, 128, 1};
@@ -140,7 +148,8 @@ py::object ToDLPack(const TensorBuffer& b, py::object max_version, py::object dl
     if (dev.first != 1) throw py::buffer_error("tensorsafe: tensors live on the CPU (kDLCPU)");
   }
   if (t.info.layout != Layout::kDense) {
-    Throw(Unsupported("tensor \"" + t.info.name + "\" is sparse COO, which DLPack cannot describe; use "
+    Throw(Unsupported("tensor \"" + t.info.name +
+                      "\" is sparse COO, which DLPack cannot describe; use "
                       "tensorsafe's torch or NumPy readers (torch.sparse_coo_tensor / SparseCoo)"));
   }
   std::optional<DLDataType> type = DLTypeOf(t.info.dtype);
@@ -268,9 +277,9 @@ Status CheckPythonShape(std::string_view name, DType dtype, std::span<const std:
   return Unsupported("tensor \"" + std::string(name) + "\": shape " + ShapeToString(shape) + " of " +
                      std::string(DTypeName(dtype)) +
                      (layout == Layout::kDense ? " does not fit NumPy or torch (a dim, or the nonzero dims times the "
-                                                "element size, exceeds 2^63-1)"
-                                              : " does not fit torch (a dim, or the nonzero dims' product, exceeds "
-                                                "2^63-1)"));
+                                                 "element size, exceeds 2^63-1)"
+                                               : " does not fit torch (a dim, or the nonzero dims' product, exceeds "
+                                                 "2^63-1)"));
 }
 
 py::object MakeBuffer(Tensor tensor) {
@@ -303,47 +312,53 @@ it, lives. It exports the buffer protocol (read-only bytes) and DLPack
       })
       .def_property_readonly("name", [](const TensorBuffer& b) { return b.tensor.info.name; })
       .def_property_readonly("dtype", [](const TensorBuffer& b) { return std::string(DTypeName(b.tensor.info.dtype)); })
-      .def_property_readonly("shape", [](const TensorBuffer& b) {
-        py::tuple s(b.tensor.info.shape.size());
-        for (std::size_t i = 0; i < b.tensor.info.shape.size(); ++i) s[i] = py::int_(b.tensor.info.shape[i]);
-        return s;
-      })
+      .def_property_readonly("shape",
+                             [](const TensorBuffer& b) {
+                               py::tuple s(b.tensor.info.shape.size());
+                               for (std::size_t i = 0; i < b.tensor.info.shape.size(); ++i)
+                                 s[i] = py::int_(b.tensor.info.shape[i]);
+                               return s;
+                             })
       .def_property_readonly("nbytes", [](const TensorBuffer& b) { return b.tensor.data.size(); })
-      .def_property_readonly("offset", [](const TensorBuffer& b) { return b.tensor.info.data_offset; },
-                             "The data's offset in its file (0 when unknown).")
-      .def_property_readonly("address", [](const TensorBuffer& b) {
-        return reinterpret_cast<std::uintptr_t>(b.tensor.data.data());
-      })
+      .def_property_readonly(
+          "offset", [](const TensorBuffer& b) { return b.tensor.info.data_offset; },
+          "The data's offset in its file (0 when unknown).")
+      .def_property_readonly(
+          "address", [](const TensorBuffer& b) { return reinterpret_cast<std::uintptr_t>(b.tensor.data.data()); })
       .def_property_readonly("metadata_json", [](const TensorBuffer& b) { return b.tensor.info.metadata_json; })
       .def_property_readonly("info", [](const TensorBuffer& b) { return InfoToDict(b.tensor.info); })
-      .def("numpy", [](py::object self, bool packed) { return ToNdarray(self, packed); },
-           py::arg("packed") = false,
-           "A read-only ndarray viewing these bytes (see tensorsafe.Reader); a tensorsafe.SparseCoo for a sparse "
-           "COO tensor.")
-      .def_property_readonly("layout", [](const TensorBuffer& b) {
-        return b.tensor.info.layout == Layout::kCoo ? "coo" : "dense";
-      })
-      .def_property_readonly("nnz", [](const TensorBuffer& b) { return b.tensor.info.nnz; },
-                             "Stored elements of a sparse COO tensor (0 for dense).")
+      .def(
+          "numpy", [](py::object self, bool packed) { return ToNdarray(self, packed); }, py::arg("packed") = false,
+          "A read-only ndarray viewing these bytes (see tensorsafe.Reader); a tensorsafe.SparseCoo for a sparse "
+          "COO tensor.")
+      .def_property_readonly(
+          "layout", [](const TensorBuffer& b) { return b.tensor.info.layout == Layout::kCoo ? "coo" : "dense"; })
+      .def_property_readonly(
+          "nnz", [](const TensorBuffer& b) { return b.tensor.info.nnz; },
+          "Stored elements of a sparse COO tensor (0 for dense).")
       .def_property_readonly("coalesced", [](const TensorBuffer& b) { return b.tensor.info.coalesced; })
       .def("coo", &CooArrays, py::arg("packed") = false,
            "(indices int64 [nnz, rank], values [nnz], values' file offset) of a sparse COO tensor, read-only views, "
            "after checking every index (CorruptionError).")
-      .def("__dlpack__",
-           [](const TensorBuffer& b, py::object stream, py::object max_version, py::object dl_device,
-              py::object copy) { return ToDLPack(b, max_version, dl_device, copy); },
-           py::kw_only(), py::arg("stream") = py::none(), py::arg("max_version") = py::none(),
-           py::arg("dl_device") = py::none(), py::arg("copy") = py::none())
+      .def(
+          "__dlpack__",
+          [](const TensorBuffer& b, py::object stream, py::object max_version, py::object dl_device, py::object copy) {
+            return ToDLPack(b, max_version, dl_device, copy);
+          },
+          py::kw_only(), py::arg("stream") = py::none(), py::arg("max_version") = py::none(),
+          py::arg("dl_device") = py::none(), py::arg("copy") = py::none())
       .def("__dlpack_device__", [](const TensorBuffer&) { return py::make_tuple(1, 0); })
       .def("__repr__", [](const TensorBuffer& b) {
         return "<tensorsafe.TensorBuffer " + b.tensor.info.name + " " + std::string(DTypeName(b.tensor.info.dtype)) +
                " " + ShapeToString(b.tensor.info.shape) + ">";
       });
-  m.def("_set_numpy_dtypes", [](py::list table) {
-          if (!g_numpy_dtypes) g_numpy_dtypes = new py::list();
-          *g_numpy_dtypes = table;
-        },
-        "Sets the DType-code -> numpy.dtype table (called once by tensorsafe._arrays).");
+  m.def(
+      "_set_numpy_dtypes",
+      [](py::list table) {
+        if (!g_numpy_dtypes) g_numpy_dtypes = new py::list();
+        *g_numpy_dtypes = table;
+      },
+      "Sets the DType-code -> numpy.dtype table (called once by tensorsafe._arrays).");
 }
 
 }  // namespace tensorsafe::python

@@ -40,8 +40,8 @@ std::vector<std::uint64_t> ToIds(py::handle ids, std::uint64_t n) {
   const std::int64_t* p = arr.data();
   for (std::size_t i = 0; i < out.size(); ++i) {
     if (p[i] < 0 || static_cast<std::uint64_t>(p[i]) >= n) {
-      Throw(OutOfRange("sample id " + std::to_string(p[i]) + " at position " + std::to_string(i) +
-                       " is outside [0, " + std::to_string(n) + ")"));
+      Throw(OutOfRange("sample id " + std::to_string(p[i]) + " at position " + std::to_string(i) + " is outside [0, " +
+                       std::to_string(n) + ")"));
     }
     out[i] = static_cast<std::uint64_t>(p[i]);
   }
@@ -49,7 +49,9 @@ std::vector<std::uint64_t> ToIds(py::handle ids, std::uint64_t n) {
 }
 
 ds::World MakeWorld(const std::vector<std::int64_t>& w) {
-  if (w.size() != 6) Throw(InvalidArgument("world must be (nodes, ranks_per_node, workers_per_rank, node, rank_of_node, worker_of_rank)"));
+  if (w.size() != 6)
+    Throw(
+        InvalidArgument("world must be (nodes, ranks_per_node, workers_per_rank, node, rank_of_node, worker_of_rank)"));
   ds::World world;
   world.num_nodes = w[0];
   world.ranks_per_node = w[1];
@@ -119,83 +121,101 @@ void RegisterDataset(py::module_& m) {
       .def_property_readonly("schema_json", [](const PyDataset& p) { return ds::SchemaToJson(p.d->schema()); })
       .def_property_readonly("metadata_json", [](const PyDataset& p) { return p.d->metadata_json(); })
       .def_property_readonly("shard_samples", [](const PyDataset& p) { return ShardCounts(*p.d); })
-      .def_property_readonly("shards", [](const PyDataset& p) {
-        const ds::Dataset& d = *p.d;
-        py::list l;
-        for (const ds::ShardInfo& s : d.shards()) l.append(ShardToDict(s));
-        return l;
-      })
-      .def("read", [](PyDataset& p, std::uint64_t i) {
-             const std::shared_ptr<ds::Dataset>& d = p.d;
-             ds::Sample s;
-             Status st;
-             {
-               py::gil_scoped_release release;
-               st = d->Read(i, s);
-             }
-             Check(st);
-             PyObject* out = p.conv->ToDict(s);
-             if (!out) throw py::error_already_set();
-             return py::reinterpret_steal<py::object>(out);
-           }, py::arg("index"), "Sample `index` as a dict (tensor fields are read-only views).")
-      .def("iter_range", [](PyDataset& p, std::uint64_t begin, std::uint64_t end) {
-             const std::shared_ptr<ds::Dataset>& d = p.d;
-             end = std::min(end, d->num_samples());
-             begin = std::min(begin, end);
-             ds::SampleIterator it = d->IterateRange(begin, end);
-             return MakeSampleIter(d, std::move(it), end - begin);
-           }, py::arg("begin"), py::arg("end"))
-      .def("iter_ids", [](PyDataset& p, py::handle ids) {
-             const std::shared_ptr<ds::Dataset>& d = p.d;
-             std::vector<std::uint64_t> order = ToIds(ids, d->num_samples());
-             const std::uint64_t total = order.size();
-             ds::SampleIterator it = d->Iterate(std::move(order));
-             return MakeSampleIter(d, std::move(it), total);
-           }, py::arg("ids"))
-      .def("iter_epoch", [](PyDataset& p, const ds::SamplerState& state,
-                            const std::vector<std::int64_t>& world) {
-             const std::shared_ptr<ds::Dataset>& d = p.d;
-             std::vector<std::int64_t> ids = EpochIds(*d, state, world);
-             std::vector<std::uint64_t> order(ids.begin(), ids.end());  // padding removed: all >= 0
-             const std::uint64_t total = order.size();
-             ds::SampleIterator it = d->Iterate(std::move(order));
-             return MakeSampleIter(d, std::move(it), total);
-           }, py::arg("state"), py::arg("world"),
-           "One worker's samples of the epoch and position in `state` (a SamplerState); world = (nodes, "
-           "ranks_per_node, workers_per_rank, node, rank_of_node, worker_of_rank).")
-      .def("verify", [](const PyDataset& p) {
-             const ds::Dataset& d = *p.d;
-             std::vector<Status> problems;
-             {
-               py::gil_scoped_release release;
-               (void)d.Verify(&problems);
-             }
-             py::list out;
-             for (const Status& s : problems) {
-               py::object factory = py::module_::import("tensorsafe.errors").attr("_from_status");
-               out.append(factory(static_cast<int>(s.code()), py::str(s.message()), s.error_number()));
-             }
-             return out;
-           }, "Every problem found, as exception objects (empty when the dataset is sound).");
+      .def_property_readonly("shards",
+                             [](const PyDataset& p) {
+                               const ds::Dataset& d = *p.d;
+                               py::list l;
+                               for (const ds::ShardInfo& s : d.shards()) l.append(ShardToDict(s));
+                               return l;
+                             })
+      .def(
+          "read",
+          [](PyDataset& p, std::uint64_t i) {
+            const std::shared_ptr<ds::Dataset>& d = p.d;
+            ds::Sample s;
+            Status st;
+            {
+              py::gil_scoped_release release;
+              st = d->Read(i, s);
+            }
+            Check(st);
+            PyObject* out = p.conv->ToDict(s);
+            if (!out) throw py::error_already_set();
+            return py::reinterpret_steal<py::object>(out);
+          },
+          py::arg("index"), "Sample `index` as a dict (tensor fields are read-only views).")
+      .def(
+          "iter_range",
+          [](PyDataset& p, std::uint64_t begin, std::uint64_t end) {
+            const std::shared_ptr<ds::Dataset>& d = p.d;
+            end = std::min(end, d->num_samples());
+            begin = std::min(begin, end);
+            ds::SampleIterator it = d->IterateRange(begin, end);
+            return MakeSampleIter(d, std::move(it), end - begin);
+          },
+          py::arg("begin"), py::arg("end"))
+      .def(
+          "iter_ids",
+          [](PyDataset& p, py::handle ids) {
+            const std::shared_ptr<ds::Dataset>& d = p.d;
+            std::vector<std::uint64_t> order = ToIds(ids, d->num_samples());
+            const std::uint64_t total = order.size();
+            ds::SampleIterator it = d->Iterate(std::move(order));
+            return MakeSampleIter(d, std::move(it), total);
+          },
+          py::arg("ids"))
+      .def(
+          "iter_epoch",
+          [](PyDataset& p, const ds::SamplerState& state, const std::vector<std::int64_t>& world) {
+            const std::shared_ptr<ds::Dataset>& d = p.d;
+            std::vector<std::int64_t> ids = EpochIds(*d, state, world);
+            std::vector<std::uint64_t> order(ids.begin(), ids.end());  // padding removed: all >= 0
+            const std::uint64_t total = order.size();
+            ds::SampleIterator it = d->Iterate(std::move(order));
+            return MakeSampleIter(d, std::move(it), total);
+          },
+          py::arg("state"), py::arg("world"),
+          "One worker's samples of the epoch and position in `state` (a SamplerState); world = (nodes, "
+          "ranks_per_node, workers_per_rank, node, rank_of_node, worker_of_rank).")
+      .def(
+          "verify",
+          [](const PyDataset& p) {
+            const ds::Dataset& d = *p.d;
+            std::vector<Status> problems;
+            {
+              py::gil_scoped_release release;
+              (void)d.Verify(&problems);
+            }
+            py::list out;
+            for (const Status& s : problems) {
+              py::object factory = py::module_::import("tensorsafe.errors").attr("_from_status");
+              out.append(factory(static_cast<int>(s.code()), py::str(s.message()), s.error_number()));
+            }
+            return out;
+          },
+          "Every problem found, as exception objects (empty when the dataset is sound).");
 
-  m.def("dataset_merge", [](const std::string& out_dir, const std::vector<std::string>& parts,
-                            const std::string& metadata_json, bool overwrite, bool sync) {
-          ds::MergeOptions o;
-          o.metadata_json = metadata_json;
-          o.overwrite = overwrite;
-          o.sync = sync;
-          std::optional<Result<ds::DatasetIndex>> r;
-          {
-            py::gil_scoped_release release;
-            r.emplace(ds::Merge(out_dir, parts, o));
-          }
-          Check(r->status());
-          py::dict d;
-          d["samples"] = (*r)->samples;
-          d["shards"] = (*r)->shards.size();
-          return d;
-        }, py::arg("out_dir"), py::arg("parts"), py::arg("metadata_json") = "", py::arg("overwrite") = false,
-        py::arg("sync") = true);
+  m.def(
+      "dataset_merge",
+      [](const std::string& out_dir, const std::vector<std::string>& parts, const std::string& metadata_json,
+         bool overwrite, bool sync) {
+        ds::MergeOptions o;
+        o.metadata_json = metadata_json;
+        o.overwrite = overwrite;
+        o.sync = sync;
+        std::optional<Result<ds::DatasetIndex>> r;
+        {
+          py::gil_scoped_release release;
+          r.emplace(ds::Merge(out_dir, parts, o));
+        }
+        Check(r->status());
+        py::dict d;
+        d["samples"] = (*r)->samples;
+        d["shards"] = (*r)->shards.size();
+        return d;
+      },
+      py::arg("out_dir"), py::arg("parts"), py::arg("metadata_json") = "", py::arg("overwrite") = false,
+      py::arg("sync") = true);
 }
 
 }  // namespace tensorsafe::python

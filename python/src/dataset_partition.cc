@@ -26,8 +26,8 @@ py::array_t<std::int64_t> ToArray(std::vector<std::int64_t>&& v, std::vector<py:
   return py::array_t<std::int64_t>(shape, owned->data(), base);
 }
 
-ds::World MakeWorld(std::int64_t nodes, std::int64_t ranks, std::int64_t workers, std::int64_t node,
-                    std::int64_t rank, std::int64_t worker) {
+ds::World MakeWorld(std::int64_t nodes, std::int64_t ranks, std::int64_t workers, std::int64_t node, std::int64_t rank,
+                    std::int64_t worker) {
   ds::World w;
   w.num_nodes = nodes;
   w.ranks_per_node = ranks;
@@ -106,8 +106,8 @@ void RegisterDatasetPartition(py::module_& m) {
         const auto n = static_cast<py::ssize_t>(ids.size());
         return ToArray(std::move(ids), {n});
       },
-      py::arg("shard_sizes"), py::arg("num_canonical_nodes"), py::arg("seed"), py::arg("epoch"),
-      py::arg("block_size"), "The epoch's permutation: out[canonical position] = sample id.");
+      py::arg("shard_sizes"), py::arg("num_canonical_nodes"), py::arg("seed"), py::arg("epoch"), py::arg("block_size"),
+      "The epoch's permutation: out[canonical position] = sample id.");
 
   m.def(
       "epoch_worker_ids",
@@ -116,15 +116,16 @@ void RegisterDatasetPartition(py::module_& m) {
         std::vector<std::int64_t> ids;
         {
           py::gil_scoped_release release;
-          ids = Unwrap(ds::EpochWorkerIds(shards, state, MakeWorld(nodes, ranks, workers, node, rank, worker),
-                                          keep_padding));
+          ids = Unwrap(
+              ds::EpochWorkerIds(shards, state, MakeWorld(nodes, ranks, workers, node, rank, worker), keep_padding));
         }
         const auto n = static_cast<py::ssize_t>(ids.size());
         return ToArray(std::move(ids), {n});
       },
       py::arg("samples_per_shard"), py::arg("state"), py::arg("num_nodes"), py::arg("ranks_per_node"),
       py::arg("workers_per_rank"), py::arg("node"), py::arg("rank_of_node"), py::arg("worker_of_rank"),
-      py::arg("keep_padding") = false, "One worker's sample ids for the epoch and position in `state` (a SamplerState).");
+      py::arg("keep_padding") = false,
+      "One worker's sample ids for the epoch and position in `state` (a SamplerState).");
 }
 
 }  // namespace tensorsafe::python

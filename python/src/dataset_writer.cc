@@ -127,10 +127,14 @@ class PyDatasetWriter {
       if (!k) throw py::error_already_set();
       std::string_view name(k, static_cast<std::size_t>(klen));
       std::optional<ds::FieldKind> kind;
-      if (PyBytes_CheckExact(value)) kind = ds::FieldKind::kBytes;
-      else if (PyUnicode_CheckExact(value)) kind = ds::FieldKind::kStr;
-      else if (PyFloat_CheckExact(value)) kind = ds::FieldKind::kFloat;
-      else if (PyLong_CheckExact(value)) kind = ds::FieldKind::kInt;
+      if (PyBytes_CheckExact(value))
+        kind = ds::FieldKind::kBytes;
+      else if (PyUnicode_CheckExact(value))
+        kind = ds::FieldKind::kStr;
+      else if (PyFloat_CheckExact(value))
+        kind = ds::FieldKind::kFloat;
+      else if (PyLong_CheckExact(value))
+        kind = ds::FieldKind::kInt;
       if (kind && schema) {
         const ds::FieldSpec* f = schema->Find(name);
         if (f && f->kind != *kind) kind.reset();  // the schema asks for a conversion

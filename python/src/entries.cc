@@ -60,8 +60,9 @@ Entry ParseEntry(const py::handle& item, DTypeMemo* memo) {
   if (!PyTuple_Check(item.ptr())) Throw(InvalidArgument("entry must be a tuple"));
   py::tuple t = py::reinterpret_borrow<py::tuple>(item);
   if (t.size() != 5 && t.size() != 7) {
-    Throw(InvalidArgument("entry must be (name, dtype, shape, data, metadata_json) or, sparse COO, "
-                          "(name, dtype, shape, values, metadata_json, indices, coalesced)"));
+    Throw(
+        InvalidArgument("entry must be (name, dtype, shape, data, metadata_json) or, sparse COO, "
+                        "(name, dtype, shape, values, metadata_json, indices, coalesced)"));
   }
   PyObject* const* f = &PyTuple_GET_ITEM(t.ptr(), 0);
   Entry e;
@@ -132,8 +133,9 @@ Entry ParseEntry(const py::handle& item, DTypeMemo* memo) {
     e.coo = true;
     e.coalesced = t[6].cast<bool>();
     const py::buffer_info& b = e.hold().indices_buffer.emplace(py::reinterpret_borrow<py::buffer>(t[5]).request());
-    const bool contiguous = b.size == 0 || b.ndim <= 1 || (b.ndim == 2 && (b.shape[0] <= 1 || b.strides[0] == b.shape[1] * 8) &&
-                                            (b.shape[1] <= 1 || b.strides[1] == 8));
+    const bool contiguous =
+        b.size == 0 || b.ndim <= 1 ||
+        (b.ndim == 2 && (b.shape[0] <= 1 || b.strides[0] == b.shape[1] * 8) && (b.shape[1] <= 1 || b.strides[1] == 8));
     if (b.itemsize != 8 || (b.format != "q" && b.format != "l" && b.format != "<q" && b.format != "<l") ||
         !contiguous) {
       Throw(InvalidArgument("tensor \"" + e.name + "\": COO indices must be C-contiguous int64 [nnz, rank]"));
@@ -208,6 +210,5 @@ bool AnyOverlap(const std::vector<Entry>& entries) {
   }
   return false;
 }
-
 
 }  // namespace tensorsafe::python

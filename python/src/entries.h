@@ -7,8 +7,8 @@
 // DenseByteSize(dtype, shape) bytes that the caller keeps alive for the call
 // (tensorsafe._arrays passes torch tensors so, saving four torch calls per
 // tensor). Its shape may be None when `data` is an ndarray: the array's own
-// (tensorsafe._arrays passes C-contiguous arrays so). ParseEntries converts them with the GIL held; the views stay valid
-// (buffers are held) while the GIL is released for writing.
+// (tensorsafe._arrays passes C-contiguous arrays so). ParseEntries converts them with the GIL held; the views stay
+// valid (buffers are held) while the GIL is released for writing.
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -32,7 +32,7 @@ struct Entry {
   // dict), and with these inline it was 3x the size (456 bytes, not 152):
   // the first touch of 100,000 of them was a measurable part of a save.
   struct Held {
-    std::optional<py::buffer_info> buffer;          // holds the exporter until destroyed (with the GIL)
+    std::optional<py::buffer_info> buffer;  // holds the exporter until destroyed (with the GIL)
     std::optional<py::buffer_info> indices_buffer;
     std::vector<std::int64_t> indices_copy;  // when the exporter's memory is not 8-aligned
   };

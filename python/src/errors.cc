@@ -13,9 +13,9 @@ namespace tensorsafe::python {
 
 py::dict InfoToDict(const TensorInfo& info) {
   // Keys made once (and leaked: no release after the interpreter is gone).
-  static const auto* keys = new std::array<py::str, 7>{py::str("name"), py::str("dtype"), py::str("shape"),
-                                                         py::str("offset"), py::str("nbytes"),
-                                                         py::str("checksum"), py::str("metadata")};
+  static const auto* keys =
+      new std::array<py::str, 7>{py::str("name"),   py::str("dtype"),    py::str("shape"),   py::str("offset"),
+                                 py::str("nbytes"), py::str("checksum"), py::str("metadata")};
   py::dict d;
   d[(*keys)[0]] = py::str(info.name);
   d[(*keys)[1]] = py::str(DTypeName(info.dtype).data(), DTypeName(info.dtype).size());
@@ -52,13 +52,16 @@ void RegisterErrors(py::module_& m) {
       PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
     }
   });
-  m.def("status_code_names", [] {
-    py::dict d;
-    for (int c = 0; c <= static_cast<int>(StatusCode::kInternal); ++c) {
-      d[py::int_(c)] = py::str(std::string(StatusCodeName(static_cast<StatusCode>(c))));
-    }
-    return d;
-  }, "The C++ StatusCode values and their stable names (for tensorsafe.errors).");
+  m.def(
+      "status_code_names",
+      [] {
+        py::dict d;
+        for (int c = 0; c <= static_cast<int>(StatusCode::kInternal); ++c) {
+          d[py::int_(c)] = py::str(std::string(StatusCodeName(static_cast<StatusCode>(c))));
+        }
+        return d;
+      },
+      "The C++ StatusCode values and their stable names (for tensorsafe.errors).");
 }
 
 }  // namespace tensorsafe::python

@@ -47,52 +47,61 @@ void RegisterGguf(py::module_& m) {
     for (std::uint32_t code = 0; code < 256; ++code) {
       auto t = gguf::LookupGgmlType(code);
       if (!t) continue;
-      out.append(py::make_tuple(std::string(t->name), t->code, t->block_elems, t->block_bytes,
-                                gguf::CanDequantize(*t), gguf::CanQuantize(*t)));
+      out.append(py::make_tuple(std::string(t->name), t->code, t->block_elems, t->block_bytes, gguf::CanDequantize(*t),
+                                gguf::CanQuantize(*t)));
     }
     return out;
   });
 
-  m.def("gguf_read", [](const std::string& path, const std::string& dtype, unsigned threads) {
-    const DType target = TargetOrThrow(dtype);
-    Result<TensorSet> r = [&]() -> Result<TensorSet> {
-      py::gil_scoped_release nogil;
-      TS_ASSIGN_OR_RETURN(TensorSet set, gguf::ReadFile(path));
-      return gguf::DequantizeSet(set, target, {.threads = threads});
-    }();
-    TensorSet set = Unwrap(std::move(r));
-    py::list tensors(set.tensors.size());
-    for (std::size_t i = 0; i < set.tensors.size(); ++i) tensors[i] = MakeBuffer(std::move(set.tensors[i]));
-    return py::make_tuple(tensors, py::str(set.metadata_json));
-  }, py::arg("path"), py::arg("dtype"), py::arg("threads") = 0);
+  m.def(
+      "gguf_read",
+      [](const std::string& path, const std::string& dtype, unsigned threads) {
+        const DType target = TargetOrThrow(dtype);
+        Result<TensorSet> r = [&]() -> Result<TensorSet> {
+          py::gil_scoped_release nogil;
+          TS_ASSIGN_OR_RETURN(TensorSet set, gguf::ReadFile(path));
+          return gguf::DequantizeSet(set, target, {.threads = threads});
+        }();
+        TensorSet set = Unwrap(std::move(r));
+        py::list tensors(set.tensors.size());
+        for (std::size_t i = 0; i < set.tensors.size(); ++i) tensors[i] = MakeBuffer(std::move(set.tensors[i]));
+        return py::make_tuple(tensors, py::str(set.metadata_json));
+      },
+      py::arg("path"), py::arg("dtype"), py::arg("threads") = 0);
 
   // One entry (ggml blocks marked as gguf::Decode marks them, or f64, f32,
   // f16, bf16 values) to `dtype`.
-  m.def("gguf_dequantize", [](const py::iterable& items, const std::string& dtype, unsigned threads) {
-    const DType target = TargetOrThrow(dtype);
-    std::vector<Entry> entries = ParseEntries(items);
-    Tensor t = OneTensor(entries);
-    Result<Tensor> r = [&] {
-      py::gil_scoped_release nogil;
-      return gguf::DequantizeTensor(t, target, {.threads = threads});
-    }();
-    Tensor out = Unwrap(std::move(r));
-    if (out.owner == nullptr || out.data.data() == t.data.data()) {
-      Throw(InvalidArgument("tensor \"" + t.info.name + "\" is already " + dtype));
-    }
-    return MakeBuffer(std::move(out));
-  }, py::arg("entries"), py::arg("dtype"), py::arg("threads") = 0);
+  m.def(
+      "gguf_dequantize",
+      [](const py::iterable& items, const std::string& dtype, unsigned threads) {
+        const DType target = TargetOrThrow(dtype);
+        std::vector<Entry> entries = ParseEntries(items);
+        Tensor t = OneTensor(entries);
+        Result<Tensor> r = [&] {
+          py::gil_scoped_release nogil;
+          return gguf::DequantizeTensor(t, target, {.threads = threads});
+        }();
+        Tensor out = Unwrap(std::move(r));
+        if (out.owner == nullptr || out.data.data() == t.data.data()) {
+          Throw(InvalidArgument("tensor \"" + t.info.name + "\" is already " + dtype));
+        }
+        return MakeBuffer(std::move(out));
+      },
+      py::arg("entries"), py::arg("dtype"), py::arg("threads") = 0);
 
-  m.def("gguf_quantize", [](const py::iterable& items, const std::string& type, unsigned threads) {
-    const gguf::GgmlType t = TypeOrThrow(type);
-    std::vector<Entry> entries = ParseEntries(items);
-    Tensor in = OneTensor(entries);
-    Result<Tensor> r = [&] {
-      py::gil_scoped_release nogil;
-      return gguf::QuantizeTensor(in, t, {.threads = threads});
-    }();
-    return MakeBuffer(Unwrap(std::move(r)));
-  }, py::arg("entries"), py::arg("type"), py::arg("threads") = 0);
+  m.def(
+      "gguf_quantize",
+      [](const py::iterable& items, const std::string& type, unsigned threads) {
+        const gguf::GgmlType t = TypeOrThrow(type);
+        std::vector<Entry> entries = ParseEntries(items);
+        Tensor in = OneTensor(entries);
+        Result<Tensor> r = [&] {
+          py::gil_scoped_release nogil;
+          return gguf::QuantizeTensor(in, t, {.threads = threads});
+        }();
+        return MakeBuffer(Unwrap(std::move(r)));
+      },
+      py::arg("entries"), py::arg("type"), py::arg("threads") = 0);
 }
 
 }  // namespace tensorsafe::python

@@ -183,8 +183,8 @@ PyObject* SampleConverter::Array(const FieldConv& c, const ds::FieldView& v, PyO
   Py_INCREF(c.descr);  // stolen by NewFromDescr
   // flags 0: read-only (the mapping is PROT_READ); NumPy computes the
   // contiguity and alignment flags itself.
-  PyObject* arr = api.PyArray_NewFromDescr_(g_array_type ? g_array_type : api.PyArray_Type_, c.descr, nd, dims,
-                                           nullptr, data, 0, nullptr);
+  PyObject* arr = api.PyArray_NewFromDescr_(g_array_type ? g_array_type : api.PyArray_Type_, c.descr, nd, dims, nullptr,
+                                            data, 0, nullptr);
   if (!arr) return nullptr;
   Py_INCREF(owner);
   if (api.PyArray_SetBaseObject_(arr, owner) < 0) {  // steals owner
@@ -236,8 +236,7 @@ void Prefault(const ds::Sample& s) {
 }
 
 struct SampleIterObject {
-  PyObject_HEAD
-  IterState* st;
+  PyObject_HEAD IterState* st;
 };
 
 PyTypeObject* g_iter_type = nullptr;
@@ -271,8 +270,7 @@ PyObject* IterNext(PyObject* self) {
     }
     st->busy = true;
     std::size_t n = 0;
-    Py_BEGIN_ALLOW_THREADS
-    while (n < kBatch && st->it->Next(st->batch[n])) {
+    Py_BEGIN_ALLOW_THREADS while (n < kBatch && st->it->Next(st->batch[n])) {
       Prefault(st->batch[n]);
       ++n;
     }
@@ -280,8 +278,7 @@ PyObject* IterNext(PyObject* self) {
       st->exhausted = true;
       st->error = st->it->status();
     }
-    Py_END_ALLOW_THREADS
-    st->busy = false;
+    Py_END_ALLOW_THREADS st->busy = false;
     st->pos = 0;
     st->len = n;
     if (n == 0) return IterNext(self);
@@ -319,8 +316,8 @@ PyType_Slot g_iter_slots[] = {
     {Py_tp_doc, const_cast<char*>("Iterator over dataset samples as dicts (tensorsafe.dataset).")},
     {0, nullptr},
 };
-PyType_Spec g_iter_spec = {"tensorsafe._native.SampleIter", sizeof(SampleIterObject), 0,
-                           Py_TPFLAGS_DEFAULT, g_iter_slots};
+PyType_Spec g_iter_spec = {"tensorsafe._native.SampleIter", sizeof(SampleIterObject), 0, Py_TPFLAGS_DEFAULT,
+                           g_iter_slots};
 
 }  // namespace
 
@@ -341,15 +338,15 @@ void RegisterSampleIter(py::module_& m) {
   if (!g_iter_type) throw py::error_already_set();
   m.add_object("SampleIter", reinterpret_cast<PyObject*>(g_iter_type));
 
-  py::class_<ShardRef>(m, "ShardRef", "Keeps one open dataset shard (and its mapping) alive; the base of sample arrays.");
+  py::class_<ShardRef>(m, "ShardRef",
+                       "Keeps one open dataset shard (and its mapping) alive; the base of sample arrays.");
 
   m.def(
       "_set_sample_array_type",
       [](py::object type) {
         auto& api = py::detail::npy_api::get();
-        if (!type.is_none() &&
-            (!PyType_Check(type.ptr()) ||
-             !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(type.ptr()), api.PyArray_Type_))) {
+        if (!type.is_none() && (!PyType_Check(type.ptr()) ||
+                                !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(type.ptr()), api.PyArray_Type_))) {
           Throw(InvalidArgument("the sample array type must be an ndarray subclass"));
         }
         Py_XDECREF(reinterpret_cast<PyObject*>(g_array_type));

@@ -107,15 +107,19 @@ void RegisterSampler(py::module_& m) {
       .def(py::init([](py::kwargs kwargs) { return WithFields(ds::SamplerStateToFields(ds::SamplerState{}), kwargs); }))
       .def_static("from_dict", &FromMapping, py::arg("state"),
                   "Strict: exactly the keys of a version 1 or 2 state, with their types and ranges.")
-      .def_static("from_json", [](const std::string& text) { return Unwrap(ds::DecodeSamplerState(text)); },
-                  py::arg("text"), "Strict, from the JSON text of PARTITION.md §5.1.")
-      .def("to_json", [](const ds::SamplerState& s) { return ds::EncodeSamplerState(s); },
-           "The canonical JSON text (PARTITION.md §5.1).")
+      .def_static(
+          "from_json", [](const std::string& text) { return Unwrap(ds::DecodeSamplerState(text)); }, py::arg("text"),
+          "Strict, from the JSON text of PARTITION.md §5.1.")
+      .def(
+          "to_json", [](const ds::SamplerState& s) { return ds::EncodeSamplerState(s); },
+          "The canonical JSON text (PARTITION.md §5.1).")
       .def("to_dict", &ToDict, "Every key of the version-2 state in order (None where unset).")
-      .def("replace", [](const ds::SamplerState& s, py::kwargs kwargs) {
-             return WithFields(ds::SamplerStateToFields(s), kwargs);
-           }, "A copy with the given fields changed (checked as a whole).")
-      .def_property_readonly("mode", [](const ds::SamplerState& s) { return std::string(ds::PartitionModeName(s.mode)); })
+      .def(
+          "replace",
+          [](const ds::SamplerState& s, py::kwargs kwargs) { return WithFields(ds::SamplerStateToFields(s), kwargs); },
+          "A copy with the given fields changed (checked as a whole).")
+      .def_property_readonly("mode",
+                             [](const ds::SamplerState& s) { return std::string(ds::PartitionModeName(s.mode)); })
       .def_property_readonly("partition",
                              [](const ds::SamplerState& s) { return std::string(ds::PartitionAlgoName(s.partition)); })
       .def_readonly("epoch", &ds::SamplerState::epoch)
@@ -128,17 +132,24 @@ void RegisterSampler(py::module_& m) {
       .def_property_readonly("block_size", &ds::SamplerState::block_size,
                              "The shuffle block size in effect (the default for num_canonical_nodes when unset).")
       .def_property_readonly("initial_nodes", [](const ds::SamplerState& s) { return Opt(s.initial_nodes); })
-      .def_property_readonly("worker_samples", [](const ds::SamplerState& s) {
-        return s.worker ? py::object(py::int_(s.worker->samples)) : py::object(py::none());
-      }, "A worker position's count of ids already yielded, or None for a global state.")
-      .def_property_readonly("worker_world", [](const ds::SamplerState& s) -> py::object {
-        if (!s.worker) return py::none();
-        const ds::World& w = s.worker->world;
-        return py::make_tuple(w.num_nodes, w.ranks_per_node, w.workers_per_rank, w.node, w.rank_of_node,
-                              w.worker_of_rank);
-      }, "A worker position's world (nodes, ranks_per_node, workers_per_rank, node, rank_of_node, worker_of_rank).")
-      .def("check", [](const ds::SamplerState& s) { Check(ds::CheckSamplerState(s)); },
-           "The checks that need neither shards nor a world (seed mode: no shuffle, no mid-epoch position).")
+      .def_property_readonly(
+          "worker_samples",
+          [](const ds::SamplerState& s) {
+            return s.worker ? py::object(py::int_(s.worker->samples)) : py::object(py::none());
+          },
+          "A worker position's count of ids already yielded, or None for a global state.")
+      .def_property_readonly(
+          "worker_world",
+          [](const ds::SamplerState& s) -> py::object {
+            if (!s.worker) return py::none();
+            const ds::World& w = s.worker->world;
+            return py::make_tuple(w.num_nodes, w.ranks_per_node, w.workers_per_rank, w.node, w.rank_of_node,
+                                  w.worker_of_rank);
+          },
+          "A worker position's world (nodes, ranks_per_node, workers_per_rank, node, rank_of_node, worker_of_rank).")
+      .def(
+          "check", [](const ds::SamplerState& s) { Check(ds::CheckSamplerState(s)); },
+          "The checks that need neither shards nor a world (seed mode: no shuffle, no mid-epoch position).")
       .def("__eq__", [](const ds::SamplerState& a, const ds::SamplerState& b) { return a == b; })
       .def("__eq__", [](const ds::SamplerState&, const py::object&) { return false; })
       .def("__repr__", [](const ds::SamplerState& s) { return "SamplerState(" + ds::EncodeSamplerState(s) + ")"; })

@@ -251,100 +251,112 @@ void RegisterSharded(py::module_& m) {
       .def("get", [](TensorSetView& v, const std::string& name) { return v.Get(v.Position(name)); })
       .def("get_many", &TensorSetView::GetMany, py::arg("names") = py::none(), py::arg("numpy") = true,
            py::arg("packed") = false, py::arg("cows") = py::none())
-      .def("infos", [](const TensorSetView& v) {
-        py::list out;
-        for (std::size_t i = 0; i < v.size(); ++i) out.append(v.Info(i));
-        return out;
-      })
+      .def("infos",
+           [](const TensorSetView& v) {
+             py::list out;
+             for (std::size_t i = 0; i < v.size(); ++i) out.append(v.Info(i));
+             return out;
+           })
       .def("verify", &TensorSetView::Verify)
-      .def("read_into", [](TensorSetView& v, const std::vector<std::string>& names,
-                           const std::vector<std::uintptr_t>& addresses, unsigned threads) {
-        // Fills memory the caller allocated (exactly each tensor's bytes),
-        // e.g. fresh torch tensors: positional reads, the GIL released.
-        if (names.size() != addresses.size()) Throw(InvalidArgument("read_into: one address per name"));
-        std::vector<std::size_t> positions;
-        std::vector<std::span<std::byte>> outs;
-        for (std::size_t i = 0; i < names.size(); ++i) {
-          const std::size_t pos = v.Position(names[i]);
-          positions.push_back(pos);
-          const std::uint64_t n = v.set().tensors[pos].info.data_length;
-          if (n != 0 && addresses[i] == 0) Throw(InvalidArgument("read_into: null address for \"" + names[i] + "\""));
-          outs.emplace_back(reinterpret_cast<std::byte*>(addresses[i]), static_cast<std::size_t>(n));
-        }
-        Status s;
-        {
+      .def(
+          "read_into",
+          [](TensorSetView& v, const std::vector<std::string>& names, const std::vector<std::uintptr_t>& addresses,
+             unsigned threads) {
+            // Fills memory the caller allocated (exactly each tensor's bytes),
+            // e.g. fresh torch tensors: positional reads, the GIL released.
+            if (names.size() != addresses.size()) Throw(InvalidArgument("read_into: one address per name"));
+            std::vector<std::size_t> positions;
+            std::vector<std::span<std::byte>> outs;
+            for (std::size_t i = 0; i < names.size(); ++i) {
+              const std::size_t pos = v.Position(names[i]);
+              positions.push_back(pos);
+              const std::uint64_t n = v.set().tensors[pos].info.data_length;
+              if (n != 0 && addresses[i] == 0)
+                Throw(InvalidArgument("read_into: null address for \"" + names[i] + "\""));
+              outs.emplace_back(reinterpret_cast<std::byte*>(addresses[i]), static_cast<std::size_t>(n));
+            }
+            Status s;
+            {
+              py::gil_scoped_release nogil;
+              s = sharded::ReadTensors(v.checkpoint(), positions, outs, threads);
+            }
+            Check(s);
+          },
+          py::arg("names"), py::arg("addresses"), py::arg("threads") = 0);
+
+  m.def(
+      "parse_safetensors_header",
+      [](py::bytes prefix, std::uint64_t file_size, const std::string& name) {
+        std::string_view view = prefix;
+        Result<safetensors::Header> h = [&] {
           py::gil_scoped_release nogil;
-          s = sharded::ReadTensors(v.checkpoint(), positions, outs, threads);
+          return safetensors::ParseHeader(std::as_bytes(std::span<const char>(view.data(), view.size())), file_size);
+        }();
+        if (!h.ok()) Throw(name.empty() ? h.status() : h.status().WithContext(name));
+        py::list infos;
+        for (const TensorInfo& i : h->tensors) infos.append(InfoToDict(i));
+        return py::make_tuple(infos, py::str(h->metadata_json), h->data_start);
+      },
+      py::arg("prefix"), py::arg("file_size"), py::arg("name") = "",
+      "Parses a safetensors header: (infos in data order, metadata JSON or \"\", data start).");
+
+  m.def(
+      "is_sharded_path", [](const std::string& path) { return sharded::IsShardedPath(path); }, py::arg("path"),
+      "Whether `path` names a sharded checkpoint: a directory or a \"*.index.json\".");
+
+  m.def(
+      "parse_size", [](const std::string& text) { return Unwrap(sharded::ParseSize(text)); }, py::arg("text"));
+
+  m.def(
+      "write_sharded",
+      [](const std::string& dir, const py::iterable& items, py::object storages, const std::string& format,
+         const std::string& pattern, std::uint64_t max_shard_size, const std::string& shard_metadata,
+         const std::string& single_metadata, const std::string& index_metadata, bool always_index, bool sync,
+         std::uint32_t alignment) {
+        std::vector<Entry> entries = ParseEntries(items);
+        sharded::WriteOptions o;
+        std::optional<Format> f = ParseFormat(format);
+        if (!f) Throw(InvalidArgument("unknown format \"" + format + "\""));
+        o.format = *f;
+        o.filename_pattern = pattern;
+        o.max_shard_size = max_shard_size;
+        o.shard_metadata_json = shard_metadata;
+        o.single_metadata_json = single_metadata;
+        o.index_metadata_json = index_metadata;
+        o.always_index = always_index;
+        o.sync = sync;
+        o.alignment = alignment;
+        std::vector<sharded::Storage> st;
+        if (!storages.is_none()) {
+          for (py::handle h : storages) {
+            py::tuple t = py::reinterpret_borrow<py::tuple>(h);
+            sharded::Storage s;
+            if (!t[0].is_none()) {
+              s.has_id = true;
+              s.id = t[0].cast<std::uint64_t>();
+            }
+            s.size = t[1].cast<std::uint64_t>();
+            st.push_back(s);
+          }
         }
-        Check(s);
-      }, py::arg("names"), py::arg("addresses"), py::arg("threads") = 0);
-
-  m.def("parse_safetensors_header", [](py::bytes prefix, std::uint64_t file_size, const std::string& name) {
-    std::string_view view = prefix;
-    Result<safetensors::Header> h = [&] {
-      py::gil_scoped_release nogil;
-      return safetensors::ParseHeader(std::as_bytes(std::span<const char>(view.data(), view.size())), file_size);
-    }();
-    if (!h.ok()) Throw(name.empty() ? h.status() : h.status().WithContext(name));
-    py::list infos;
-    for (const TensorInfo& i : h->tensors) infos.append(InfoToDict(i));
-    return py::make_tuple(infos, py::str(h->metadata_json), h->data_start);
-  }, py::arg("prefix"), py::arg("file_size"), py::arg("name") = "",
-     "Parses a safetensors header: (infos in data order, metadata JSON or \"\", data start).");
-
-  m.def("is_sharded_path", [](const std::string& path) { return sharded::IsShardedPath(path); }, py::arg("path"),
-        "Whether `path` names a sharded checkpoint: a directory or a \"*.index.json\".");
-
-  m.def("parse_size", [](const std::string& text) { return Unwrap(sharded::ParseSize(text)); }, py::arg("text"));
-
-  m.def("write_sharded", [](const std::string& dir, const py::iterable& items, py::object storages,
-                            const std::string& format, const std::string& pattern, std::uint64_t max_shard_size,
-                            const std::string& shard_metadata, const std::string& single_metadata,
-                            const std::string& index_metadata, bool always_index, bool sync,
-                            std::uint32_t alignment) {
-    std::vector<Entry> entries = ParseEntries(items);
-    sharded::WriteOptions o;
-    std::optional<Format> f = ParseFormat(format);
-    if (!f) Throw(InvalidArgument("unknown format \"" + format + "\""));
-    o.format = *f;
-    o.filename_pattern = pattern;
-    o.max_shard_size = max_shard_size;
-    o.shard_metadata_json = shard_metadata;
-    o.single_metadata_json = single_metadata;
-    o.index_metadata_json = index_metadata;
-    o.always_index = always_index;
-    o.sync = sync;
-    o.alignment = alignment;
-    std::vector<sharded::Storage> st;
-    if (!storages.is_none()) {
-      for (py::handle h : storages) {
-        py::tuple t = py::reinterpret_borrow<py::tuple>(h);
-        sharded::Storage s;
-        if (!t[0].is_none()) {
-          s.has_id = true;
-          s.id = t[0].cast<std::uint64_t>();
-        }
-        s.size = t[1].cast<std::uint64_t>();
-        st.push_back(s);
-      }
-    }
-    // Each shard goes through the format table's checks (a sparse tensor
-    // into safetensors shards is refused there, naming it).
-    TensorSet set = ToTensorSet(entries, "");
-    Result<sharded::WriteStats> r = [&] {
-      py::gil_scoped_release nogil;
-      return sharded::WriteSharded(dir, set, o, st);
-    }();
-    sharded::WriteStats stats = Unwrap(std::move(r));
-    py::dict d;
-    d["files"] = stats.files;
-    d["index"] = stats.index_path;
-    d["total_size"] = stats.total_size;
-    return d;
-  }, py::arg("dir"), py::arg("entries"), py::arg("storages") = py::none(), py::arg("format") = "safetensors",
-     py::arg("pattern") = "", py::arg("max_shard_size") = sharded::kDefaultMaxShardSize,
-     py::arg("shard_metadata") = "", py::arg("single_metadata") = "", py::arg("index_metadata") = "",
-     py::arg("always_index") = false, py::arg("sync") = true, py::arg("alignment") = 0);
+        // Each shard goes through the format table's checks (a sparse tensor
+        // into safetensors shards is refused there, naming it).
+        TensorSet set = ToTensorSet(entries, "");
+        Result<sharded::WriteStats> r = [&] {
+          py::gil_scoped_release nogil;
+          return sharded::WriteSharded(dir, set, o, st);
+        }();
+        sharded::WriteStats stats = Unwrap(std::move(r));
+        py::dict d;
+        d["files"] = stats.files;
+        d["index"] = stats.index_path;
+        d["total_size"] = stats.total_size;
+        return d;
+      },
+      py::arg("dir"), py::arg("entries"), py::arg("storages") = py::none(), py::arg("format") = "safetensors",
+      py::arg("pattern") = "", py::arg("max_shard_size") = sharded::kDefaultMaxShardSize,
+      py::arg("shard_metadata") = "", py::arg("single_metadata") = "", py::arg("index_metadata") = "",
+      py::arg("always_index") = false, py::arg("sync") = true, py::arg("alignment") = 0);
 }
 
 }  // namespace tensorsafe::python

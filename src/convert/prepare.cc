@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "formats/codec_util.h"
-#include "tensorsafe/formats/registry.h"
 #include "tensorsafe/formats/npy.h"
+#include "tensorsafe/formats/registry.h"
 #include "util/text.h"
 
 namespace tensorsafe {
@@ -108,7 +108,8 @@ Status PrepareFileMetadata(TensorSet& set, Format to, const Consent& opt) {
   // Another format's bookkeeping keys stay with that format (GGUF's value
   // types: docs/formats/gguf.md §4).
   for (const FormatInfo& row : AllFormats()) {
-    if (row.format != to && row.metadata_elsewhere != nullptr) set.metadata_json = row.metadata_elsewhere(set.metadata_json);
+    if (row.format != to && row.metadata_elsewhere != nullptr)
+      set.metadata_json = row.metadata_elsewhere(set.metadata_json);
   }
   const Capabilities& caps = InfoOf(to).caps;
   const bool stringified = caps.file_metadata == Capabilities::Metadata::kStrings && opt.stringify_metadata;
@@ -277,7 +278,8 @@ Status CheckDTypesAndRanks(const TensorSet& set, Format to) {
     const std::string q = GgufQuantType(t);
     if (!q.empty() && !KeepsQuantMarker(caps)) {
       return Unsupported(What(i, t) + ": a GGUF block-quantized " + q + " tensor cannot be stored in " + Fmt(to) +
-                         " (" + FormatsWhere(KeepsQuantMarker) + " keep it; dtype, --dtype f32|f16|bf16, dequantises it)");
+                         " (" + FormatsWhere(KeepsQuantMarker) +
+                         " keep it; dtype, --dtype f32|f16|bf16, dequantises it)");
     }
     // The GGUF writer checks its own blocks.
     if (!q.empty() && caps.tensor_metadata != Capabilities::Metadata::kAny) continue;
@@ -313,11 +315,13 @@ Result<TensorSet> PrepareForFormat(const TensorSet& in, Format to, const Consent
   if (to == Format::kUnknown) return InvalidArgument("no output format");
   const Capabilities& caps = InfoOf(to).caps;
   if (options.alignment != 0 && !caps.alignment) {
-    return InvalidArgument("an alignment applies to " + FormatsWhere([](const Capabilities& c) { return c.alignment; }) + " only; " + Fmt(to) +
+    return InvalidArgument("an alignment applies to " +
+                           FormatsWhere([](const Capabilities& c) { return c.alignment; }) + " only; " + Fmt(to) +
                            " fixes its own layout");
   }
   if (options.compress && !caps.compress) {
-    return InvalidArgument("compression applies to " + FormatsWhere([](const Capabilities& c) { return c.compress; }) + " only");
+    return InvalidArgument("compression applies to " + FormatsWhere([](const Capabilities& c) { return c.compress; }) +
+                           " only");
   }
   TensorSet set = in;  // copies views and metadata text, never tensor bytes
   TS_RETURN_IF_ERROR(PrepareSparse(set, to, opt));

@@ -55,8 +55,9 @@ Result<ShardedOut> ParseShardedOut(const std::string& out, Format from, Format t
     const std::string ext = dot == std::string::npos ? "" : base.substr(dot + 1);
     std::optional<Format> f = ParseFormat(ext);
     if (!f || (*f != Format::kSafetensors && *f != Format::kTsafe)) {
-      return InvalidArgument(out + ": a sharded checkpoint's index is named <name>.safetensors.index.json or "
-                                   "<name>.tsafe.index.json");
+      return InvalidArgument(out +
+                             ": a sharded checkpoint's index is named <name>.safetensors.index.json or "
+                             "<name>.tsafe.index.json");
     }
     if (to != Format::kUnknown && to != *f) {
       return InvalidArgument(out + ": the index names " + std::string(FormatName(*f)) + " shards, but " +
@@ -205,8 +206,7 @@ Result<ConvertStats> ConvertSharded(const std::string& in_arg, const std::string
     for (std::string& w : written->warnings) stats.warnings.push_back(std::move(w));
     return Status::OK();
   };
-  auto written = sharded::internal::WriteShardedWith(so.dir, set, wo, {}, write, fixed, shard_metadata,
-                                                      index_metadata);
+  auto written = sharded::internal::WriteShardedWith(so.dir, set, wo, {}, write, fixed, shard_metadata, index_metadata);
   if (!written.ok()) return written.status();
   for (const std::string& f : written->files) stats.file_size += FileSize((std::filesystem::path(so.dir) / f).string());
   if (!written->index_path.empty()) stats.file_size += FileSize(written->index_path);

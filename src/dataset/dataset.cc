@@ -131,10 +131,9 @@ class Dataset::Impl {
 Dataset::Dataset(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Dataset::~Dataset() = default;
 
-Result<std::shared_ptr<Dataset>> Dataset::FromShards(std::string location, Schema schema,
-                                                     std::vector<ShardInfo> shards, ShardOpener opener,
-                                                     const DatasetOptions& options, std::string metadata_json,
-                                                     ShardPrefetcher prefetch) {
+Result<std::shared_ptr<Dataset>> Dataset::FromShards(std::string location, Schema schema, std::vector<ShardInfo> shards,
+                                                     ShardOpener opener, const DatasetOptions& options,
+                                                     std::string metadata_json, ShardPrefetcher prefetch) {
   if (!opener) return InvalidArgument(location + ": no shard opener");
   auto impl = std::make_shared<Impl>();
   impl->location = std::move(location);
@@ -148,8 +147,8 @@ Result<std::shared_ptr<Dataset>> Dataset::FromShards(std::string location, Schem
   impl->starts.push_back(0);
   for (std::size_t s = 0; s < impl->shards.size(); ++s) {
     if (impl->shards[s].samples == 0) {
-      return InvalidArgument(impl->location + ": shard " + std::to_string(s) + " " +
-                             QuoteName(impl->shards[s].name) + " has no samples");
+      return InvalidArgument(impl->location + ": shard " + std::to_string(s) + " " + QuoteName(impl->shards[s].name) +
+                             " has no samples");
     }
     auto next = tensorsafe::internal::CheckedAdd(impl->starts.back(), impl->shards[s].samples);
     if (!next) return InvalidArgument(impl->location + ": the sample total overflows 64 bits");
@@ -165,8 +164,8 @@ ShardOpener Dataset::NativeOpener(std::string root, Schema schema, DatasetOption
   fs::path real = fs::canonical(root, ec);
   std::string root_real = ec ? root : real.string();
   auto shared_schema = std::make_shared<const Schema>(std::move(schema));
-  return [root_real, shared_schema, options](const ShardInfo& info, std::size_t s)
-             -> Result<std::shared_ptr<const ShardSource>> {
+  return [root_real, shared_schema, options](const ShardInfo& info,
+                                             std::size_t s) -> Result<std::shared_ptr<const ShardSource>> {
     const std::string what = root_real + ": shard " + std::to_string(s) + " " + QuoteName(info.name);
     TS_RETURN_IF_ERROR(ValidateShardName(info.name, root_real));
     std::string path = (fs::path(root_real) / info.name).string();
@@ -178,8 +177,8 @@ ShardOpener Dataset::NativeOpener(std::string root, Schema schema, DatasetOption
       // content-addressed in the cache (shared by datasets safely).
       std::string target = options.cache_dir.empty()
                                ? path
-                               : (fs::path(options.cache_dir) / (info.xxh3 + "-" + std::to_string(info.bytes) +
-                                                                 std::string(kShardSuffix)))
+                               : (fs::path(options.cache_dir) /
+                                  (info.xxh3 + "-" + std::to_string(info.bytes) + std::string(kShardSuffix)))
                                      .string();
       if (!fs::exists(target, ec)) {
         const std::string zpath = (fs::path(root_real) / info.zstd->name).string();
@@ -187,7 +186,7 @@ ShardOpener Dataset::NativeOpener(std::string root, Schema schema, DatasetOption
         if (!options.cache_dir.empty()) fs::create_directories(options.cache_dir, ec);
         auto hex = [](const std::string& h) { return std::stoull(h, nullptr, 16); };
         TS_RETURN_IF_ERROR(internal::ZstdDecompressFile(zpath, {info.zstd->bytes, hex(info.zstd->xxh3)}, target,
-                                                           {info.bytes, hex(info.xxh3)}, what));
+                                                        {info.bytes, hex(info.xxh3)}, what));
         checked = true;
       }
       if (options.cache_dir.empty()) {
@@ -277,9 +276,8 @@ bool SampleIterator::Next(Sample& out) {
   const std::uint64_t id = ranged_ ? begin_ + pos_ : order_[pos_];
   if (!cur_ || id < cur_start_ || id >= cur_end_) {
     if (id >= ds_->starts.back()) {
-      return Fail(OutOfRange(ds_->location + ": sample " + std::to_string(id) + " at position " +
-                             std::to_string(pos_) + " of the order is out of range (" +
-                             std::to_string(ds_->starts.back()) + " samples)"));
+      return Fail(OutOfRange(ds_->location + ": sample " + std::to_string(id) + " at position " + std::to_string(pos_) +
+                             " of the order is out of range (" + std::to_string(ds_->starts.back()) + " samples)"));
     }
     const std::size_t s = ds_->ShardOf(id);
     Slot& slot = slots_[s % kSlots];
@@ -354,8 +352,7 @@ Status Dataset::Verify(std::vector<Status>* problems,
     const std::string what = root + ": shard " + std::to_string(s) + " " + QuoteName(info.name);
     Status st;
     auto check_file = [&](const std::string& name, std::uint64_t bytes, const std::string& xxh3) -> Status {
-      TS_ASSIGN_OR_RETURN(std::string path,
-                          internal::ContainedRealPath(root, (fs::path(root) / name).string(), what));
+      TS_ASSIGN_OR_RETURN(std::string path, internal::ContainedRealPath(root, (fs::path(root) / name).string(), what));
       TS_ASSIGN_OR_RETURN(auto d, internal::DigestFile(path));
       if (d.bytes != bytes || HashHex(d.xxh3) != xxh3) {
         return Corruption(what + ": " + name + " has " + std::to_string(d.bytes) + " bytes with XXH3 " +

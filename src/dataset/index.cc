@@ -19,8 +19,8 @@
 
 namespace tensorsafe::dataset {
 
-using tensorsafe::internal::QuoteName;
 using nlohmann::json;
+using tensorsafe::internal::QuoteName;
 namespace fs = std::filesystem;
 
 std::string HashHex(std::uint64_t h) {
@@ -289,7 +289,8 @@ Result<DatasetIndex> ParseIndex(std::string_view text, std::string_view what, co
     TS_ASSIGN_OR_RETURN(info.name, GetString(o, "name", label));
     TS_RETURN_IF_ERROR(ValidateShardName(info.name, label));  // I6
     TS_ASSIGN_OR_RETURN(info.samples, GetUnsigned(o, "samples", label));
-    if (info.samples == 0) return Corruption(label + " " + QuoteName(info.name) + ": 0 samples (shards are never empty)");
+    if (info.samples == 0)
+      return Corruption(label + " " + QuoteName(info.name) + ": 0 samples (shards are never empty)");
     TS_ASSIGN_OR_RETURN(info.bytes, GetUnsigned(o, "bytes", label));
     TS_ASSIGN_OR_RETURN(info.xxh3, GetString(o, "xxh3", label));
     TS_RETURN_IF_ERROR(CheckHex(info.xxh3, label));
@@ -321,8 +322,9 @@ Result<DatasetIndex> ParseIndex(std::string_view text, std::string_view what, co
     if (!m->is_object()) return Corruption(w + ": \"metadata\" is not an object");
     index.metadata_json = Dump(*m);
     Status s = tensorsafe::internal::ValidateJsonObject(index.metadata_json, limits.max_json_depth);
-    if (!s.ok()) return Status(s.code() == StatusCode::kLimitExceeded ? s.code() : StatusCode::kCorruption,
-                               w + ": \"metadata\": " + s.message());
+    if (!s.ok())
+      return Status(s.code() == StatusCode::kLimitExceeded ? s.code() : StatusCode::kCorruption,
+                    w + ": \"metadata\": " + s.message());
   }
   return index;
 }
@@ -370,8 +372,7 @@ Status WriteIndexFile(const std::string& dir, const DatasetIndex& index, bool sy
 
 namespace internal {
 
-Result<std::string> ContainedRealPath(const std::string& root_real, const std::string& path,
-                                      std::string_view what) {
+Result<std::string> ContainedRealPath(const std::string& root_real, const std::string& path, std::string_view what) {
   std::error_code ec;
   fs::path real = fs::canonical(path, ec);
   if (ec) return IOError(std::string(what) + ": " + path + ": " + ec.message(), ec.value());
@@ -421,8 +422,8 @@ Result<DatasetIndex> Merge(const std::string& out_dir, const std::vector<std::st
     } else {
       std::string why;
       if (!SameSchema(merged.schema, idx.schema, &why)) {
-        return FailedPrecondition("merge: the schema of part " + rel_s + " differs from that of part " +
-                                  first_part + ": " + why);
+        return FailedPrecondition("merge: the schema of part " + rel_s + " differs from that of part " + first_part +
+                                  ": " + why);
       }
     }
     for (ShardInfo& sh : idx.shards) {
@@ -432,8 +433,7 @@ Result<DatasetIndex> Merge(const std::string& out_dir, const std::vector<std::st
         const std::string joined = rel_s + "/" + *name;
         TS_RETURN_IF_ERROR(ValidateShardName(joined, "merge: part " + rel_s));
         if (!(sh.zstd && name == &sh.name)) {  // a compressed shard's raw file may be absent
-          auto contained = internal::ContainedRealPath(root.string(), (root / joined).string(),
-                                                          "merge: part " + rel_s);
+          auto contained = internal::ContainedRealPath(root.string(), (root / joined).string(), "merge: part " + rel_s);
           if (!contained.ok()) {
             return Status(contained.status().code() == StatusCode::kCorruption ? StatusCode::kInvalidArgument
                                                                                : contained.status().code(),

@@ -14,8 +14,7 @@ namespace tensorsafe::dataset::internal {
 // realpath(path), which must lie strictly inside `root_real` (itself a
 // realpath): kCorruption naming `what` when a symlink leads outside,
 // kIOError when it does not resolve.
-Result<std::string> ContainedRealPath(const std::string& root_real, const std::string& path,
-                                      std::string_view what);
+Result<std::string> ContainedRealPath(const std::string& root_real, const std::string& path, std::string_view what);
 
 // SchemaFromJson over an already parsed nlohmann::json (passed as void* to
 // keep nlohmann out of this header).

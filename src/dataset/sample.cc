@@ -36,19 +36,15 @@ Result<FieldKind> ParseFieldKind(std::string_view name) {
     if (n == name) return k;
   }
   return Status(StatusCode::kInvalidArgument,
-                "unknown field kind \"" + std::string(name) +
-                    "\" (expected tensor, bytes, str, int, float or json)");
+                "unknown field kind \"" + std::string(name) + "\" (expected tensor, bytes, str, int, float or json)");
 }
 
 bool FieldSpec::fixed_size() const {
   switch (kind) {
     case FieldKind::kInt:
-    case FieldKind::kFloat:
-      return true;
-    case FieldKind::kTensor:
-      return std::none_of(shape.begin(), shape.end(), [](std::int64_t d) { return d < 0; });
-    default:
-      return false;
+    case FieldKind::kFloat: return true;
+    case FieldKind::kTensor: return std::none_of(shape.begin(), shape.end(), [](std::int64_t d) { return d < 0; });
+    default: return false;
   }
 }
 

@@ -14,8 +14,8 @@
 
 namespace tensorsafe::dataset {
 
-using tensorsafe::internal::QuoteName;
 using nlohmann::json;
+using tensorsafe::internal::QuoteName;
 
 std::string ColumnTensorName(std::size_t field, std::string_view part) {
   return "col/" + std::to_string(field) + "/" + std::string(part);
@@ -27,8 +27,8 @@ namespace {
 struct Column {
   const FieldSpec* spec = nullptr;
   bool fixed = false;
-  std::uint64_t sample_bytes = 0;  // fixed fields
-  const std::byte* values = nullptr;   // fixed: [n, ...] ; variable: data
+  std::uint64_t sample_bytes = 0;     // fixed fields
+  const std::byte* values = nullptr;  // fixed: [n, ...] ; variable: data
   std::uint64_t data_bytes = 0;
   const std::byte* offsets = nullptr;  // u64 [n + 1]
   const std::byte* shapes = nullptr;   // i64 [n, rank] (variable tensors)
@@ -239,8 +239,7 @@ Result<std::shared_ptr<TsafeShard>> TsafeShard::Open(const std::string& path, co
 
 Result<std::shared_ptr<TsafeShard>> TsafeShard::OpenBuffer(std::span<const std::byte> bytes,
                                                            std::shared_ptr<const void> owner, std::string display,
-                                                           const ShardOptions& options,
-                                                           const Schema* expected_schema) {
+                                                           const ShardOptions& options, const Schema* expected_schema) {
   auto impl = std::make_unique<Impl>();
   impl->display = display;
   auto r = Reader::OpenBuffer(bytes, std::move(owner), display, options.reader);
@@ -262,10 +261,11 @@ Status TsafeShard::VerifyData() const {
     const auto& c = im.columns[k];
     if (c.spec->kind != FieldKind::kStr && c.spec->kind != FieldKind::kJson) continue;
     for (std::uint64_t i = 0; i < im.n; ++i) {
-      const std::uint64_t b = tensorsafe::internal::Load64(c.offsets + 8 * i), e = tensorsafe::internal::Load64(c.offsets + 8 * (i + 1));
+      const std::uint64_t b = tensorsafe::internal::Load64(c.offsets + 8 * i),
+                          e = tensorsafe::internal::Load64(c.offsets + 8 * (i + 1));
       std::string_view text(reinterpret_cast<const char*>(c.values) + b, e - b);
-      const std::string label = "field " + std::to_string(k) + " " + QuoteName(c.spec->name) + ": sample " +
-                                std::to_string(i);
+      const std::string label =
+          "field " + std::to_string(k) + " " + QuoteName(c.spec->name) + ": sample " + std::to_string(i);
       if (c.spec->kind == FieldKind::kStr && !tensorsafe::internal::IsValidUtf8(text)) {
         return im.Corrupt(label + ": str value is not valid UTF-8");
       }

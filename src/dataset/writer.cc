@@ -14,8 +14,8 @@
 #include <unordered_map>
 
 #include "dataset/internal.h"
-#include "tensorsafe/env.h"
 #include "tensorsafe/dataset/shard.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/writer.h"
 #include "util/checked_math.h"
 #include "util/endian.h"
@@ -73,7 +73,8 @@ FieldValue FieldValue::FromView(const FieldView& view) {
   if (v.kind == FieldKind::kInt && view.bytes.size() == 8) {
     v.int_value = static_cast<std::int64_t>(tensorsafe::internal::Load64(view.bytes.data()));
   }
-  if (v.kind == FieldKind::kFloat && view.bytes.size() == 8) v.float_value = tensorsafe::internal::LoadLE<double>(view.bytes.data());
+  if (v.kind == FieldKind::kFloat && view.bytes.size() == 8)
+    v.float_value = tensorsafe::internal::LoadLE<double>(view.bytes.data());
   return v;
 }
 
@@ -107,13 +108,13 @@ class DatasetWriter::Impl {
   std::uint32_t stamp = 0;
   std::vector<const FieldValue*> slot;
 
-  std::uint64_t samples = 0;          // written, all shards
-  std::uint64_t shard_samples = 0;    // in the open shard
-  std::uint64_t shard_payload = 0;    // bytes buffered for it
+  std::uint64_t samples = 0;        // written, all shards
+  std::uint64_t shard_samples = 0;  // in the open shard
+  std::uint64_t shard_payload = 0;  // bytes buffered for it
   std::uint64_t next_shard = 0;
   std::uint64_t stored_bytes = 0;
   std::vector<ShardInfo> shards;
-  std::vector<std::string> written;   // files to remove on abandon
+  std::vector<std::string> written;  // files to remove on abandon
   bool done = false;
   bool failed = false;
 
@@ -171,7 +172,8 @@ class DatasetWriter::Impl {
           shape[d] = static_cast<std::uint64_t>(v.shape[d]);
         }
         auto size = DenseByteSize(f.dtype, shape);
-        if (!size.ok()) return InvalidArgument(label + ": shape " + ShapeToString(shape) + ": " + size.status().message());
+        if (!size.ok())
+          return InvalidArgument(label + ": shape " + ShapeToString(shape) + ": " + size.status().message());
         if (*size != v.bytes.size()) {
           return InvalidArgument(label + ": " + std::to_string(v.bytes.size()) + " bytes for a " +
                                  std::string(DTypeName(f.dtype)) + " " + ShapeToString(shape) + " tensor of " +
@@ -192,8 +194,7 @@ class DatasetWriter::Impl {
         }
         return Status::OK();
       }
-      default:
-        return Status::OK();
+      default: return Status::OK();
     }
   }
 
@@ -327,8 +328,8 @@ class DatasetWriter::Impl {
       } else {
         TS_RETURN_IF_ERROR(
             w->Add(ColumnTensorName(k, "data"), TensorView::Contiguous(DType::kU8, {c.data.size()}, bytes(c.data))));
-        TS_RETURN_IF_ERROR(w->Add(ColumnTensorName(k, "offsets"),
-                                  TensorView::Contiguous(DType::kU64, {n + 1}, bytes(c.offsets))));
+        TS_RETURN_IF_ERROR(
+            w->Add(ColumnTensorName(k, "offsets"), TensorView::Contiguous(DType::kU64, {n + 1}, bytes(c.offsets))));
         if (f.kind == FieldKind::kTensor) {
           TS_RETURN_IF_ERROR(w->Add(ColumnTensorName(k, "shapes"),
                                     TensorView::Contiguous(DType::kI64, {n, f.shape.size()}, bytes(c.shapes))));
@@ -422,8 +423,8 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& 
   if (options.zstd_level < 0 || options.zstd_level > 22) {
     return InvalidArgument("zstd level " + std::to_string(options.zstd_level) + " is not in 0..22");
   }
-  if (options.shard_prefix.empty() || ValidateShardName(options.shard_prefix + "-00000.tsafe", "").code() !=
-                                          StatusCode::kOk) {
+  if (options.shard_prefix.empty() ||
+      ValidateShardName(options.shard_prefix + "-00000.tsafe", "").code() != StatusCode::kOk) {
     return InvalidArgument("shard prefix " + QuoteName(options.shard_prefix) +
                            " is not a relative path without \"..\" components");
   }

@@ -19,8 +19,8 @@ Tensor OwnedTensor(TensorInfo info, std::vector<std::byte> bytes) {
   return t;
 }
 
-Tensor ViewOrCopy(TensorInfo info, std::span<const std::byte> bytes,
-                  std::shared_ptr<const void> owner, std::size_t align) {
+Tensor ViewOrCopy(TensorInfo info, std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
+                  std::size_t align) {
   const auto addr = reinterpret_cast<std::uintptr_t>(bytes.data());
   if (align <= 1 || addr % align == 0) {
     Tensor t;
@@ -33,14 +33,12 @@ Tensor ViewOrCopy(TensorInfo info, std::span<const std::byte> bytes,
   return OwnedTensor(std::move(info), std::vector<std::byte>(bytes.begin(), bytes.end()));
 }
 
-Status CheckDenseSize(DType dtype, std::span<const std::uint64_t> shape, std::uint64_t size,
-                      const std::string& what) {
+Status CheckDenseSize(DType dtype, std::span<const std::uint64_t> shape, std::uint64_t size, const std::string& what) {
   auto want = DenseByteSize(dtype, shape);
   if (!want.ok()) return want.status().WithContext(what);
   if (*want == size) return Status::OK();
-  return InvalidArgument(what + ": " + std::to_string(size) + " data bytes, but shape " +
-                         ShapeToString(shape) + " of " + std::string(DTypeName(dtype)) + " needs " +
-                         std::to_string(*want));
+  return InvalidArgument(what + ": " + std::to_string(size) + " data bytes, but shape " + ShapeToString(shape) +
+                         " of " + std::string(DTypeName(dtype)) + " needs " + std::to_string(*want));
 }
 
 bool IsPositionalName(std::string_view name, std::size_t i) { return name == std::to_string(i); }

@@ -23,16 +23,15 @@ namespace tensorsafe::internal {
 // A Tensor viewing `bytes` (sharing `owner`) when their address is a multiple
 // of `align`, so callers may cast the data to the element type; otherwise a
 // Tensor owning an aligned copy.
-Tensor ViewOrCopy(TensorInfo info, std::span<const std::byte> bytes,
-                  std::shared_ptr<const void> owner, std::size_t align);
+Tensor ViewOrCopy(TensorInfo info, std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
+                  std::size_t align);
 // A Tensor owning `bytes`.
 Tensor OwnedTensor(TensorInfo info, std::vector<std::byte> bytes);
 
 // OK when `size` bytes hold a dense tensor of `dtype` and `shape`; else
 // kInvalidArgument "<what>: 8 data bytes, but shape [2, 3] of f32 needs 24"
 // (kOutOfRange when the shape's byte size overflows).
-Status CheckDenseSize(DType dtype, std::span<const std::uint64_t> shape, std::uint64_t size,
-                      const std::string& what);
+Status CheckDenseSize(DType dtype, std::span<const std::uint64_t> shape, std::uint64_t size, const std::string& what);
 
 // Names for tensors whose format offers at most a preferred name each
 // (tenbin's info, zio's metadata "name"): preferred[i] is kept when it is

@@ -122,8 +122,7 @@ Result<FileDescription> DescribeFile(const std::string& path_arg, Format format)
   return d;
 }
 
-Status ForEachTensorInfo(const std::string& path_arg, Format format,
-                         const std::function<bool(const TensorInfo&)>& fn) {
+Status ForEachTensorInfo(const std::string& path_arg, Format format, const std::function<bool(const TensorInfo&)>& fn) {
   std::string path = path_arg;
   TS_ASSIGN_OR_RETURN(auto ck, OpenIfSharded(&path));
   if (ck) {

@@ -56,8 +56,7 @@ Status AtomicFile::Commit(bool sync, const std::function<Status()>& before_renam
   return Status::OK();
 }
 
-Status WriteAtomically(const std::string& path, bool sync, Env* env,
-                       const std::function<Status(WritableFile&)>& fill) {
+Status WriteAtomically(const std::string& path, bool sync, Env* env, const std::function<Status(WritableFile&)>& fill) {
   TS_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::Create(path, env));
   TS_RETURN_IF_ERROR(fill(out.file()));
   return out.Commit(sync);

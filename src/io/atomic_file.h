@@ -57,11 +57,9 @@ class AtomicFile {
 };
 
 // Publishes what `fill` writes to `path` through an AtomicFile.
-Status WriteAtomically(const std::string& path, bool sync, Env* env,
-                       const std::function<Status(WritableFile&)>& fill);
+Status WriteAtomically(const std::string& path, bool sync, Env* env, const std::function<Status(WritableFile&)>& fill);
 
 // Publishes `bytes` as `path`.
-Status WriteFileAtomically(const std::string& path, std::span<const std::byte> bytes, bool sync,
-                           Env* env = nullptr);
+Status WriteFileAtomically(const std::string& path, std::span<const std::byte> bytes, bool sync, Env* env = nullptr);
 
 }  // namespace tensorsafe::internal

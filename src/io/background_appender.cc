@@ -25,7 +25,7 @@ bool BackgroundAppender::StartThread() {
   if (no_thread_) return false;
   try {
     thread_ = std::thread([this] {
-      // Named for top, perf and gdb; the name is advice (Linux only, 15 bytes).
+    // Named for top, perf and gdb; the name is advice (Linux only, 15 bytes).
 #if defined(__linux__)
       (void)pthread_setname_np(pthread_self(), "tensorsafe-io");
 #endif

@@ -71,7 +71,7 @@ class BackgroundAppender {
   static constexpr std::size_t kMaxQueued = 3;
   std::deque<Queued> queue_;
   std::vector<std::unique_ptr<std::byte[]>> free_;  // written buffers, for Submit to hand back
-  StreamingHash* hash_ = nullptr;  // a StartHash job, run with nothing queued
+  StreamingHash* hash_ = nullptr;                   // a StartHash job, run with nothing queued
   std::span<const std::byte> hash_bytes_;
   bool stop_ = false;
   Status error_;

@@ -34,8 +34,8 @@ Result<FileLock> FileLock::Acquire(const std::string& path, std::chrono::millise
       if (errno == EINTR) continue;
       if (errno != EWOULDBLOCK) return IOError(path + ": flock: " + std::strerror(errno), errno);
       if (std::chrono::steady_clock::now() >= deadline) {
-        return FailedPrecondition(path + ": another updater holds the lock (waited " +
-                                  std::to_string(timeout.count()) + " ms)");
+        return FailedPrecondition(path + ": another updater holds the lock (waited " + std::to_string(timeout.count()) +
+                                  " ms)");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }

@@ -17,10 +17,9 @@ constexpr unsigned kMaxThreads = 64;
 
 }  // namespace
 
-Status ReadAtParallel(const RandomAccessFile& f, std::uint64_t offset, std::span<std::byte> out,
-                      unsigned threads) {
-  const unsigned n = threads != 0 ? std::min(threads, kMaxThreads)
-                                  : std::min(std::thread::hardware_concurrency(), kDefaultMaxThreads);
+Status ReadAtParallel(const RandomAccessFile& f, std::uint64_t offset, std::span<std::byte> out, unsigned threads) {
+  const unsigned n =
+      threads != 0 ? std::min(threads, kMaxThreads) : std::min(std::thread::hardware_concurrency(), kDefaultMaxThreads);
   if (out.size() < kParallelFrom || n < 2) return f.ReadAt(offset, out);
   const std::size_t pieces = (out.size() + kPiece - 1) / kPiece;
   std::atomic<std::size_t> next{0};

@@ -16,7 +16,6 @@ namespace tensorsafe::internal {
 // that cannot start or is not scheduled costs nothing: the caller takes
 // its pieces. On failure, the error of the failing piece at the lowest
 // offset; `out` then holds unspecified bytes.
-Status ReadAtParallel(const RandomAccessFile& f, std::uint64_t offset, std::span<std::byte> out,
-                      unsigned threads = 0);
+Status ReadAtParallel(const RandomAccessFile& f, std::uint64_t offset, std::span<std::byte> out, unsigned threads = 0);
 
 }  // namespace tensorsafe::internal

@@ -39,7 +39,8 @@ Result<std::shared_ptr<ScratchRegion>> ScratchRegion::Create(const std::string& 
   void* p = ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int map_errno = errno;
   ::close(fd);  // the mapping keeps the file
-  if (p == MAP_FAILED) return IOError(dir + ": cannot map " + std::to_string(size) + " bytes of scratch space", map_errno);
+  if (p == MAP_FAILED)
+    return IOError(dir + ": cannot map " + std::to_string(size) + " bytes of scratch space", map_errno);
   return std::shared_ptr<ScratchRegion>(new ScratchRegion(static_cast<std::byte*>(p), static_cast<std::size_t>(size)));
 }
 

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <optional>
 
-#include "stream/native_codec.h"
 #include "stream/internal.h"
+#include "stream/native_codec.h"
 #include "tensorsafe/stream/fd.h"
 #include "util/checked_math.h"
 #include "util/endian.h"
@@ -147,8 +147,10 @@ class StreamReader::Impl {
       failed_ = true;
       return r.status().WithContext(where());
     }
-    if (!*r) done_ = true;
-    else ++batches_;
+    if (!*r)
+      done_ = true;
+    else
+      ++batches_;
     return r;
   }
 
@@ -159,8 +161,8 @@ class StreamReader::Impl {
     TS_ASSIGN_OR_RETURN(std::size_t got, internal::ReadFull(fd_, out));
     bytes_ += got;
     if (got != out.size()) {
-      return Corruption("truncated: the stream ended after " + N(got) + " of the " + N(out.size()) +
-                        " bytes of " + what);
+      return Corruption("truncated: the stream ended after " + N(got) + " of the " + N(out.size()) + " bytes of " +
+                        what);
     }
     return Status::OK();
   }

@@ -42,9 +42,7 @@ Status MdbStatus(int rc, const std::string& what) {
 
 MDB_val Val(std::string_view s) { return MDB_val{s.size(), const_cast<char*>(s.data())}; }
 
-std::span<const std::byte> Bytes(const MDB_val& v) {
-  return {static_cast<const std::byte*>(v.mv_data), v.mv_size};
-}
+std::span<const std::byte> Bytes(const MDB_val& v) { return {static_cast<const std::byte*>(v.mv_data), v.mv_size}; }
 
 Status CheckKey(std::string_view key, MDB_env* env) {
   const auto max = static_cast<std::size_t>(::mdb_env_get_maxkeysize(env));
@@ -71,8 +69,7 @@ class LmdbStore::Impl {
 // only at the end (Put, PutMany). Aborts on destruction unless committed.
 class WriteTxn {
  public:
-  explicit WriteTxn(LmdbStore::Impl& s, std::uint64_t commit_bytes = UINT64_MAX)
-      : s_(s), commit_bytes_(commit_bytes) {}
+  explicit WriteTxn(LmdbStore::Impl& s, std::uint64_t commit_bytes = UINT64_MAX) : s_(s), commit_bytes_(commit_bytes) {}
   ~WriteTxn() {
     if (txn_ != nullptr) ::mdb_txn_abort(txn_);
   }
@@ -86,7 +83,8 @@ class WriteTxn {
     MDB_val k = Val(key);
     MDB_val v{e.head.size() + e.header.data_bytes, nullptr};
     // MDB_RESERVE: encode straight into LMDB's page (one copy of the data).
-    TS_RETURN_IF_ERROR(MdbStatus(::mdb_put(txn_, s_.dbi_, &k, &v, MDB_RESERVE), s_.path_ + ": put " + std::string(key)));
+    TS_RETURN_IF_ERROR(
+        MdbStatus(::mdb_put(txn_, s_.dbi_, &k, &v, MDB_RESERVE), s_.path_ + ": put " + std::string(key)));
     auto* p = static_cast<std::byte*>(v.mv_data);
     std::memcpy(p, e.head.data(), e.head.size());
     p += e.head.size();
@@ -193,8 +191,8 @@ Result<std::shared_ptr<LmdbStore>> LmdbStore::Open(const std::string& path, cons
   if (!opt.sync) flags |= MDB_NOSYNC;
   TS_RETURN_IF_ERROR(MdbStatus(::mdb_env_open(impl->env_, path.c_str(), flags, 0644), path + ": open"));
   MDB_txn* txn = nullptr;
-  TS_RETURN_IF_ERROR(MdbStatus(::mdb_txn_begin(impl->env_, nullptr, opt.read_only ? MDB_RDONLY : 0, &txn),
-                               path + ": begin"));
+  TS_RETURN_IF_ERROR(
+      MdbStatus(::mdb_txn_begin(impl->env_, nullptr, opt.read_only ? MDB_RDONLY : 0, &txn), path + ": begin"));
   int rc = ::mdb_dbi_open(txn, nullptr, 0, &impl->dbi_);
   if (rc != MDB_SUCCESS) {
     ::mdb_txn_abort(txn);
@@ -237,8 +235,8 @@ Result<std::shared_ptr<LmdbSnapshot>> LmdbStore::Snapshot() const {
   auto impl = std::make_unique<LmdbSnapshot::Impl>();
   impl->store_ = shared_from_this();
   impl->s_ = impl_.get();
-  TS_RETURN_IF_ERROR(MdbStatus(::mdb_txn_begin(impl_->env_, nullptr, MDB_RDONLY, &impl->txn_),
-                               impl_->path_ + ": begin read"));
+  TS_RETURN_IF_ERROR(
+      MdbStatus(::mdb_txn_begin(impl_->env_, nullptr, MDB_RDONLY, &impl->txn_), impl_->path_ + ": begin read"));
   return std::make_shared<LmdbSnapshot>(std::move(impl));
 }
 

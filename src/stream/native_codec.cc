@@ -2,8 +2,8 @@
 // point there; the reader checks are numbered as in §7.
 #include "stream/native_codec.h"
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <unordered_set>
@@ -67,8 +67,7 @@ Status DecodePreamble(std::span<const std::byte> b) {
   }
   const std::uint16_t major = Load16(b.data() + 8);
   if (major != kStreamVersionMajor) {  // P2
-    return Unsupported("stream version " + N(major) + "." + N(Load16(b.data() + 10)) +
-                       "; this reader knows 1.x");
+    return Unsupported("stream version " + N(major) + "." + N(Load16(b.data() + 10)) + "; this reader knows 1.x");
   }
   const std::uint32_t flags = Load32(b.data() + 12);
   if (flags != 0) return Unsupported("stream preamble flags 0x" + N(flags) + " are unknown");  // P3
@@ -125,8 +124,7 @@ Result<MessageHeader> DecodeHeader(std::span<const std::byte> b, const StreamRea
                          " bytes exceeds max_message_bytes " + N(opt.max_message_bytes));
   }
   if (h.kind == MessageKind::kEnd && (h.tensor_count != 0 || *total != 0)) {  // H7
-    return Corruption("end-of-stream message with " + N(h.tensor_count) + " tensors and " + N(*total) +
-                      " body bytes");
+    return Corruption("end-of-stream message with " + N(h.tensor_count) + " tensors and " + N(*total) + " body bytes");
   }
   if (h.tensor_count > opt.limits.max_tensor_count) {  // H9
     return LimitExceeded("batch of " + N(h.tensor_count) + " tensors exceeds max_tensor_count " +
@@ -220,8 +218,8 @@ Result<DecodedDescriptors> DecodeDescriptors(const MessageHeader& h, std::span<c
   const std::uint64_t size = block.size();
   auto need = [&](std::uint64_t n, const std::string& what) -> Status {
     if (!RangeWithin(pos, n, size)) {
-      return Corruption(what + " at descriptor offset " + N(pos) + " + " + N(n) + " runs past the block of " +
-                        N(size) + " bytes");
+      return Corruption(what + " at descriptor offset " + N(pos) + " + " + N(n) + " runs past the block of " + N(size) +
+                        " bytes");
     }
     return Status::OK();
   };
@@ -257,7 +255,7 @@ Result<DecodedDescriptors> DecodeDescriptors(const MessageHeader& h, std::span<c
     if (!dt) return Corruption(what + ": dtype code " + N(code) + " is undefined");  // D4
     i.dtype = dt->dtype;
     if (layout != 0) return Unsupported(what + ": layout " + N(layout) + " (only dense is defined)");  // D5
-    if (rank > lim.max_rank) {  // D6
+    if (rank > lim.max_rank) {                                                                         // D6
       return LimitExceeded(what + ": rank " + N(rank) + " exceeds max_rank " + N(lim.max_rank));
     }
     pos += kDescriptorFixedSize;
@@ -279,8 +277,8 @@ Result<DecodedDescriptors> DecodeDescriptors(const MessageHeader& h, std::span<c
     auto bytes = DenseByteSize(i.dtype, i.shape);  // D9
     if (!bytes.ok()) return Corruption(named + ": " + bytes.status().message());
     if (*bytes != i.data_length) {
-      return Corruption(named + ": data_length " + N(i.data_length) + " but shape " + ShapeToString(i.shape) +
-                        " of " + std::string(DTypeName(i.dtype)) + " needs " + N(*bytes));
+      return Corruption(named + ": data_length " + N(i.data_length) + " but shape " + ShapeToString(i.shape) + " of " +
+                        std::string(DTypeName(i.dtype)) + " needs " + N(*bytes));
     }
     // D10: in order, aligned, no overlap, inside the data region.
     if (i.data_offset % kDataAlignment != 0 || i.data_offset < data_end ||
@@ -415,8 +413,7 @@ Result<TensorSet> DecodeMessage(std::span<const std::byte> bytes, std::shared_pt
   }
   auto block = bytes.subspan(kMessageHeaderSize, h.descriptor_bytes);
   TS_ASSIGN_OR_RETURN(DecodedDescriptors d, DecodeDescriptors(h, block, options));
-  return AssembleBatch(std::move(d), bytes.subspan(kMessageHeaderSize + h.descriptor_bytes), std::move(owner),
-                       options);
+  return AssembleBatch(std::move(d), bytes.subspan(kMessageHeaderSize + h.descriptor_bytes), std::move(owner), options);
 }
 
 }  // namespace tensorsafe

@@ -76,8 +76,7 @@ struct DecodedDescriptors {
   std::vector<Descriptor> tensors;
 };
 // Checks D1-D11 on the descriptor block of `header`.
-Result<DecodedDescriptors> DecodeDescriptors(const MessageHeader& header,
-                                             std::span<const std::byte> block,
+Result<DecodedDescriptors> DecodeDescriptors(const MessageHeader& header, std::span<const std::byte> block,
                                              const StreamReaderOptions& options);
 // Checks a data region fed in order, in pieces of any size: the zero
 // padding (D12) and each tensor's checksum (X1, when `verify_data`) as its

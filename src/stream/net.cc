@@ -46,7 +46,8 @@ Result<UniqueFd> TcpSocket(const std::string& host, std::uint16_t port, bool lis
       }
     } else {
       int r;
-      do r = ::connect(fd.get(), a->ai_addr, a->ai_addrlen); while (r != 0 && errno == EINTR);
+      do r = ::connect(fd.get(), a->ai_addr, a->ai_addrlen);
+      while (r != 0 && errno == EINTR);
       if (r != 0) {
         last = Errno("connect to " + host + ":" + p);
         continue;
@@ -91,9 +92,7 @@ Result<std::uint16_t> ListenPort(int fd) {
   return InvalidArgument("not a TCP socket");
 }
 
-Result<UniqueFd> ConnectTcp(const std::string& host, std::uint16_t port) {
-  return TcpSocket(host, port, false, 0);
-}
+Result<UniqueFd> ConnectTcp(const std::string& host, std::uint16_t port) { return TcpSocket(host, port, false, 0); }
 
 Result<UniqueFd> ListenUnix(const std::string& path, int backlog) {
   TS_ASSIGN_OR_RETURN(sockaddr_un a, UnixAddress(path));
@@ -111,14 +110,16 @@ Result<UniqueFd> ConnectUnix(const std::string& path) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (fd.get() < 0) return Errno("socket");
   int r;
-  do r = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a); while (r != 0 && errno == EINTR);
+  do r = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a);
+  while (r != 0 && errno == EINTR);
   if (r != 0) return Errno("connect to " + path);
   return fd;
 }
 
 Result<UniqueFd> Accept(int listen_fd) {
   int fd;
-  do fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC); while (fd < 0 && errno == EINTR);
+  do fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+  while (fd < 0 && errno == EINTR);
   if (fd < 0) return Errno("accept");
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;

@@ -14,10 +14,10 @@ struct ZmqScheme {
 };
 // tensorcom's zcom.py schemes.
 constexpr ZmqScheme kZmqSchemes[] = {
-    {"zpush", ZmqPattern::kPushPull, true, false},  {"zpull", ZmqPattern::kPushPull, false, true},
-    {"zpub", ZmqPattern::kPubSub, true, true},      {"zsub", ZmqPattern::kPubSub, false, false},
-    {"zrpush", ZmqPattern::kPushPull, true, true},  {"zrpull", ZmqPattern::kPushPull, false, false},
-    {"zrpub", ZmqPattern::kPubSub, true, false},    {"zrsub", ZmqPattern::kPubSub, false, true},
+    {"zpush", ZmqPattern::kPushPull, true, false}, {"zpull", ZmqPattern::kPushPull, false, true},
+    {"zpub", ZmqPattern::kPubSub, true, true},     {"zsub", ZmqPattern::kPubSub, false, false},
+    {"zrpush", ZmqPattern::kPushPull, true, true}, {"zrpull", ZmqPattern::kPushPull, false, false},
+    {"zrpub", ZmqPattern::kPubSub, true, false},   {"zrsub", ZmqPattern::kPubSub, false, true},
 };
 
 Status Bad(std::string_view url, const std::string& why) {
@@ -68,8 +68,9 @@ Result<StreamUrl> ParseStreamUrl(std::string_view url, const StreamUrlOptions& o
     return u;
   }
   if (sep == std::string_view::npos) {
-    return Bad(url, "expected -, fd://N, tcp-raw://HOST:PORT, unix://PATH or a ZeroMQ scheme (zpush://, zpull://, "
-                    "zpub://, zsub://, zr...)");
+    return Bad(url,
+               "expected -, fd://N, tcp-raw://HOST:PORT, unix://PATH or a ZeroMQ scheme (zpush://, zpull://, "
+               "zpub://, zsub://, zr...)");
   }
   const std::string_view scheme = url.substr(0, sep), rest = url.substr(sep + 3);
   if (scheme == "fd") {
@@ -122,8 +123,9 @@ Result<StreamUrl> ParseStreamUrl(std::string_view url, const StreamUrlOptions& o
     bare = true;
     transport = scheme;
   } else if (!z) {
-    return Bad(url, "unknown scheme \"" + std::string(scheme) + "\" (-, fd, tcp-raw, unix, zpush, zpull, zpub, zsub, "
-                    "zrpush, zrpull, zrpub, zrsub)");
+    return Bad(url, "unknown scheme \"" + std::string(scheme) +
+                        "\" (-, fd, tcp-raw, unix, zpush, zpull, zpub, zsub, "
+                        "zrpush, zrpull, zrpub, zrsub)");
   }
   if (transport != "tcp" && transport != "ipc" && transport != "inproc") {
     return Bad(url, "unknown ZeroMQ transport \"+" + std::string(transport) + "\" (tcp, ipc, inproc)");

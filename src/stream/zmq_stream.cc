@@ -1,16 +1,16 @@
 // ZmqSender / ZmqReceiver (include/tensorsafe/stream/zmq.h), on cppzmq.
 // Frame layouts: docs/STREAM.md §9.
+#include <unistd.h>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
-#include <unistd.h>
 #include <zmq.hpp>
 
 #include "formats/codec_util.h"
-#include "stream/native_codec.h"
 #include "stream/internal.h"
+#include "stream/native_codec.h"
 #include "tensorsafe/formats/zio.h"
 #include "tensorsafe/stream/zmq.h"
 #include "util/checked_math.h"
@@ -21,9 +21,7 @@ namespace {
 
 std::string N(std::uint64_t v) { return std::to_string(v); }
 
-Status ZmqError(const zmq::error_t& e, const std::string& what) {
-  return IOError(what + ": " + e.what(), e.num());
-}
+Status ZmqError(const zmq::error_t& e, const std::string& what) { return IOError(what + ": " + e.what(), e.num()); }
 
 // Bytes of frames handed to libzmq and not yet released by it. Shared with
 // the free callbacks, which run on libzmq's I/O thread, possibly after the
@@ -122,8 +120,8 @@ std::string_view ZmqEncodingName(ZmqEncoding e) {
 }
 
 std::optional<ZmqEncoding> ParseZmqEncoding(std::string_view name) {
-  for (ZmqEncoding e : {ZmqEncoding::kNative, ZmqEncoding::kTensorcom, ZmqEncoding::kTensorcomSingle,
-                        ZmqEncoding::kZio}) {
+  for (ZmqEncoding e :
+       {ZmqEncoding::kNative, ZmqEncoding::kTensorcom, ZmqEncoding::kTensorcomSingle, ZmqEncoding::kZio}) {
     if (ZmqEncodingName(e) == name) return e;
   }
   return std::nullopt;
@@ -144,13 +142,15 @@ class ZmqSender::Impl {
 
   Status Open(const std::string& endpoint) {
     try {
-      socket_ = zmq::socket_t(*ctx_, opt_.pattern == ZmqPattern::kPushPull ? zmq::socket_type::push
-                                                                          : zmq::socket_type::xpub);
+      socket_ =
+          zmq::socket_t(*ctx_, opt_.pattern == ZmqPattern::kPushPull ? zmq::socket_type::push : zmq::socket_type::xpub);
       socket_.set(zmq::sockopt::sndhwm, opt_.send_hwm);
       socket_.set(zmq::sockopt::sndtimeo, opt_.send_timeout_ms);
       socket_.set(zmq::sockopt::linger, opt_.linger_ms);
-      if (opt_.bind) socket_.bind(endpoint);
-      else socket_.connect(endpoint);
+      if (opt_.bind)
+        socket_.bind(endpoint);
+      else
+        socket_.connect(endpoint);
       endpoint_ = opt_.bind ? socket_.get(zmq::sockopt::last_endpoint) : endpoint;
     } catch (const zmq::error_t& e) {
       return ZmqError(e, (opt_.bind ? "bind " : "connect ") + endpoint);
@@ -187,9 +187,8 @@ class ZmqSender::Impl {
   Status WaitForRoom(std::uint64_t bytes) {
     if (opt_.max_queued_bytes == 0) return Status::OK();
     std::unique_lock<std::mutex> lock(queue_->mu);
-    const bool ok = WaitFor(*queue_, lock, opt_.send_timeout_ms, [&] {
-      return queue_->queued == 0 || queue_->queued + bytes <= opt_.max_queued_bytes;
-    });
+    const bool ok = WaitFor(*queue_, lock, opt_.send_timeout_ms,
+                            [&] { return queue_->queued == 0 || queue_->queued + bytes <= opt_.max_queued_bytes; });
     if (!ok) return IOError("send timed out: " + N(queue_->queued) + " bytes still queued", EAGAIN);
     return Status::OK();
   }
@@ -261,8 +260,7 @@ class ZmqSender::Impl {
         if (!socket_.send(frames[k], flags)) {
           // Only the first frame can meet a full queue: libzmq accepts the
           // rest of a message whose first frame it took.
-          return IOError("send timed out after " + N(opt_.send_timeout_ms) + " ms: the peer's queue is full",
-                         EAGAIN);
+          return IOError("send timed out after " + N(opt_.send_timeout_ms) + " ms: the peer's queue is full", EAGAIN);
         }
       }
     } catch (const zmq::error_t& e) {
@@ -387,8 +385,10 @@ class ZmqReceiver::Impl {
       socket_.set(zmq::sockopt::rcvtimeo, opt_.recv_timeout_ms);
       socket_.set(zmq::sockopt::linger, 0);
       if (sub) socket_.set(zmq::sockopt::subscribe, opt_.subscribe);
-      if (opt_.bind) socket_.bind(endpoint);
-      else socket_.connect(endpoint);
+      if (opt_.bind)
+        socket_.bind(endpoint);
+      else
+        socket_.connect(endpoint);
       endpoint_ = opt_.bind ? socket_.get(zmq::sockopt::last_endpoint) : endpoint;
     } catch (const zmq::error_t& e) {
       return ZmqError(e, (opt_.bind ? "bind " : "connect ") + endpoint);
@@ -418,8 +418,8 @@ class ZmqReceiver::Impl {
                         N(internal::kMessageHeaderSize + h.descriptor_bytes));
     }
     if (frames->size() != 1 + std::size_t{h.tensor_count}) {
-      return Corruption("message has " + N(frames->size()) + " frames; " + N(h.tensor_count) +
-                        " tensors need " + N(1 + std::uint64_t{h.tensor_count}));
+      return Corruption("message has " + N(frames->size()) + " frames; " + N(h.tensor_count) + " tensors need " +
+                        N(1 + std::uint64_t{h.tensor_count}));
     }
     TS_ASSIGN_OR_RETURN(auto d, internal::DecodeDescriptors(h, f0.subspan(internal::kMessageHeaderSize), no));
     TensorSet set;
@@ -441,8 +441,7 @@ class ZmqReceiver::Impl {
     for (const auto& m : *frames) spans.push_back(View(m));
     const std::string name = "message " + N(received_);
     switch (opt_.encoding) {
-      case ZmqEncoding::kNative:
-        return DecodeNative(frames);
+      case ZmqEncoding::kNative: return DecodeNative(frames);
       case ZmqEncoding::kTensorcom: {
         tenbin::ReadOptions ro;
         ro.limits = opt_.native.limits;
@@ -506,8 +505,9 @@ class ZmqReceiver::Impl {
     }
     ++received_;
     auto r = Decode(frames);
-    if (!r.ok()) return r.status().WithContext("zmq " + std::string(ZmqEncodingName(opt_.encoding)) + " message " +
-                                               N(received_ - 1));
+    if (!r.ok())
+      return r.status().WithContext("zmq " + std::string(ZmqEncodingName(opt_.encoding)) + " message " +
+                                    N(received_ - 1));
     if (*r) Realign(**r, *frames);
     return r;
   }
@@ -521,8 +521,7 @@ class ZmqReceiver::Impl {
   std::optional<std::uint64_t> last_sequence_;
 };
 
-Result<std::unique_ptr<ZmqReceiver>> ZmqReceiver::Create(const std::string& endpoint,
-                                                         const ZmqReceiverOptions& o) {
+Result<std::unique_ptr<ZmqReceiver>> ZmqReceiver::Create(const std::string& endpoint, const ZmqReceiverOptions& o) {
   auto impl = std::make_unique<Impl>(o);
   TS_RETURN_IF_ERROR(impl->Open(endpoint));
   return std::make_unique<ZmqReceiver>(std::move(impl));

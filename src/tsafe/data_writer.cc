@@ -60,15 +60,19 @@ void PublishStreamed() {
 
 Status ValidateTensorName(std::string_view name, const Limits& limits) {
   if (name.size() > limits.max_name_bytes || name.size() > kSpecMaxNameBytes) {
-    return LimitExceeded("tensor name of " + std::to_string(name.size()) +
-                         " bytes exceeds the limit of " + std::to_string(limits.max_name_bytes));
+    return LimitExceeded("tensor name of " + std::to_string(name.size()) + " bytes exceeds the limit of " +
+                         std::to_string(limits.max_name_bytes));
   }
-  if (!IsAscii(name) && !IsValidUtf8(name)) return InvalidArgument("tensor name " + QuoteName(name) + " is not valid UTF-8");
+  if (!IsAscii(name) && !IsValidUtf8(name))
+    return InvalidArgument("tensor name " + QuoteName(name) + " is not valid UTF-8");
   return Status::OK();
 }
 
 DataWriter::DataWriter(WritableFile* file, std::uint64_t start, std::uint32_t alignment)
-    : file_(file), pos_(start), alignment_(alignment), buf_(new std::byte[kChunk]),
+    : file_(file),
+      pos_(start),
+      alignment_(alignment),
+      buf_(new std::byte[kChunk]),
       background_(std::make_unique<BackgroundAppender>(file, kChunk)) {}
 
 Status DataWriter::Put(std::span<const std::byte> bytes) {
@@ -116,12 +120,10 @@ Status DataWriter::PutZeros(std::uint64_t n) {
 
 Status DataWriter::Flush() { return WriteBuffered(); }
 
-void DataWriter::Quiesce() {
-  (void)background_->Wait();
-}
+void DataWriter::Quiesce() { (void)background_->Wait(); }
 
-Status DataWriter::Begin(std::string_view name, DType dtype, const Shape& shape,
-                         std::string_view metadata, const Limits& limits) {
+Status DataWriter::Begin(std::string_view name, DType dtype, const Shape& shape, std::string_view metadata,
+                         const Limits& limits) {
   if (in_tensor_) return FailedPrecondition("a streamed tensor is still open");
   TS_RETURN_IF_ERROR(ValidateTensorName(name, limits));
   if (shape.size() > limits.max_rank || shape.size() > kSpecMaxRank) {
@@ -133,8 +135,8 @@ Status DataWriter::Begin(std::string_view name, DType dtype, const Shape& shape,
       return LimitExceeded("tensor " + QuoteName(name) + ": metadata of " + std::to_string(metadata.size()) +
                            " bytes exceeds the limit of " + std::to_string(limits.max_metadata_bytes));
     }
-    TS_RETURN_IF_ERROR(ValidateJsonObject(metadata, limits.max_json_depth)
-                           .WithContext("tensor " + QuoteName(name) + " metadata"));
+    TS_RETURN_IF_ERROR(
+        ValidateJsonObject(metadata, limits.max_json_depth).WithContext("tensor " + QuoteName(name) + " metadata"));
   }
   auto size = DenseByteSize(dtype, shape);
   if (!size.ok()) return size.status().WithContext("tensor " + QuoteName(name));
@@ -282,8 +284,8 @@ Status DataWriter::WriteView(std::string_view name, const TensorView& v, std::st
 }
 
 Status DataWriter::WriteCoo(std::string_view name, DType dtype, const Shape& shape,
-                                        std::span<const std::int64_t> indices, std::span<const std::byte> values,
-                                        bool coalesced, std::string_view metadata, const Limits& limits) {
+                            std::span<const std::int64_t> indices, std::span<const std::byte> values, bool coalesced,
+                            std::string_view metadata, const Limits& limits) {
   const std::uint64_t rank = shape.size();
   const std::string who = "tensor " + QuoteName(name);
   if (rank == 0 ? !indices.empty() : indices.size() % rank != 0) {

@@ -41,14 +41,12 @@ class DataWriter {
   // metadata (not the name's uniqueness: the caller's job); Append takes the
   // bytes in row-major order; End checks the count and completes the entry,
   // which current() then returns until the next Begin (no copy per tensor).
-  Status Begin(std::string_view name, DType dtype, const Shape& shape, std::string_view metadata,
-               const Limits& limits);
+  Status Begin(std::string_view name, DType dtype, const Shape& shape, std::string_view metadata, const Limits& limits);
   Status Append(std::span<const std::byte> bytes);
   Status End();
   const TensorInfo& current() const { return cur_; }
   // Begin + the view's bytes (contiguous or strided) + End.
-  Status WriteView(std::string_view name, const TensorView& view, std::string_view metadata,
-                   const Limits& limits);
+  Status WriteView(std::string_view name, const TensorView& view, std::string_view metadata, const Limits& limits);
 
   // The small-tensor path, for the Writer's Add. StageableSize: the byte
   // size of a view Stage takes (dense, contiguous, within `limits`' rank,
@@ -59,8 +57,8 @@ class DataWriter {
   // accepts them; anything else drops them. current() is not updated.
   std::optional<std::uint64_t> StageableSize(const TensorView& view, const Limits& limits) const;
   // The same for a contiguous tensor of `dtype` and `shape` at `data`.
-  std::optional<std::uint64_t> StageableSize(DType dtype, std::span<const std::uint64_t> shape,
-                                             const std::byte* data, const Limits& limits) const;
+  std::optional<std::uint64_t> StageableSize(DType dtype, std::span<const std::uint64_t> shape, const std::byte* data,
+                                             const Limits& limits) const;
   Status Stage(std::span<const std::byte> bytes, std::uint64_t* offset);
   void Commit() {
     used_ += staged_;
@@ -71,9 +69,8 @@ class DataWriter {
   // A sparse COO tensor (FORMAT.md §6.2): `indices` i64 [nnz, rank]
   // row-major, each within its dimension (and strictly increasing rows when
   // `coalesced`), `values` nnz elements of `dtype`.
-  Status WriteCoo(std::string_view name, DType dtype, const Shape& shape,
-                              std::span<const std::int64_t> indices, std::span<const std::byte> values,
-                              bool coalesced, std::string_view metadata, const Limits& limits);
+  Status WriteCoo(std::string_view name, DType dtype, const Shape& shape, std::span<const std::int64_t> indices,
+                  std::span<const std::byte> values, bool coalesced, std::string_view metadata, const Limits& limits);
   bool in_tensor() const { return in_tensor_; }
 
  private:
@@ -99,7 +96,7 @@ class DataWriter {
   TensorInfo cur_;
   std::uint64_t remaining_ = 0;
   StreamingHash hash_;
-  bool streaming_ = false;       // hash_ holds this tensor's bytes so far
+  bool streaming_ = false;                 // hash_ holds this tensor's bytes so far
   std::optional<std::uint64_t> one_shot_;  // the checksum, hashed in one call
 };
 

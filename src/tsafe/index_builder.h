@@ -4,15 +4,15 @@
 
 #include <cstdint>
 #include <optional>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "tensorsafe/tensor.h"
 #include "tsafe/data_writer.h"
 #include "tsafe/layout.h"
 #include "util/page_buffer.h"
-#include "tensorsafe/tensor.h"
 
 namespace tensorsafe::internal {
 

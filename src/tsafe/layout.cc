@@ -54,25 +54,21 @@ Status DecodeIdentity(std::span<const std::byte> in, Identity* id) {
   const std::uint64_t stored = Load64(in.data() + 24);
   const std::uint64_t computed = Hash64(in.first(24));
   if (stored != computed) {
-    return Corruption("header identity checksum mismatch: stored " + Hex(stored) + ", computed " +
-                      Hex(computed));
+    return Corruption("header identity checksum mismatch: stored " + Hex(stored) + ", computed " + Hex(computed));
   }
   id->version_major = Load16(in.data() + 8);
   id->version_minor = Load16(in.data() + 10);
   id->header_size = Load32(in.data() + 12);
   id->alignment = Load32(in.data() + 16);
   if (id->version_major != kVersionMajor) {
-    return Unsupported("format version " + std::to_string(id->version_major) + "." +
-                       std::to_string(id->version_minor) + " is not supported (this reader reads " +
-                       std::to_string(kVersionMajor) + ".x)");
+    return Unsupported("format version " + std::to_string(id->version_major) + "." + std::to_string(id->version_minor) +
+                       " is not supported (this reader reads " + std::to_string(kVersionMajor) + ".x)");
   }
   if (id->header_size != kHeaderSize) {
-    return Corruption("header size " + std::to_string(id->header_size) + " is not " +
-                      std::to_string(kHeaderSize));
+    return Corruption("header size " + std::to_string(id->header_size) + " is not " + std::to_string(kHeaderSize));
   }
   if (!IsPowerOfTwo(id->alignment) || id->alignment > kMaxAlignment) {
-    return Corruption("alignment " + std::to_string(id->alignment) +
-                      " is not a power of two from 1 to 2^30");
+    return Corruption("alignment " + std::to_string(id->alignment) + " is not a power of two from 1 to 2^30");
   }
   if (Load32(in.data() + 20) != 0) return Corruption("reserved header bytes 20..23 are not zero");
   return Status::OK();
@@ -110,8 +106,7 @@ Status DecodeTrailer(std::span<const std::byte> in, IndexPointer* p) {
   const std::uint64_t stored = Load64(in.data() + 32);
   const std::uint64_t computed = Hash64(in.first(32));
   if (stored != computed) {
-    return Corruption("trailer checksum mismatch: stored " + Hex(stored) + ", computed " +
-                      Hex(computed));
+    return Corruption("trailer checksum mismatch: stored " + Hex(stored) + ", computed " + Hex(computed));
   }
   *p = DecodePointer(in.data());
   return Status::OK();
@@ -141,8 +136,7 @@ std::uint64_t HashCapacity(std::uint64_t count) {
   return cap;
 }
 
-std::uint64_t IndexLength(std::uint64_t entries_length, std::uint64_t hash_capacity,
-                          std::uint64_t metadata_length) {
+std::uint64_t IndexLength(std::uint64_t entries_length, std::uint64_t hash_capacity, std::uint64_t metadata_length) {
   return (kRootSize + entries_length + hash_capacity * 8 + metadata_length + 7) & ~std::uint64_t{7};
 }
 
@@ -163,22 +157,20 @@ Status DecodeRoot(std::span<const std::byte> in, std::uint64_t index_length, Ind
   const std::uint64_t n = r->tensor_count;
   // Each entry takes at least kEntryFixedSize bytes of the index.
   if (n > index_length / kEntryFixedSize) {
-    return Corruption("index claims " + std::to_string(n) + " tensors but is only " +
-                      std::to_string(index_length) + " bytes");
+    return Corruption("index claims " + std::to_string(n) + " tensors but is only " + std::to_string(index_length) +
+                      " bytes");
   }
   if (r->hash_capacity != HashCapacity(n)) {
     return Corruption("hash table capacity " + std::to_string(r->hash_capacity) + " is not " +
                       std::to_string(HashCapacity(n)) + " for " + std::to_string(n) + " tensors");
   }
   if (r->entries_offset != kRootSize) {
-    return Corruption("entries offset " + std::to_string(r->entries_offset) + " is not " +
-                      std::to_string(kRootSize));
+    return Corruption("entries offset " + std::to_string(r->entries_offset) + " is not " + std::to_string(kRootSize));
   }
-  if (r->entries_length % 8 != 0 || r->entries_length < n * kEntryFixedSize ||
-      r->entries_length > index_length || r->entries_length > kMaxEntriesBytes) {
+  if (r->entries_length % 8 != 0 || r->entries_length < n * kEntryFixedSize || r->entries_length > index_length ||
+      r->entries_length > kMaxEntriesBytes) {
     return Corruption("entries length " + std::to_string(r->entries_length) + " is impossible for " +
-                      std::to_string(n) + " tensors in an index of " + std::to_string(index_length) +
-                      " bytes");
+                      std::to_string(n) + " tensors in an index of " + std::to_string(index_length) + " bytes");
   }
   if (r->hash_offset != kRootSize + r->entries_length) {
     return Corruption("hash table offset " + std::to_string(r->hash_offset) + " is not " +
@@ -186,15 +178,13 @@ Status DecodeRoot(std::span<const std::byte> in, std::uint64_t index_length, Ind
   }
   const std::uint64_t hash_end = r->hash_offset + r->hash_capacity * 8;  // bounded by n above
   if (r->metadata_offset != hash_end) {
-    return Corruption("metadata offset " + std::to_string(r->metadata_offset) + " is not " +
-                      std::to_string(hash_end));
+    return Corruption("metadata offset " + std::to_string(r->metadata_offset) + " is not " + std::to_string(hash_end));
   }
   if (r->metadata_length > index_length ||
       IndexLength(r->entries_length, r->hash_capacity, r->metadata_length) != index_length) {
-    return Corruption("index length " + std::to_string(index_length) +
-                      " does not match its sections (entries " + std::to_string(r->entries_length) +
-                      ", hash slots " + std::to_string(r->hash_capacity) + ", metadata " +
-                      std::to_string(r->metadata_length) + ")");
+    return Corruption("index length " + std::to_string(index_length) + " does not match its sections (entries " +
+                      std::to_string(r->entries_length) + ", hash slots " + std::to_string(r->hash_capacity) +
+                      ", metadata " + std::to_string(r->metadata_length) + ")");
   }
   return Status::OK();
 }
@@ -206,14 +196,15 @@ std::uint64_t EntryView::dim(std::size_t i) const { return Load64(dims.data() + 
 // dims 8*rank | [COO: nnz 8 | values_offset 8 | coo_flags 8] | name |
 // metadata_length 4 | metadata | zero padding to 8.
 EntryFields FieldsOf(const TensorInfo& t) {
-  return {t.name, t.dtype, t.layout, t.shape, t.data_offset, t.data_length, t.data_checksum, t.metadata_json,
-          t.nnz, t.coo_values_offset, t.coalesced};
+  return {t.name,        t.dtype,         t.layout,        t.shape, t.data_offset,
+          t.data_length, t.data_checksum, t.metadata_json, t.nnz,   t.coo_values_offset,
+          t.coalesced};
 }
 
 std::size_t EntryLength(const EntryFields& e) {
   const bool coo = e.layout == Layout::kCoo;
-  const std::size_t content = kEntryFixedSize + 8 * e.shape.size() + (coo ? kCooParamsSize : 0) + e.name.size() +
-                              4 + e.metadata_json.size();
+  const std::size_t content =
+      kEntryFixedSize + 8 * e.shape.size() + (coo ? kCooParamsSize : 0) + e.name.size() + 4 + e.metadata_json.size();
   return (content + 7) & ~std::size_t{7};
 }
 
@@ -251,8 +242,7 @@ void EncodeEntry(const EntryFields& e, std::byte* p) {
 
 std::uint32_t PeekEntryLength(const std::byte* p) { return Load32(p); }
 
-Status DecodeEntry(std::span<const std::byte> in, std::uint32_t max_rank,
-                   std::uint32_t max_name_bytes, EntryView* e) {
+Status DecodeEntry(std::span<const std::byte> in, std::uint32_t max_rank, std::uint32_t max_name_bytes, EntryView* e) {
   const std::byte* p = in.data();
   const std::uint64_t len = in.size();
   // `in` is exactly the claimed length, which may be under 4 bytes.
@@ -275,8 +265,7 @@ Status DecodeEntry(std::span<const std::byte> in, std::uint32_t max_rank,
   e->data_checksum = Load64(p + 32);
   if (flags != 0) return Corruption("entry flags " + std::to_string(flags) + " are not zero");
   if (e->rank > max_rank) {
-    return LimitExceeded("rank " + std::to_string(e->rank) + " exceeds the limit of " +
-                         std::to_string(max_rank));
+    return LimitExceeded("rank " + std::to_string(e->rank) + " exceeds the limit of " + std::to_string(max_rank));
   }
   if (name_len > max_name_bytes) {
     return LimitExceeded("name of " + std::to_string(name_len) + " bytes exceeds the limit of " +
@@ -294,12 +283,12 @@ Status DecodeEntry(std::span<const std::byte> in, std::uint32_t max_rank,
   const std::uint32_t meta_len = Load32(p + name_end);
   const std::uint64_t meta_end = name_end + 4 + meta_len;
   if (meta_end > len) {
-    return Corruption("entry of " + std::to_string(len) + " bytes cannot hold metadata of " +
-                      std::to_string(meta_len) + " bytes");
+    return Corruption("entry of " + std::to_string(len) + " bytes cannot hold metadata of " + std::to_string(meta_len) +
+                      " bytes");
   }
   if (((meta_end + 7) & ~std::uint64_t{7}) != len) {
-    return Corruption("entry length " + std::to_string(len) + " is not its content (" +
-                      std::to_string(meta_end) + " bytes) padded to 8");
+    return Corruption("entry length " + std::to_string(len) + " is not its content (" + std::to_string(meta_end) +
+                      " bytes) padded to 8");
   }
   if (!AllZero(in.subspan(meta_end))) return Corruption("entry padding is not zero");
   e->dims = in.subspan(kEntryFixedSize, 8ull * e->rank);

@@ -17,9 +17,8 @@ namespace tensorsafe::internal {
 
 // FORMAT.md §3: "\x89TSF\r\n\x1a\n". 0x89 is not ASCII and cannot start a
 // UTF-8 sequence; CR LF and LF catch newline translation; 0x1a stops `type`.
-inline constexpr std::array<std::byte, 8> kMagic = {
-    std::byte{0x89}, std::byte{'T'}, std::byte{'S'}, std::byte{'F'},
-    std::byte{0x0d}, std::byte{0x0a}, std::byte{0x1a}, std::byte{0x0a}};
+inline constexpr std::array<std::byte, 8> kMagic = {std::byte{0x89}, std::byte{'T'},  std::byte{'S'},  std::byte{'F'},
+                                                    std::byte{0x0d}, std::byte{0x0a}, std::byte{0x1a}, std::byte{0x0a}};
 inline constexpr std::uint16_t kVersionMajor = 1;
 inline constexpr std::uint16_t kVersionMinor = 1;
 
@@ -36,9 +35,9 @@ inline constexpr std::uint32_t kSpecMaxNameBytes = 65535;
 inline constexpr std::uint64_t kSlotPosBits = 40;
 inline constexpr std::uint64_t kMaxEntriesBytes = (std::uint64_t{1} << kSlotPosBits) * 8 - 8;
 // "TSFINDEX"
-inline constexpr std::array<std::byte, 8> kIndexMagic = {
-    std::byte{'T'}, std::byte{'S'}, std::byte{'F'}, std::byte{'I'},
-    std::byte{'N'}, std::byte{'D'}, std::byte{'E'}, std::byte{'X'}};
+inline constexpr std::array<std::byte, 8> kIndexMagic = {std::byte{'T'}, std::byte{'S'}, std::byte{'F'},
+                                                         std::byte{'I'}, std::byte{'N'}, std::byte{'D'},
+                                                         std::byte{'E'}, std::byte{'X'}};
 // FORMAT.md §3.2 feature bits. Bit 0 (spec 1.1): the index has sparse COO
 // entries, so a 1.0 reader, which would reject them, refuses the file at once.
 inline constexpr std::uint64_t kFeatureCoo = 1;
@@ -104,8 +103,7 @@ Status DecodeRoot(std::span<const std::byte> in, std::uint64_t index_length, Ind
 // Capacity of the hash table for `count` tensors: the smallest power of two
 // >= 2 * count, 0 for an empty file (FORMAT.md §6.3).
 std::uint64_t HashCapacity(std::uint64_t count);
-std::uint64_t IndexLength(std::uint64_t entries_length, std::uint64_t hash_capacity,
-                          std::uint64_t metadata_length);
+std::uint64_t IndexLength(std::uint64_t entries_length, std::uint64_t hash_capacity, std::uint64_t metadata_length);
 
 // FORMAT.md §6.2: one index entry.
 struct EntryView {
@@ -151,7 +149,6 @@ std::uint32_t PeekEntryLength(const std::byte* p);
 // the entry checksum, structure, dtype and layout codes and padding. Limits
 // come from the options; semantic checks (data range, size) are the reader's.
 
-Status DecodeEntry(std::span<const std::byte> in, std::uint32_t max_rank,
-                   std::uint32_t max_name_bytes, EntryView* e);
+Status DecodeEntry(std::span<const std::byte> in, std::uint32_t max_rank, std::uint32_t max_name_bytes, EntryView* e);
 
 }  // namespace tensorsafe::internal

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "tsafe/layout.h"
-#include "tensorsafe/env.h"
 #include "io/parallel_read.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/reader.h"
+#include "tsafe/layout.h"
 #include "util/aligned_alloc.h"
 #include "util/checked_math.h"
 #include "util/endian.h"
@@ -34,9 +34,7 @@ struct EntryLabel {
   enum class Kind { kOrdinal, kIndexOffset };
   Kind kind;
   std::uint64_t n;
-  std::string str() const {
-    return kind == Kind::kOrdinal ? "entry " + N(n) : "index entry at offset " + N(n);
-  }
+  std::string str() const { return kind == Kind::kOrdinal ? "entry " + N(n) : "index entry at offset " + N(n); }
   std::string with(std::string_view name) const { return str() + " " + QuoteName(name); }
 };
 inline EntryLabel Ordinal(std::uint64_t i) { return {EntryLabel::Kind::kOrdinal, i}; }
@@ -78,8 +76,8 @@ class Reader::Impl {
 
   // ---- sequential walk ----
   // Visits entries in order; `fn` may set *stop to end the walk early.
-  using WalkFn = std::function<Status(std::uint64_t ordinal, std::uint64_t rel,
-                                      const internal::EntryView&, bool* stop)>;
+  using WalkFn =
+      std::function<Status(std::uint64_t ordinal, std::uint64_t rel, const internal::EntryView&, bool* stop)>;
   Status Walk(const WalkFn& fn) const { return Walk(index_, fn); }
   Status Walk(std::span<const std::byte> idx, const WalkFn& fn) const;
   Status Refill(std::uint64_t rel, std::uint64_t remain, std::vector<std::byte>& window, std::uint64_t* win_start,

@@ -6,17 +6,17 @@
 namespace tensorsafe {
 
 using internal::CheckedAdd;
-using internal::QuoteName;
 using internal::EntryLabel;
 using internal::kMaxDims;
 using internal::N;
 using internal::Ordinal;
+using internal::QuoteName;
 
 Status Reader::Impl::View(std::uint64_t off, std::uint64_t len, std::vector<std::byte>& scratch,
                           std::span<const std::byte>* out) const {
   if (!internal::RangeWithin(off, len, size_)) {
-    return Err(Corruption("read of " + N(len) + " bytes at offset " + N(off) +
-                          " runs past the end of the file (" + N(size_) + " bytes)"));
+    return Err(Corruption("read of " + N(len) + " bytes at offset " + N(off) + " runs past the end of the file (" +
+                          N(size_) + " bytes)"));
   }
   if (file_ == nullptr) {
     *out = bytes_.subspan(off, len);
@@ -53,8 +53,7 @@ Status Reader::Impl::Open() {
   std::vector<std::byte> scratch;
   if (size_ < internal::kHeaderSize + internal::kTrailerSize) {
     return Err(Corruption("file is " + N(size_) + " bytes, smaller than the " +
-                          N(internal::kHeaderSize + internal::kTrailerSize) +
-                          "-byte minimum (header and trailer)"));
+                          N(internal::kHeaderSize + internal::kTrailerSize) + "-byte minimum (header and trailer)"));
   }
   std::span<const std::byte> hdr;
   TS_RETURN_IF_ERROR(View(0, internal::kHeaderSize, scratch, &hdr));
@@ -92,17 +91,17 @@ Status Reader::Impl::Open() {
   TS_RETURN_IF_ERROR(View(ptr_.index_offset, internal::kRootSize, scratch, &root));
   const std::uint64_t root_sum = internal::Hash64(root);
   if (root_sum != ptr_.index_checksum) {
-    return Err(Corruption("index root checksum mismatch at offset " + N(ptr_.index_offset) +
-                          ": stored " + N(ptr_.index_checksum) + ", computed " + N(root_sum)));
+    return Err(Corruption("index root checksum mismatch at offset " + N(ptr_.index_offset) + ": stored " +
+                          N(ptr_.index_checksum) + ", computed " + N(root_sum)));
   }
   TS_RETURN_IF_ERROR(Err(internal::DecodeRoot(root, ptr_.index_length, &root_)));
   if (root_.tensor_count > opt_.limits.max_tensor_count) {
-    return Err(LimitExceeded("file has " + N(root_.tensor_count) +
-                             " tensors, more than the limit of " + N(opt_.limits.max_tensor_count)));
+    return Err(LimitExceeded("file has " + N(root_.tensor_count) + " tensors, more than the limit of " +
+                             N(opt_.limits.max_tensor_count)));
   }
   if (root_.metadata_length > opt_.limits.max_metadata_bytes) {
-    return Err(LimitExceeded("file metadata of " + N(root_.metadata_length) +
-                             " bytes exceeds the limit of " + N(opt_.limits.max_metadata_bytes)));
+    return Err(LimitExceeded("file metadata of " + N(root_.metadata_length) + " bytes exceeds the limit of " +
+                             N(opt_.limits.max_metadata_bytes)));
   }
   if (!via_trailer_) {
     // The trailer written with the live index must agree with the slot.
@@ -133,16 +132,14 @@ Status Reader::Impl::Open() {
 Status Reader::Impl::CheckPointer() const {
   const auto& p = ptr_;
   if ((p.features & ~internal::kKnownFeatures) != 0) {
-    return Err(Unsupported("file requires feature bits " + N(p.features) +
-                           " that this reader does not know"));
+    return Err(Unsupported("file requires feature bits " + N(p.features) + " that this reader does not know"));
   }
   if (p.index_offset < internal::kHeaderSize || p.index_offset % 8 != 0) {
-    return Err(Corruption("index offset " + N(p.index_offset) +
-                          " is inside the header or not a multiple of 8"));
+    return Err(Corruption("index offset " + N(p.index_offset) + " is inside the header or not a multiple of 8"));
   }
   if (p.index_length < internal::kRootSize || p.index_length % 8 != 0) {
-    return Err(Corruption("index length " + N(p.index_length) +
-                          " is smaller than the 128-byte root or not a multiple of 8"));
+    return Err(
+        Corruption("index length " + N(p.index_length) + " is smaller than the 128-byte root or not a multiple of 8"));
   }
   if (p.index_length > opt_.limits.max_index_bytes) {
     return Err(LimitExceeded("index of " + N(p.index_length) + " bytes exceeds the limit of " +
@@ -155,8 +152,8 @@ Status Reader::Impl::CheckPointer() const {
                           " + trailer 48 exceeds file size " + N(size_)));
   }
   if (via_trailer_ && *with_trailer != size_) {
-    return Err(Corruption("trailer points at an index ending at " + N(*end) +
-                          ", not right before the trailer at " + N(size_ - internal::kTrailerSize)));
+    return Err(Corruption("trailer points at an index ending at " + N(*end) + ", not right before the trailer at " +
+                          N(size_ - internal::kTrailerSize)));
   }
   return Status::OK();
 }
@@ -197,8 +194,8 @@ Status Reader::Impl::CheckCooSizes(const internal::EntryView& e, const EntryLabe
   const std::uint64_t nnz = e.nnz;
   auto values = DenseByteSize(e.dtype, std::span<const std::uint64_t>(&nnz, 1));
   if (!values_at || !values.ok()) {
-    return Err(Corruption(label.with(e.name) + ": COO sizes of " + N(e.nnz) + " elements of rank " +
-                          N(e.rank) + " overflow"));
+    return Err(
+        Corruption(label.with(e.name) + ": COO sizes of " + N(e.nnz) + " elements of rank " + N(e.rank) + " overflow"));
   }
   if (e.values_offset != *values_at) {
     return Err(Corruption(label.with(e.name) + ": COO values offset " + N(e.values_offset) + " is not " +
@@ -206,9 +203,9 @@ Status Reader::Impl::CheckCooSizes(const internal::EntryView& e, const EntryLabe
   }
   auto total = CheckedAdd(*values_at, *values);
   if (!total || *total != e.data_length) {
-    return Err(Corruption(label.with(e.name) + ": data length " + N(e.data_length) + " does not match " +
-                          N(e.nnz) + " COO elements of " + std::string(DTypeName(e.dtype)) + " (" +
-                          N(total.value_or(0)) + " bytes)"));
+    return Err(Corruption(label.with(e.name) + ": data length " + N(e.data_length) + " does not match " + N(e.nnz) +
+                          " COO elements of " + std::string(DTypeName(e.dtype)) + " (" + N(total.value_or(0)) +
+                          " bytes)"));
   }
   return Status::OK();
 }
@@ -231,9 +228,9 @@ Status Reader::Impl::CheckCooIndices(const internal::EntryView& e, const EntryLa
       for (std::uint64_t d = 0; d < rank; ++d) {
         const std::uint64_t v = internal::Load64(chunk.data() + r * row_bytes + 8 * d);
         if (v >= e.dim(d)) {  // negative i64 values are huge as u64
-          return Err(Corruption(label.with(e.name) + ": COO index of element " + N(row + r) + " in dimension " +
-                                N(d) + " is " + std::to_string(static_cast<std::int64_t>(v)) +
-                                ", outside [0, " + N(e.dim(d)) + ")"));
+          return Err(Corruption(label.with(e.name) + ": COO index of element " + N(row + r) + " in dimension " + N(d) +
+                                " is " + std::to_string(static_cast<std::int64_t>(v)) + ", outside [0, " + N(e.dim(d)) +
+                                ")"));
         }
         if (order == 0 && v != prev[d]) order = v > prev[d] ? 1 : -1;
         prev[d] = v;
@@ -271,9 +268,9 @@ Status Reader::Impl::CheckEntry(const internal::EntryView& e, const EntryLabel& 
     auto want = DenseByteSize(e.dtype, shape);
     if (!want.ok()) return Err(Corruption(label.with(e.name) + ": " + want.status().message()));
     if (*want != e.data_length) {
-    return Err(Corruption(label.with(e.name) + ": data length " + N(e.data_length) +
-                          " does not match shape " + ShapeToString(shape) + " of " +
-                          std::string(DTypeName(e.dtype)) + " (" + N(*want) + " bytes)"));
+      return Err(Corruption(label.with(e.name) + ": data length " + N(e.data_length) + " does not match shape " +
+                            ShapeToString(shape) + " of " + std::string(DTypeName(e.dtype)) + " (" + N(*want) +
+                            " bytes)"));
     }
   }
   if (e.data_offset % id_.alignment != 0) {
@@ -282,9 +279,8 @@ Status Reader::Impl::CheckEntry(const internal::EntryView& e, const EntryLabel& 
   }
   auto end = CheckedAdd(e.data_offset, e.data_length);
   if (e.data_offset < internal::kHeaderSize || !end || *end > ptr_.index_offset) {
-    return Err(Corruption(label.with(e.name) + ": data offset " + N(e.data_offset) + " + length " +
-                          N(e.data_length) + " is outside the data region [128, " +
-                          N(ptr_.index_offset) + ")"));
+    return Err(Corruption(label.with(e.name) + ": data offset " + N(e.data_offset) + " + length " + N(e.data_length) +
+                          " is outside the data region [128, " + N(ptr_.index_offset) + ")"));
   }
   return Status::OK();
 }
@@ -324,8 +320,8 @@ Status Reader::Impl::Lookup(std::span<const std::byte> idx, std::string_view nam
     if ((slot >> internal::kSlotPosBits) != tag) continue;
     const std::uint64_t pos = (slot & ((std::uint64_t{1} << internal::kSlotPosBits) - 1)) - 1;
     // pos < 2^40, so pos * 8 cannot overflow.
-    TS_RETURN_IF_ERROR(DecodeEntryAt(idx, pos * 8, scratch, e,
-                                     {EntryLabel::Kind::kIndexOffset, root_.entries_offset + pos * 8}));
+    TS_RETURN_IF_ERROR(
+        DecodeEntryAt(idx, pos * 8, scratch, e, {EntryLabel::Kind::kIndexOffset, root_.entries_offset + pos * 8}));
     if (e->name == name) {
       *rel = pos * 8;
       return Status::OK();
@@ -367,8 +363,8 @@ Status Reader::Impl::Walk(std::span<const std::byte> idx, const Reader::Impl::Wa
         TS_RETURN_IF_ERROR(Refill(rel, remain, window, &win_start, len));
       }
       if (len > remain) {
-        return Err(Corruption("entry " + N(i) + ": length " + N(len) + " runs past the entries section (" +
-                              N(remain) + " bytes remain)"));
+        return Err(Corruption("entry " + N(i) + ": length " + N(len) + " runs past the entries section (" + N(remain) +
+                              " bytes remain)"));
       }
       std::span<const std::byte> bytes(window.data() + (rel - win_start), len);
       Status s = internal::DecodeEntry(bytes, opt_.limits.max_rank, opt_.limits.max_name_bytes, &e);
@@ -383,8 +379,8 @@ Status Reader::Impl::Walk(std::span<const std::byte> idx, const Reader::Impl::Wa
     rel += e.length;
   }
   if (rel != root_.entries_length) {
-    return Err(Corruption("entries section is " + N(root_.entries_length) + " bytes but its " +
-                          N(root_.tensor_count) + " entries take " + N(rel)));
+    return Err(Corruption("entries section is " + N(root_.entries_length) + " bytes but its " + N(root_.tensor_count) +
+                          " entries take " + N(rel)));
   }
   return Status::OK();
 }
@@ -405,8 +401,7 @@ Status Reader::Impl::CheckSection(std::span<const std::byte> idx, const char* wh
   TS_RETURN_IF_ERROR(IndexView(idx, rel, len, scratch, &b));
   const std::uint64_t got = internal::Hash64(b);
   if (got != want) {
-    return Err(Corruption(std::string(what) + " checksum mismatch: stored " + N(want) +
-                          ", computed " + N(got)));
+    return Err(Corruption(std::string(what) + " checksum mismatch: stored " + N(want) + ", computed " + N(got)));
   }
   return Status::OK();
 }
@@ -430,8 +425,10 @@ Status Reader::Impl::CheckHashTable(std::span<const std::byte> table, const std:
   std::uint64_t first_empty = cap;
   for (std::uint64_t k = 0; k < cap; ++k) {
     const std::uint64_t slot = internal::Load64(table.data() + 8 * k);
-    if (slot != 0) by_pos.push_back({(slot & kPosMask) - 1, k});
-    else if (first_empty == cap) first_empty = k;
+    if (slot != 0)
+      by_pos.push_back({(slot & kPosMask) - 1, k});
+    else if (first_empty == cap)
+      first_empty = k;
   }
   *used = by_pos.size();
   for (std::uint64_t j = 1, len = 0; j <= cap; ++j) {
@@ -446,8 +443,8 @@ Status Reader::Impl::CheckHashTable(std::span<const std::byte> table, const std:
     const std::uint64_t rel = by_pos[j].first * 8;
     while (i < named.size() && named[i].rel < rel) ++i;
     if (i < named.size() && named[i].rel == rel) continue;
-    const std::string label = "hash slot " + N(by_pos[j].second) + ": index entry at offset " +
-                              N(root_.entries_offset + rel);
+    const std::string label =
+        "hash slot " + N(by_pos[j].second) + ": index entry at offset " + N(root_.entries_offset + rel);
     if (rel >= root_.entries_length) {
       return Err(Corruption(label + " is outside the entries section of " + N(root_.entries_length) + " bytes"));
     }
@@ -464,8 +461,8 @@ Status Reader::Impl::CheckHashTable(std::span<const std::byte> table, const std:
   });
   std::vector<std::uint64_t> first_of(named.size());
   for (std::size_t j = 0; j < order.size(); ++j) {
-    const bool same = j > 0 && named[order[j]].hash == named[order[j - 1]].hash &&
-                      named[order[j]].name == named[order[j - 1]].name;
+    const bool same =
+        j > 0 && named[order[j]].hash == named[order[j - 1]].hash && named[order[j]].name == named[order[j - 1]].name;
     first_of[order[j]] = same ? first_of[order[j - 1]] : order[j];
   }
   for (std::uint64_t i = 0; i < named.size(); ++i) {
@@ -496,10 +493,10 @@ Status Reader::Impl::CheckWholeIndex(std::span<const std::byte> idx) const {
     TS_RETURN_IF_ERROR(LoadIndex(&loaded));
     idx = loaded;
   }
-  TS_RETURN_IF_ERROR(CheckSection(idx, "index entries", root_.entries_offset, root_.entries_length,
-                                  root_.entries_checksum));
-  TS_RETURN_IF_ERROR(CheckSection(idx, "index hash table", root_.hash_offset, root_.hash_capacity * 8,
-                                  root_.hash_checksum));
+  TS_RETURN_IF_ERROR(
+      CheckSection(idx, "index entries", root_.entries_offset, root_.entries_length, root_.entries_checksum));
+  TS_RETURN_IF_ERROR(
+      CheckSection(idx, "index hash table", root_.hash_offset, root_.hash_capacity * 8, root_.hash_checksum));
   TS_RETURN_IF_ERROR(Metadata(idx).status());
   struct Extent {
     std::uint64_t off, len, ordinal;
@@ -512,8 +509,7 @@ Status Reader::Impl::CheckWholeIndex(std::span<const std::byte> idx) const {
   TS_RETURN_IF_ERROR(IndexView(idx, root_.hash_offset, root_.hash_capacity * 8, scratch, &table));
   std::vector<NamedEntry> named;
   named.reserve(root_.tensor_count);
-  TS_RETURN_IF_ERROR(Walk(idx, [&](std::uint64_t i, std::uint64_t rel, const internal::EntryView& e,
-                     bool*) -> Status {
+  TS_RETURN_IF_ERROR(Walk(idx, [&](std::uint64_t i, std::uint64_t rel, const internal::EntryView& e, bool*) -> Status {
     // Each length is within the file, but a hostile index can repeat them.
     data_bytes = internal::CheckedAdd(data_bytes, e.data_length).value_or(~std::uint64_t{0});
     if (e.data_length > 0) extents.push_back({e.data_offset, e.data_length, i});
@@ -523,15 +519,12 @@ Status Reader::Impl::CheckWholeIndex(std::span<const std::byte> idx) const {
   std::uint64_t used = 0;
   TS_RETURN_IF_ERROR(CheckHashTable(table, named, &used));
   if (data_bytes != root_.data_bytes) {
-    return Err(Corruption("index root says " + N(root_.data_bytes) + " data bytes, entries sum to " +
-                          N(data_bytes)));
+    return Err(Corruption("index root says " + N(root_.data_bytes) + " data bytes, entries sum to " + N(data_bytes)));
   }
   if (used != root_.tensor_count) {
-    return Err(Corruption("hash table has " + N(used) + " used slots for " + N(root_.tensor_count) +
-                          " tensors"));
+    return Err(Corruption("hash table has " + N(used) + " used slots for " + N(root_.tensor_count) + " tensors"));
   }
-  std::sort(extents.begin(), extents.end(),
-            [](const Extent& a, const Extent& b) { return a.off < b.off; });
+  std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) { return a.off < b.off; });
   for (std::size_t k = 1; k < extents.size(); ++k) {
     const Extent& a = extents[k - 1];
     const Extent& b = extents[k];
@@ -556,8 +549,8 @@ Result<std::string> Reader::Impl::Metadata(std::span<const std::byte> idx) const
   b = b.first(root_.metadata_length);
   const std::uint64_t got = internal::Hash64(b);
   if (got != root_.metadata_checksum) {
-    return Err(Corruption("file metadata checksum mismatch: stored " + N(root_.metadata_checksum) +
-                          ", computed " + N(got)));
+    return Err(
+        Corruption("file metadata checksum mismatch: stored " + N(root_.metadata_checksum) + ", computed " + N(got)));
   }
   if (b.empty()) return std::string("{}");
   std::string text(reinterpret_cast<const char*>(b.data()), b.size());

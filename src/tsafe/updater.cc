@@ -9,13 +9,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/file_lock.h"
+#include "tensorsafe/env.h"
+#include "tensorsafe/reader.h"
+#include "tensorsafe/writer.h"
 #include "tsafe/data_writer.h"
 #include "tsafe/index_builder.h"
 #include "tsafe/layout.h"
-#include "tensorsafe/env.h"
-#include "io/file_lock.h"
-#include "tensorsafe/reader.h"
-#include "tensorsafe/writer.h"
 #include "util/text.h"
 
 namespace tensorsafe {
@@ -42,12 +42,12 @@ class Updater::Impl {
  public:
   // A tensor touched by this transaction, under its current name.
   struct Record {
-    bool is_new = false;          // added in this transaction
-    std::string original;         // its name in the live index, when !is_new
-    bool data_replaced = false;   // info holds new data (always for new ones)
-    TensorInfo info;              // the new data's entry when data_replaced
+    bool is_new = false;                  // added in this transaction
+    std::string original;                 // its name in the live index, when !is_new
+    bool data_replaced = false;           // info holds new data (always for new ones)
+    TensorInfo info;                      // the new data's entry when data_replaced
     std::optional<std::string> metadata;  // changed metadata, when set
-    std::uint64_t order = 0;      // position among new tensors
+    std::uint64_t order = 0;              // position among new tensors
   };
 
   Impl(std::string path, const UpdaterOptions& opt, Env* env, internal::FileLock lock)

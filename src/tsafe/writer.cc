@@ -6,11 +6,11 @@
 #include <optional>
 #include <vector>
 
+#include "io/atomic_file.h"
+#include "tensorsafe/env.h"
 #include "tsafe/data_writer.h"
 #include "tsafe/index_builder.h"
 #include "tsafe/layout.h"
-#include "io/atomic_file.h"
-#include "tensorsafe/env.h"
 #include "util/checked_math.h"
 #include "util/text.h"
 
@@ -24,8 +24,12 @@ class Writer::Impl {
   // into `own`, the caller's file.
   Impl(std::optional<internal::AtomicFile> atomic, std::unique_ptr<WritableFile> own, const WriterOptions& opt,
        bool fill_slot)
-      : atomic_(std::move(atomic)), own_(std::move(own)), file_(atomic_ ? &atomic_->file() : own_.get()),
-        opt_(opt), fill_slot_(fill_slot), data_(file_, 0, opt.alignment) {}
+      : atomic_(std::move(atomic)),
+        own_(std::move(own)),
+        file_(atomic_ ? &atomic_->file() : own_.get()),
+        opt_(opt),
+        fill_slot_(fill_slot),
+        data_(file_, 0, opt.alignment) {}
 
   ~Impl() { Abandon(); }
 
@@ -69,8 +73,8 @@ class Writer::Impl {
     return AddView(name, view, metadata);
   }
 
-  Status Add(std::string_view name, DType dtype, std::span<const std::uint64_t> shape,
-             std::span<const std::byte> data, std::string_view metadata) {
+  Status Add(std::string_view name, DType dtype, std::span<const std::uint64_t> shape, std::span<const std::byte> data,
+             std::string_view metadata) {
     TS_RETURN_IF_ERROR(CheckOpen());
     name_hash_ = internal::NameHash(name);
     index_.Prefetch(name_hash_);
@@ -258,8 +262,7 @@ Result<std::unique_ptr<Writer>> Writer::ToFd(int fd, const WriterOptions& option
   return Make(std::nullopt, std::move(file), options, at_start);
 }
 
-Result<std::unique_ptr<Writer>> Writer::ToFile(std::unique_ptr<WritableFile> file,
-                                               const WriterOptions& options) {
+Result<std::unique_ptr<Writer>> Writer::ToFile(std::unique_ptr<WritableFile> file, const WriterOptions& options) {
   if (!file) return InvalidArgument("null file");
   TS_RETURN_IF_ERROR(CheckOptions(options));
   return Make(std::nullopt, std::move(file), options, /*fill_slot=*/true);

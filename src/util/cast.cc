@@ -96,8 +96,7 @@ Status Cast(DType from, std::span<const std::byte> in, DType to, std::span<std::
   const std::size_t in_size = ElementSize(from);
   const std::size_t out_size = ElementSize(to);
   if (in.size() % in_size != 0) {
-    return InvalidArgument(std::to_string(in.size()) + " bytes are not a whole number of " + Name(from) +
-                           " elements");
+    return InvalidArgument(std::to_string(in.size()) + " bytes are not a whole number of " + Name(from) + " elements");
   }
   const std::size_t n = in.size() / in_size;
   if (out.size() != n * out_size) {

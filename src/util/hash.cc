@@ -23,8 +23,7 @@
 #endif
 #if defined(__x86_64__) && defined(__GNUC__)
 extern "C" XXH64_hash_t XXH3_64bits_dispatch(const void* input, size_t len) TS_XXH3_WEAK;
-extern "C" XXH_errorcode XXH3_64bits_update_dispatch(XXH3_state_t* state, const void* input, size_t len)
-    TS_XXH3_WEAK;
+extern "C" XXH_errorcode XXH3_64bits_update_dispatch(XXH3_state_t* state, const void* input, size_t len) TS_XXH3_WEAK;
 #define TS_XXH3_DISPATCH 1
 #else
 #define TS_XXH3_DISPATCH 0
@@ -50,9 +49,7 @@ constexpr std::uint64_t kNameHashSeed = 0x7473616665u;  // "tsafe"
 
 std::uint64_t Hash64(std::span<const std::byte> bytes) { return Xxh3(bytes.data(), bytes.size()); }
 std::uint64_t Hash64(std::string_view bytes) { return Xxh3(bytes.data(), bytes.size()); }
-std::uint64_t NameHash(std::string_view name) {
-  return XXH3_64bits_withSeed(name.data(), name.size(), kNameHashSeed);
-}
+std::uint64_t NameHash(std::string_view name) { return XXH3_64bits_withSeed(name.data(), name.size(), kNameHashSeed); }
 
 struct StreamingHash::State {
   XXH3_state_t s;

@@ -21,8 +21,10 @@ PageBuffer::~PageBuffer() {
 }
 
 PageBuffer::PageBuffer(PageBuffer&& o) noexcept
-    : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)),
-      capacity_(std::exchange(o.capacity_, 0)), populated_(std::exchange(o.populated_, 0)) {}
+    : data_(std::exchange(o.data_, nullptr)),
+      size_(std::exchange(o.size_, 0)),
+      capacity_(std::exchange(o.capacity_, 0)),
+      populated_(std::exchange(o.populated_, 0)) {}
 
 PageBuffer& PageBuffer::operator=(PageBuffer&& o) noexcept {
   if (this != &o) {

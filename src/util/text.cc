@@ -84,8 +84,8 @@ class Validator : public nlohmann::json::json_sax_t {
 
 Status ValidateJsonObject(std::string_view json, std::uint32_t max_depth) {
   Validator v(max_depth);
-  const bool ok = nlohmann::json::sax_parse(json.begin(), json.end(), &v,
-                                            nlohmann::json::input_format_t::json, /*strict=*/true);
+  const bool ok =
+      nlohmann::json::sax_parse(json.begin(), json.end(), &v, nlohmann::json::input_format_t::json, /*strict=*/true);
   if (v.too_deep) return LimitExceeded("JSON nested deeper than " + std::to_string(max_depth));
   if (v.not_object) return InvalidArgument("JSON metadata must be an object");
   if (!ok) return InvalidArgument("invalid JSON: " + v.error());

@@ -67,7 +67,8 @@ TEST(ConvertDType, DequantisesGgufBlocksToTheirLogicalShape) {
   s.tensors.push_back(*gguf::QuantizeTensor(f, *gguf::FindGgmlType("Q8_0")));
   s.tensors.back().info.name = "q8";
   s.tensors.push_back(f);
-  s.metadata_json = R"({"general.architecture":"llama","general.file_type":7,"tensorsafe.gguf_types":{"general.architecture":"string","general.file_type":"uint32"}})";
+  s.metadata_json =
+      R"({"general.architecture":"llama","general.file_type":7,"tensorsafe.gguf_types":{"general.architecture":"string","general.file_type":"uint32"}})";
   ASSERT_TRUE(gguf::WriteFile(dir.File("q.gguf"), s).ok());
   ConvertOptions o;
   o.dtype = DType::kF16;
@@ -133,10 +134,11 @@ TEST(ConvertDType, GgufKeyValuesAndTheArchitectureWarning) {
   auto st = Convert(dir.File("in.safetensors"), dir.File("a.gguf"));
   ASSERT_TRUE(st.ok());
   ASSERT_EQ(st->warnings.size(), 1u);
-  EXPECT_EQ(st->warnings[0], dir.File("a.gguf") + ": no general.architecture key: llama.cpp cannot load the file as "
-                             "a model, and transformers' GGUF loader stops with an IndexError; name one with "
-                             "--gguf-kv general.architecture=str:NAME (the architecture's own keys and tensor "
-                             "names are needed too: docs/formats/gguf.md §12)");
+  EXPECT_EQ(st->warnings[0], dir.File("a.gguf") +
+                                 ": no general.architecture key: llama.cpp cannot load the file as "
+                                 "a model, and transformers' GGUF loader stops with an IndexError; name one with "
+                                 "--gguf-kv general.architecture=str:NAME (the architecture's own keys and tensor "
+                                 "names are needed too: docs/formats/gguf.md §12)");
   ConvertOptions o;
   o.gguf_kv = {"general.architecture=str:llama", "general.name=str:tiny", "llama.block_count=u32:1"};
   st = Convert(dir.File("in.safetensors"), dir.File("b.gguf"), o);
@@ -144,8 +146,9 @@ TEST(ConvertDType, GgufKeyValuesAndTheArchitectureWarning) {
   EXPECT_TRUE(st->warnings.empty());
   auto g = gguf::ReadFile(dir.File("b.gguf"));
   ASSERT_TRUE(g.ok());
-  EXPECT_EQ(g->metadata_json,
-            R"({"general.architecture":"llama","general.name":"tiny","llama.block_count":1,"tensorsafe.gguf_types":{"general.architecture":"string","general.name":"string","llama.block_count":"uint32"}})");
+  EXPECT_EQ(
+      g->metadata_json,
+      R"({"general.architecture":"llama","general.name":"tiny","llama.block_count":1,"tensorsafe.gguf_types":{"general.architecture":"string","general.name":"string","llama.block_count":"uint32"}})");
   o.gguf_kv = {"general.name=u8:300"};
   EXPECT_STATUS(Convert(dir.File("in.safetensors"), dir.File("c.gguf"), o), StatusCode::kInvalidArgument,
                 "300 is out of range for uint8");

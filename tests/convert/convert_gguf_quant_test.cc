@@ -72,16 +72,16 @@ TEST(ConvertGgufQuant, WriterChecksTheBlocksItIsHanded) {
        "tensor 0 \"q\": \"gguf.type\" \"Q9_9\" is not a ggml type"},
       {"no shape", Quant(R"({"gguf.type":"Q4_0"})", 18), StatusCode::kInvalidArgument,
        "a Q4_0 tensor needs \"gguf.shape\": an array of at most 4 dims"},
-      {"five dims", Quant(R"({"gguf.type":"Q4_0","gguf.shape":[1,1,1,1,32]})", 18),
-       StatusCode::kInvalidArgument, "an array of at most 4 dims"},
+      {"five dims", Quant(R"({"gguf.type":"Q4_0","gguf.shape":[1,1,1,1,32]})", 18), StatusCode::kInvalidArgument,
+       "an array of at most 4 dims"},
       {"partial block", Quant(R"({"gguf.type":"Q4_0","gguf.shape":[33]})", 18), StatusCode::kInvalidArgument,
        "row of 33 elements is not a multiple of the Q4_0 block of 32"},
       {"byte count", Quant(R"({"gguf.type":"Q4_0","gguf.shape":[2,32]})", 18), StatusCode::kInvalidArgument,
        "Q4_0 shape [2, 32] needs 36 bytes, the data has 18"},
       {"block bytes disagree", Quant(R"({"gguf.type":"Q4_0","gguf.shape":[32],"block_bytes":20})", 18),
        StatusCode::kInvalidArgument, "\"block_bytes\" 20 is not Q4_0's 18"},
-      {"not u8", Quant(R"({"gguf.type":"Q4_0","gguf.shape":[32]})", 16, DType::kF32),
-       StatusCode::kInvalidArgument, "Q4_0 blocks must be carried as u8 [bytes], not f32 [4]"},
+      {"not u8", Quant(R"({"gguf.type":"Q4_0","gguf.shape":[32]})", 16, DType::kF32), StatusCode::kInvalidArgument,
+       "Q4_0 blocks must be carried as u8 [bytes], not f32 [4]"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);

@@ -38,7 +38,7 @@ namespace tensorsafe {
 namespace {
 
 constexpr std::uint64_t kTensorBytes = std::uint64_t{128} << 20;  // two of them: 256 MiB
-constexpr std::uint64_t kHeadroom = std::uint64_t{16} << 20;  // it passes with 4 MiB; 16 leaves a margin
+constexpr std::uint64_t kHeadroom = std::uint64_t{16} << 20;      // it passes with 4 MiB; 16 leaves a margin
 
 std::uint64_t VmDataBytes() {
   std::ifstream f("/proc/self/status");
@@ -60,7 +60,8 @@ void WriteBigTsafe(const std::string& path) {
   for (const char* name : {"a", "b"}) {
     ASSERT_TRUE((*w)->BeginTensor(name, DType::kF32, {kTensorBytes / 4}).ok());
     for (std::uint64_t done = 0, k = 0; done < kTensorBytes; done += sizeof(float) * chunk.size(), ++k) {
-      for (std::size_t i = 0; i < chunk.size(); ++i) chunk[i] = static_cast<float>(k * chunk.size() + i) + (*name == 'b');
+      for (std::size_t i = 0; i < chunk.size(); ++i)
+        chunk[i] = static_cast<float>(k * chunk.size() + i) + (*name == 'b');
       ASSERT_TRUE((*w)->Append(std::as_bytes(std::span(chunk))).ok());
     }
     ASSERT_TRUE((*w)->EndTensor().ok());
@@ -130,10 +131,11 @@ int ConvertUnderLimit(const testing::TempDir& dir) {
   }
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
-  std::printf("converted 256 MiB to 8 formats and back under RLIMIT_DATA = %.1f MiB (the process's "
-              "%.1f MiB + %.0f MiB); peak RSS %.1f MiB, which counts the mapped input's page-cache pages\n",
-              static_cast<double>(limit) / (1 << 20), static_cast<double>(limit - kHeadroom) / (1 << 20),
-              static_cast<double>(kHeadroom) / (1 << 20), static_cast<double>(ru.ru_maxrss) / 1024);
+  std::printf(
+      "converted 256 MiB to 8 formats and back under RLIMIT_DATA = %.1f MiB (the process's "
+      "%.1f MiB + %.0f MiB); peak RSS %.1f MiB, which counts the mapped input's page-cache pages\n",
+      static_cast<double>(limit) / (1 << 20), static_cast<double>(limit - kHeadroom) / (1 << 20),
+      static_cast<double>(kHeadroom) / (1 << 20), static_cast<double>(ru.ru_maxrss) / 1024);
   std::fflush(stdout);
   return 0;
 }

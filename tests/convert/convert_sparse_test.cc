@@ -42,7 +42,10 @@ TEST(ConvertSparse, BtfFixturesBecomeNativeCooAndComeBackExactly) {
     std::string values;
   };
   const Case cases[] = {
-      {"vec_B3_coo_i64_2x4.btf", DType::kI64, {2, 4}, {0, 1, 0, 2, 0, 3, 1, 1, 1, 2, 1, 3},
+      {"vec_B3_coo_i64_2x4.btf",
+       DType::kI64,
+       {2, 4},
+       {0, 1, 0, 2, 0, 3, 1, 1, 1, 2, 1, 3},
        Raw<std::int64_t>({1, 2, 3, 5, 6, 7})},
       {"vec_B4_coo_f32_2x3_padded.btf", DType::kF32, {2, 3}, {0, 0, 0, 2, 1, 1}, Raw<float>({1, 2, 3})},
   };
@@ -217,8 +220,7 @@ TEST(ConvertSparse, OtherTargetsRefuseNamingTheTensor) {
 TEST(ConvertSparse, DensifyWritesTheDenseEquivalent) {
   TempDir dir;
   // (0,1) twice: summed, as torch's to_dense() does.
-  const std::string in =
-      WriteCoo(dir, DType::kF32, {0, 1, 1, 0, 0, 1}, Raw<float>({1.5f, 2, 4}), {2, 3}, false);
+  const std::string in = WriteCoo(dir, DType::kF32, {0, 1, 1, 0, 0, 1}, Raw<float>({1.5f, 2, 4}), {2, 3}, false);
   ConvertOptions opt;
   opt.densify = true;
   auto st = Convert(in, dir.File("d.safetensors"), opt);
@@ -251,8 +253,7 @@ TEST(ConvertSparse, DensifyRefusesWhatItCannotDoExactly) {
   EXPECT_STATUS(Convert(big, dir.File("b.npy"), opt), StatusCode::kLimitExceeded,
                 "tensor 0 \"s\": densified it would take 8589934592 bytes, above the limit of 1073741824");
   // An overflowing dense size.
-  const std::string huge =
-      WriteCoo(dir, DType::kF64, {}, {}, {std::uint64_t{1} << 40, std::uint64_t{1} << 40}, true);
+  const std::string huge = WriteCoo(dir, DType::kF64, {}, {}, {std::uint64_t{1} << 40, std::uint64_t{1} << 40}, true);
   EXPECT_EQ(Convert(huge, dir.File("o.npy"), opt).status().code(), StatusCode::kOutOfRange);
 }
 

@@ -24,8 +24,8 @@ namespace {
 
 using json = nlohmann::json;
 
-const Format kAllFormats[] = {Format::kTsafe, Format::kSafetensors, Format::kNpy,    Format::kNpz,
-                              Format::kGguf,  Format::kTenbin,      Format::kBtf,    Format::kZio};
+const Format kAllFormats[] = {Format::kTsafe, Format::kSafetensors, Format::kNpy, Format::kNpz,
+                              Format::kGguf,  Format::kTenbin,      Format::kBtf, Format::kZio};
 
 std::string Ext(Format f) { return f == Format::kTenbin ? "ten" : std::string(FormatName(f)); }
 
@@ -38,7 +38,8 @@ ConvertOptions Fast() {
 // What a format keeps of file metadata, and the metadata a test gives it.
 std::string MetadataFor(Format f) {
   switch (f) {
-    case Format::kTsafe: case Format::kZio: return R"({"cfg":{"dims":[8,4],"ok":true},"s":"x"})";
+    case Format::kTsafe:
+    case Format::kZio: return R"({"cfg":{"dims":[8,4],"ok":true},"s":"x"})";
     case Format::kSafetensors: return R"({"framework":"np","s":"x"})";
     case Format::kGguf: return R"({"general.name":"m","n":3})";
     default: return "";
@@ -271,8 +272,7 @@ TEST_F(ConvertRefusal, NestedMetadataIntoSafetensorsNeedsStringify) {
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   auto back = safetensors::ReadFile(out_);
   ASSERT_TRUE(back.ok());
-  EXPECT_EQ(json::parse(back->metadata_json),
-            json::parse(R"({"name":"m","cfg":"{\"layers\":2}","n":"3"})"));
+  EXPECT_EQ(json::parse(back->metadata_json), json::parse(R"({"name":"m","cfg":"{\"layers\":2}","n":"3"})"));
 }
 
 TEST_F(ConvertRefusal, TensorMetadataNeedsConsentWhereTheTargetHasNone) {
@@ -333,7 +333,8 @@ TEST(Convert, GgufTypesSurviveStringifiedSafetensors) {
   std::mt19937_64 rng(5);
   TensorSet set;
   set.tensors.push_back(testing::RandomTensor(rng, "w", DType::kF32));
-  set.metadata_json = R"({"general.name":"m","n":7,"v":[1,2],"tensorsafe.gguf_types":{"n":"uint8","v":"array<int16>"}})";
+  set.metadata_json =
+      R"({"general.name":"m","n":7,"v":[1,2],"tensorsafe.gguf_types":{"n":"uint8","v":"array<int16>"}})";
   const std::string g = dir.File("a.gguf"), st = dir.File("b.safetensors"), g2 = dir.File("c.gguf");
   Status w = gguf::WriteFile(g, set);
   ASSERT_TRUE(w.ok()) << w.ToString();
@@ -359,7 +360,8 @@ TEST_F(ConvertRefusal, IntegersWiderThan64BitsAreNotNarrowed) {
     auto r = Run(set, to, opt);
     ASSERT_EQ(r.status().code(), StatusCode::kUnsupported) << r.status().ToString();
     EXPECT_NE(r.status().message().find("metadata key \"big\" holds the integer 18446744073709551617, wider than 64 "
-                                        "bits, which " + std::string(FormatName(to)) + " would narrow to a double"),
+                                        "bits, which " +
+                                        std::string(FormatName(to)) + " would narrow to a double"),
               std::string::npos)
         << r.status().message();
     ExpectNothingWritten();
@@ -581,9 +583,12 @@ TEST(Convert, FixturesFromTheReferencesRoundTrip) {
     bool same_bytes;
   };
   const Case cases[] = {
-      {"btf/vec_B1_rmd_f32_2x3.btf", true},     {"btf/vec_B2_rmd_i32_u8_padding.btf", true},
-      {"btf/vec_B3_coo_i64_2x4.btf", true},     {"btf/test_tensor.btf", true},
-      {"tenbin/vec_wds_2x3f4_x.ten", true},     {"tenbin/000000.ten", true},
+      {"btf/vec_B1_rmd_f32_2x3.btf", true},
+      {"btf/vec_B2_rmd_i32_u8_padding.btf", true},
+      {"btf/vec_B3_coo_i64_2x4.btf", true},
+      {"btf/test_tensor.btf", true},
+      {"tenbin/vec_wds_2x3f4_x.ten", true},
+      {"tenbin/000000.ten", true},
       {"zio/vec_zio_tens_2x3f4_single_part.bin", false},  // coordinates are not kept
   };
   for (const Case& c : cases) {

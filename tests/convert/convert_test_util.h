@@ -57,9 +57,8 @@ inline void WriteTsafe(const std::string& path, const TensorSet& set) {
   auto w = Writer::Create(path);
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   for (const Tensor& t : set.tensors) {
-    ASSERT_TRUE((*w)->Add(t.info.name, TensorView::Contiguous(t.info.dtype, t.info.shape, t.data),
-                          t.info.metadata_json)
-                    .ok());
+    ASSERT_TRUE(
+        (*w)->Add(t.info.name, TensorView::Contiguous(t.info.dtype, t.info.shape, t.data), t.info.metadata_json).ok());
   }
   if (!set.metadata_json.empty()) ASSERT_TRUE((*w)->SetMetadata(set.metadata_json).ok());
   ASSERT_TRUE((*w)->Finish().ok());

@@ -20,8 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tensorsafe/dataset/sample.h"
 #include "tensorsafe/dataset/mds.h"
+#include "tensorsafe/dataset/sample.h"
 #include "tensorsafe/dataset/wds.h"
 
 using namespace tensorsafe;
@@ -70,9 +70,7 @@ void Dump(std::size_t k, const dataset::ShardSource& src) {
           j["hex"] = Hex(v.bytes);
           break;
         case dataset::FieldKind::kStr:
-        case dataset::FieldKind::kJson:
-          j["text"] = std::string(text);
-          break;
+        case dataset::FieldKind::kJson: j["text"] = std::string(text); break;
         case dataset::FieldKind::kInt:
         case dataset::FieldKind::kFloat: {
           std::int64_t n;
@@ -80,9 +78,7 @@ void Dump(std::size_t k, const dataset::ShardSource& src) {
           j["value"] = n;
           break;
         }
-        case dataset::FieldKind::kBytes:
-          j["hex"] = Hex(v.bytes);
-          break;
+        case dataset::FieldKind::kBytes: j["hex"] = Hex(v.bytes); break;
       }
       fields[v.spec->name] = j;
     }

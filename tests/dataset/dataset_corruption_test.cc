@@ -95,18 +95,15 @@ struct ShardCase {
 const ShardCase kShardCases[] = {
     {"S2 format", [](RawShard& r) { r.meta = R"({"format":"other","version":1})"; }, StatusCode::kCorruption,
      "not a dataset shard: metadata \"format\" is not \"tensorsafe-dataset-shard\""},
-    {"S3 version",
-     [](RawShard& r) { r.meta.replace(r.meta.find("\"version\":1"), 11, "\"version\":2"); },
+    {"S3 version", [](RawShard& r) { r.meta.replace(r.meta.find("\"version\":1"), 11, "\"version\":2"); },
      StatusCode::kUnsupported, "shard version 2 is newer than the supported 1"},
-    {"S2 samples",
-     [](RawShard& r) { r.meta.replace(r.meta.find("\"samples\":2"), 11, "\"samples\":0"); },
+    {"S2 samples", [](RawShard& r) { r.meta.replace(r.meta.find("\"samples\":2"), 11, "\"samples\":0"); },
      StatusCode::kCorruption, "metadata \"samples\" is missing or not a positive integer"},
-    {"S4 schema",
-     [](RawShard& r) { r.meta.replace(r.meta.find("\"int\""), 5, "\"integer\""); },
+    {"S4 schema", [](RawShard& r) { r.meta.replace(r.meta.find("\"int\""), 5, "\"integer\""); },
      StatusCode::kCorruption,
      "schema field 1: unknown field kind \"integer\" (expected tensor, bytes, str, int, float or json)"},
-    {"S5 missing tensor", [](RawShard& r) { r.Find("col/0/offsets")->name = "col/0/offs"; },
-     StatusCode::kCorruption, "field 0 \"v\": tensor \"col/0/offsets\" is missing"},
+    {"S5 missing tensor", [](RawShard& r) { r.Find("col/0/offsets")->name = "col/0/offs"; }, StatusCode::kCorruption,
+     "field 0 \"v\": tensor \"col/0/offsets\" is missing"},
     {"S6 values dtype",
      [](RawShard& r) {
        auto* t = r.Find("col/1/values");
@@ -114,13 +111,25 @@ const ShardCase kShardCases[] = {
        t->shape = {4};
      },
      StatusCode::kCorruption, "field 1 \"i\": tensor \"col/1/values\" is i32 [4], expected i64 [2]"},
-    {"S6 offsets shape", [](RawShard& r) { r.Find("col/0/offsets")->shape = {1, 3}; }, StatusCode::kCorruption,
-     "field 0 \"v\": tensor \"col/0/offsets\" is u64 [1, 3], expected u64 [3]"},
-    {"S8 first offset", [](RawShard& r) { r.Find("col/0/offsets")->bytes = Bytes<std::uint64_t>({4, 8, 12}); },
+    {"S6 offsets shape",
+     [](RawShard& r) {
+       r.Find("col/0/offsets")->shape = {1, 3};
+     },
+     StatusCode::kCorruption, "field 0 \"v\": tensor \"col/0/offsets\" is u64 [1, 3], expected u64 [3]"},
+    {"S8 first offset",
+     [](RawShard& r) {
+       r.Find("col/0/offsets")->bytes = Bytes<std::uint64_t>({4, 8, 12});
+     },
      StatusCode::kCorruption, "field 0 \"v\": offsets[0] is 4, expected 0"},
-    {"S8 decreasing", [](RawShard& r) { r.Find("col/0/offsets")->bytes = Bytes<std::uint64_t>({0, 12, 8}); },
+    {"S8 decreasing",
+     [](RawShard& r) {
+       r.Find("col/0/offsets")->bytes = Bytes<std::uint64_t>({0, 12, 8});
+     },
      StatusCode::kCorruption, "field 0 \"v\": sample 1: offsets[2] = 8 is below offsets[1] = 12"},
-    {"S8 past the end", [](RawShard& r) { r.Find("col/0/offsets")->bytes = Bytes<std::uint64_t>({0, 8, 16}); },
+    {"S8 past the end",
+     [](RawShard& r) {
+       r.Find("col/0/offsets")->bytes = Bytes<std::uint64_t>({0, 8, 16});
+     },
      StatusCode::kCorruption, "field 0 \"v\": sample 1: offset 16 is past the end of the data (12 bytes)"},
     {"S8 short of the end",
      [](RawShard& r) {
@@ -135,9 +144,15 @@ const ShardCase kShardCases[] = {
        r.Find("col/0/shapes")->bytes = Bytes<std::int64_t>({1, 1});
      },
      StatusCode::kCorruption, "field 0 \"v\": sample 1: offset 6 is not a multiple of the element size 4"},
-    {"S10 negative dim", [](RawShard& r) { r.Find("col/0/shapes")->bytes = Bytes<std::int64_t>({-1, 1}); },
+    {"S10 negative dim",
+     [](RawShard& r) {
+       r.Find("col/0/shapes")->bytes = Bytes<std::int64_t>({-1, 1});
+     },
      StatusCode::kCorruption, "field 0 \"v\": sample 0: dimension 0 is -1"},
-    {"S10 size", [](RawShard& r) { r.Find("col/0/shapes")->bytes = Bytes<std::int64_t>({3, 1}); },
+    {"S10 size",
+     [](RawShard& r) {
+       r.Find("col/0/shapes")->bytes = Bytes<std::int64_t>({3, 1});
+     },
      StatusCode::kCorruption, "field 0 \"v\": sample 0: shape [3] needs 12 bytes but its slot holds 8"},
     {"S10 fixed dim",
      [](RawShard& r) {
@@ -170,7 +185,8 @@ TEST(ShardChecks, ExpectedSchemaAndDataChecksums) {
   other.fields.push_back({"i", FieldKind::kInt, DType::kU8, {}});
   Status s = TsafeShard::Open(path, {}, &other).status();
   EXPECT_EQ(s.code(), StatusCode::kCorruption);
-  EXPECT_EQ(s.message(), path + ": schema differs from the index: field 0: \"v\" tensor f64 [*] vs \"v\" tensor f32 [*]");
+  EXPECT_EQ(s.message(),
+            path + ": schema differs from the index: field 0: \"v\" tensor f64 [*] vs \"v\" tensor f32 [*]");
   // A flipped data byte passes the open checks but not VerifyData.
   std::string bytes = ReadFileBytes(path);
   auto reader = Reader::Open(path);
@@ -191,7 +207,8 @@ TEST(ShardChecks, VerifyChecksTextFields) {
   TempDir tmp;
   RawShard r;
   r.meta = R"({"format":"tensorsafe-dataset-shard","version":1,"samples":1,"schema":[{"name":"s","kind":"str"}]})";
-  r.tensors = {{"col/0/data", DType::kU8, {2}, "\xff\xfe"}, {"col/0/offsets", DType::kU64, {2}, Bytes<std::uint64_t>({0, 2})}};
+  r.tensors = {{"col/0/data", DType::kU8, {2}, "\xff\xfe"},
+               {"col/0/offsets", DType::kU64, {2}, Bytes<std::uint64_t>({0, 2})}};
   std::string path;
   ASSERT_TRUE(OpenRaw(tmp, r, &path).ok());
   auto s = TsafeShard::Open(path);
@@ -220,8 +237,7 @@ TEST(IndexChecks, EachRuleHasItsError) {
   ASSERT_TRUE(ParseIndex(GoodIndex(), "idx").ok()) << ParseIndex(GoodIndex(), "idx").status().ToString();
   const IndexCase cases[] = {
       {"I1 json", "{\"format\"", "[\"format\"", StatusCode::kCorruption, "not valid JSON"},
-      {"I2 format", "tensorsafe-dataset", "mds", StatusCode::kCorruption,
-       "\"format\" is not \"tensorsafe-dataset\""},
+      {"I2 format", "tensorsafe-dataset", "mds", StatusCode::kCorruption, "\"format\" is not \"tensorsafe-dataset\""},
       {"I3 version", "\"version\":1", "\"version\":2", StatusCode::kUnsupported,
        "index version 2 is newer than the supported 1"},
       {"I3 version 0", "\"version\":1", "\"version\":0", StatusCode::kCorruption, "index version 0 is not valid"},
@@ -241,10 +257,8 @@ TEST(IndexChecks, EachRuleHasItsError) {
        "shard 0 \"a.tsafe\": 0 samples (shards are never empty)"},
       {"I5 hex", "\"xxh3\":\"0123456789abcdef\"}]", "\"xxh3\":\"0123456789ABCDEF\"}]", StatusCode::kCorruption,
        "shard 1: \"xxh3\" is not 16 lower-case hex digits: \"0123456789ABCDEF\""},
-      {"I8 duplicate", "d/b.tsafe", "a.tsafe", StatusCode::kCorruption,
-       "shard 1: name \"a.tsafe\" is listed twice"},
-      {"I9 total", "\"samples\":3", "\"samples\":4", StatusCode::kCorruption,
-       "\"samples\" is 4 but the shards hold 3"},
+      {"I8 duplicate", "d/b.tsafe", "a.tsafe", StatusCode::kCorruption, "shard 1: name \"a.tsafe\" is listed twice"},
+      {"I9 total", "\"samples\":3", "\"samples\":4", StatusCode::kCorruption, "\"samples\" is 4 but the shards hold 3"},
       {"I10 metadata", "\"shards\":", "\"metadata\":[1],\"shards\":", StatusCode::kCorruption,
        "\"metadata\" is not an object"},
   };
@@ -509,8 +523,9 @@ TEST(GoldenExample, WriterOutputMatchesTheSpec) {
     EXPECT_EQ(got->info.shape, t.shape) << t.name;
     EXPECT_EQ(std::string(reinterpret_cast<const char*>(got->data.data()), got->data.size()), t.bytes) << t.name;
   }
-  EXPECT_EQ(*(*reader)->Metadata(),
-            R"({"format":"tensorsafe-dataset-shard","samples":2,"schema":[{"dtype":"f32","kind":"tensor","name":"v","shape":[null]},{"kind":"int","name":"i"}],"version":1})");
+  EXPECT_EQ(
+      *(*reader)->Metadata(),
+      R"({"format":"tensorsafe-dataset-shard","samples":2,"schema":[{"dtype":"f32","kind":"tensor","name":"v","shape":[null]},{"kind":"int","name":"i"}],"version":1})");
   // The shard's XXH3 pins every byte of the shard file (deterministic writer).
   EXPECT_EQ(ReadFileBytes(tmp.File("d/index.json")),
             "{\"format\": \"tensorsafe-dataset\",\n"

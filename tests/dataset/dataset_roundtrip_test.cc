@@ -2,9 +2,9 @@
 // boundary rules, zstd shards, schema errors and atomicity (DATASET.md).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <map>
-#include <atomic>
 #include <mutex>
 #include <numeric>
 #include <random>
@@ -289,8 +289,7 @@ TEST(DatasetWriter, SampleErrorsNameSampleAndField) {
   ASSERT_TRUE(w.ok());
   float xs[6] = {1, 2, 3, 4, 5, 6};
   auto xb = std::as_bytes(std::span(xs));
-  std::vector<NamedValue> first = {{"x", FieldValue::Tensor(DType::kF32, {2, 3}, xb)},
-                                   {"y", FieldValue::Int(1)}};
+  std::vector<NamedValue> first = {{"x", FieldValue::Tensor(DType::kF32, {2, 3}, xb)}, {"y", FieldValue::Int(1)}};
   ASSERT_TRUE((*w)->Add(first).ok());
   EXPECT_EQ((*w)->schema().fields.size(), 2u);
   EXPECT_EQ((*w)->schema().fields[0].shape, (std::vector<std::int64_t>{2, 3}));
@@ -299,8 +298,9 @@ TEST(DatasetWriter, SampleErrorsNameSampleAndField) {
     std::string message;
   };
   std::vector<Case> cases;
-  cases.push_back({{{"x", FieldValue::Tensor(DType::kF32, {3, 2}, xb)}, {"y", FieldValue::Int(1)}},
-                   "sample 1: field \"x\": dimension 0 is 3, the schema says 2 (declare it as any-size to allow it to vary)"});
+  cases.push_back(
+      {{{"x", FieldValue::Tensor(DType::kF32, {3, 2}, xb)}, {"y", FieldValue::Int(1)}},
+       "sample 1: field \"x\": dimension 0 is 3, the schema says 2 (declare it as any-size to allow it to vary)"});
   cases.push_back({{{"x", FieldValue::Tensor(DType::kI32, {2, 3}, xb)}, {"y", FieldValue::Int(1)}},
                    "sample 1: field \"x\": dtype i32, the schema says f32"});
   cases.push_back({{{"x", FieldValue::Tensor(DType::kF32, {2, 3}, xb.first(20))}, {"y", FieldValue::Int(1)}},
@@ -308,10 +308,12 @@ TEST(DatasetWriter, SampleErrorsNameSampleAndField) {
   cases.push_back({{{"x", FieldValue::Tensor(DType::kF32, {2, 3}, xb)}}, "sample 1: field \"y\": missing"});
   cases.push_back({{{"x", FieldValue::Tensor(DType::kF32, {2, 3}, xb)}, {"y", FieldValue::Float(1)}},
                    "sample 1: field \"y\": value is float, the schema says int"});
-  cases.push_back({{{"x", FieldValue::Tensor(DType::kF32, {2, 3}, xb)}, {"y", FieldValue::Int(1)}, {"z", FieldValue::Int(1)}},
-                   "sample 1: field \"z\" is not in the schema"});
-  cases.push_back({{{"x", FieldValue::Tensor(DType::kF32, {2, 3}, xb)}, {"y", FieldValue::Int(1)}, {"y", FieldValue::Int(2)}},
-                   "sample 1: field \"y\": given twice"});
+  cases.push_back(
+      {{{"x", FieldValue::Tensor(DType::kF32, {2, 3}, xb)}, {"y", FieldValue::Int(1)}, {"z", FieldValue::Int(1)}},
+       "sample 1: field \"z\" is not in the schema"});
+  cases.push_back(
+      {{{"x", FieldValue::Tensor(DType::kF32, {2, 3}, xb)}, {"y", FieldValue::Int(1)}, {"y", FieldValue::Int(2)}},
+       "sample 1: field \"y\": given twice"});
   for (const Case& c : cases) {
     Status s = (*w)->Add(c.sample);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);

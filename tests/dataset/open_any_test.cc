@@ -122,7 +122,7 @@ TEST(OpenAny, MdsZstdDecompressesIntoTheCacheDir) {
   ASSERT_TRUE(ds.ok()) << ds.status().ToString();
   ExpectJsonLines(**ds, kGolden + "mds/zstd/expected.jsonl", true);
   EXPECT_TRUE(fs::exists(cache.path() / "raw-xxh3_64-43cb3bea525dcb2d-2466.mds"));  // mds.md: by digest
-  EXPECT_FALSE(fs::exists(kGolden + "mds/zstd/shard.00000.mds"));  // the golden dir is never written
+  EXPECT_FALSE(fs::exists(kGolden + "mds/zstd/shard.00000.mds"));                   // the golden dir is never written
 }
 
 std::vector<std::int64_t> AllX(const Dataset& ds) {

@@ -134,7 +134,8 @@ TEST(SeedPartition, PropertiesOverManyWorlds) {
             i64 device_lo = total, device_hi = -1, device_count = 0;
             for (i64 w = 0; w < workers; ++w) {
               std::vector<i64> one{total};
-              auto p = GetSeedPartition(one, W(1, devices, workers, 0, d, w), bs ? std::optional<i64>(bs) : std::nullopt);
+              auto p =
+                  GetSeedPartition(one, W(1, devices, workers, 0, d, w), bs ? std::optional<i64>(bs) : std::nullopt);
               if (!p.ok()) {
                 EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
                 any_error = true;
@@ -291,9 +292,9 @@ TEST(ElasticPartition, GlobalBatchesIndependentOfWorld) {
             EXPECT_EQ(part.status().code(), StatusCode::kInvalidArgument);
             continue;
           }
-          SCOPED_TRACE("n " + std::to_string(n) + " ncn " + std::to_string(ncn) + " global " +
-                       std::to_string(global) + " world " + std::to_string(d.nodes) + "x" + std::to_string(d.ranks) +
-                       "x" + std::to_string(d.workers));
+          SCOPED_TRACE("n " + std::to_string(n) + " ncn " + std::to_string(ncn) + " global " + std::to_string(global) +
+                       " world " + std::to_string(d.nodes) + "x" + std::to_string(d.ranks) + "x" +
+                       std::to_string(d.workers));
           int incomplete = 0;
           auto steps = GlobalSteps(*part, &incomplete);
           EXPECT_LE(incomplete, 1);

@@ -38,12 +38,13 @@ TEST(SamplerState, GoldenEncodingAndRoundTrip) {
   s.partition = PartitionAlgo::kRelaxed;
   s.initial_nodes = 2;
   const std::string json = EncodeSamplerState(s);
-  EXPECT_EQ(json,
-            "{\"version\":2,\"mode\":\"elastic\",\"partition\":\"relaxed\",\"epoch\":3,\"sample_in_epoch\":96,"
-            "\"seed\":18446744073709551615,\"num_canonical_nodes\":8,\"global_batch_size\":32,\"shuffle\":true,"
-            "\"shuffle_block_size\":1000,\"initial_nodes\":2,\"worker_num_nodes\":null,\"worker_ranks_per_node\":null,"
-            "\"worker_workers_per_rank\":null,\"worker_node\":null,\"worker_rank_of_node\":null,\"worker_of_rank\":null,"
-            "\"worker_samples\":null}");
+  EXPECT_EQ(
+      json,
+      "{\"version\":2,\"mode\":\"elastic\",\"partition\":\"relaxed\",\"epoch\":3,\"sample_in_epoch\":96,"
+      "\"seed\":18446744073709551615,\"num_canonical_nodes\":8,\"global_batch_size\":32,\"shuffle\":true,"
+      "\"shuffle_block_size\":1000,\"initial_nodes\":2,\"worker_num_nodes\":null,\"worker_ranks_per_node\":null,"
+      "\"worker_workers_per_rank\":null,\"worker_node\":null,\"worker_rank_of_node\":null,\"worker_of_rank\":null,"
+      "\"worker_samples\":null}");
   auto back = DecodeSamplerState(json);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, s);

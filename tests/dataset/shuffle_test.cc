@@ -46,10 +46,8 @@ TEST(SplitMix64, BoundedIsInRangeAndRoughlyUniform) {
 // Golden permutations: PARTITION.md §4.4 lists the first one; a change to any
 // draw changes them.
 TEST(EpochShuffle, GoldenPermutations) {
-  EXPECT_EQ(Perm({4, 3, 0, 5}, 2, 9176, 0, 4),
-            (std::vector<i64>{4, 2, 1, 0, 6, 5, 3, 7, 8, 11, 9, 10}));
-  EXPECT_EQ(Perm({4, 3, 0, 5}, 2, 9176, 1, 4),
-            (std::vector<i64>{4, 5, 0, 6, 1, 2, 7, 8, 10, 9, 11, 3}));
+  EXPECT_EQ(Perm({4, 3, 0, 5}, 2, 9176, 0, 4), (std::vector<i64>{4, 2, 1, 0, 6, 5, 3, 7, 8, 11, 9, 10}));
+  EXPECT_EQ(Perm({4, 3, 0, 5}, 2, 9176, 1, 4), (std::vector<i64>{4, 5, 0, 6, 1, 2, 7, 8, 10, 9, 11, 3}));
   EXPECT_EQ(Perm({10}, 1, 1, 0, 100), (std::vector<i64>{6, 2, 4, 7, 5, 1, 8, 9, 3, 0}));
 }
 

@@ -57,13 +57,17 @@ ExpectedRecord ParseRecord(const std::string& line) {
     const std::size_t k0 = line.find('\'', p), k1 = line.find('\'', k0 + 1);
     const std::string key = line.substr(k0 + 1, k1 - k0 - 1);
     std::size_t v0 = k1 + 3, v1 = v0;  // after "': "
-    if (line[v0] == '(') v1 = line.find(')', v0) + 1;
-    else if (line[v0] == '\'') v1 = line.find('\'', v0 + 1) + 1;
-    else v1 = line.find_first_of(",}", v0);
+    if (line[v0] == '(')
+      v1 = line.find(')', v0) + 1;
+    else if (line[v0] == '\'')
+      v1 = line.find('\'', v0 + 1) + 1;
+    else
+      v1 = line.find_first_of(",}", v0);
     r.fields[key] = line.substr(v0, v1 - v0);
     p = line.find_first_not_of(", ", v1);
   }
-  if (auto i = line.find("indices="); i != std::string::npos) r.indices = Numbers(line.substr(i + 8, line.find(')', i) - i - 7));
+  if (auto i = line.find("indices="); i != std::string::npos)
+    r.indices = Numbers(line.substr(i + 8, line.find(')', i) - i - 7));
   if (auto i = line.find("values="); i != std::string::npos) r.values = Numbers(line.substr(i + 7));
   return r;
 }
@@ -79,7 +83,8 @@ std::map<std::string, ExpectedFile> ParseExpected() {
       cur = &files[name];
       cur->size = std::stoull(line.substr(line.find("size=") + 5));
       cur->n = std::stoull(line.substr(line.find(" n=") + 3));
-      for (double d : Numbers(line.substr(line.find("offsets=") + 8))) cur->offsets.push_back(static_cast<std::uint64_t>(d));
+      for (double d : Numbers(line.substr(line.find("offsets=") + 8)))
+        cur->offsets.push_back(static_cast<std::uint64_t>(d));
     } else {
       cur->records.push_back(ParseRecord(line));
     }
@@ -134,7 +139,10 @@ TEST(BtfFixtures, EveryFileDecodesToExactlyWhatExpectedSays) {
       EXPECT_EQ(std::to_string(r.layout_code), f.at("layout"));
       char hex[16];
       std::string reserved = "'";
-      for (auto b : r.reserved) { std::snprintf(hex, sizeof hex, "%02x", b); reserved += hex; }
+      for (auto b : r.reserved) {
+        std::snprintf(hex, sizeof hex, "%02x", b);
+        reserved += hex;
+      }
       EXPECT_EQ(reserved + "'", f.at("reserved"));
       EXPECT_EQ(std::to_string(r.end), f.at("end"));
       const std::uint64_t next = i + 1 < recs->size() ? (*recs)[i + 1].offset : bytes.size();
@@ -142,8 +150,8 @@ TEST(BtfFixtures, EveryFileDecodesToExactlyWhatExpectedSays) {
       if (!r.coo) {
         EXPECT_EQ(std::to_string(r.dense.info.shape.size()), f.at("rank"));
         EXPECT_EQ(Tuple(r.dense.info.shape), f.at("dims"));
-        EXPECT_EQ("(" + std::to_string(r.dense.info.data_offset) + ", " +
-                      std::to_string(r.dense.data.size()) + ")", f.at("data"));
+        EXPECT_EQ("(" + std::to_string(r.dense.info.data_offset) + ", " + std::to_string(r.dense.data.size()) + ")",
+                  f.at("data"));
         EXPECT_EQ(r.dense.data.data(), Bytes(bytes).data() + r.dense.info.data_offset);  // zero-copy
         continue;
       }
@@ -193,10 +201,11 @@ TEST(BtfFixtures, TestTensorIsThreeInt32TensorsTheLastEmpty) {
 
 // ---- Golden bytes, both directions ----
 
-TensorSet CooSet(const std::string& base, Shape dense, std::string idx, Shape ishape, DType vt,
-                 std::string vals, Shape vshape) {
-  const std::string md = std::string(R"({"layout":"coo","shape":)") +
-                         (dense.size() == 2 ? "[" + std::to_string(dense[0]) + "," + std::to_string(dense[1]) + "]" : "[]") + "}";
+TensorSet CooSet(const std::string& base, Shape dense, std::string idx, Shape ishape, DType vt, std::string vals,
+                 Shape vshape) {
+  const std::string md =
+      std::string(R"({"layout":"coo","shape":)") +
+      (dense.size() == 2 ? "[" + std::to_string(dense[0]) + "," + std::to_string(dense[1]) + "]" : "[]") + "}";
   TensorSet set;
   set.tensors.push_back(MakeTensor(base + ".indices", DType::kI64, ishape, std::move(idx), md));
   set.tensors.push_back(MakeTensor(base + ".values", vt, vshape, std::move(vals), md));
@@ -209,13 +218,14 @@ TEST(BtfGolden, WritesTheFourVectorsByteForByte) {
   TensorSet b2;
   b2.tensors.push_back(MakeTensor("a", DType::kI32, {5}, Raw<std::int32_t>({0, 1, 2, 3, 4})));
   b2.tensors.push_back(MakeTensor("b", DType::kU8, {3}, "\x01\x02\x03"));
-  TensorSet b3 = CooSet("c", {2, 4}, Raw<std::int64_t>({0, 1, 0, 2, 0, 3, 1, 1, 1, 2, 1, 3}), {6, 2},
-                        DType::kI64, Raw<std::int64_t>({1, 2, 3, 5, 6, 7}), {6});
-  TensorSet b4 = CooSet("d", {2, 3}, Raw<std::int64_t>({0, 0, 0, 2, 1, 1}), {3, 2}, DType::kF32,
-                        Raw<float>({1, 2, 3}), {3});
-  const std::pair<TensorSet*, const char*> cases[] = {
-      {&b1, "btf/vec_B1_rmd_f32_2x3.btf"}, {&b2, "btf/vec_B2_rmd_i32_u8_padding.btf"},
-      {&b3, "btf/vec_B3_coo_i64_2x4.btf"}, {&b4, "btf/vec_B4_coo_f32_2x3_padded.btf"}};
+  TensorSet b3 = CooSet("c", {2, 4}, Raw<std::int64_t>({0, 1, 0, 2, 0, 3, 1, 1, 1, 2, 1, 3}), {6, 2}, DType::kI64,
+                        Raw<std::int64_t>({1, 2, 3, 5, 6, 7}), {6});
+  TensorSet b4 =
+      CooSet("d", {2, 3}, Raw<std::int64_t>({0, 0, 0, 2, 1, 1}), {3, 2}, DType::kF32, Raw<float>({1, 2, 3}), {3});
+  const std::pair<TensorSet*, const char*> cases[] = {{&b1, "btf/vec_B1_rmd_f32_2x3.btf"},
+                                                      {&b2, "btf/vec_B2_rmd_i32_u8_padding.btf"},
+                                                      {&b3, "btf/vec_B3_coo_i64_2x4.btf"},
+                                                      {&b4, "btf/vec_B4_coo_f32_2x3_padded.btf"}};
   for (const auto& [set, file] : cases) {
     SCOPED_TRACE(file);
     auto bytes = btf::Encode(*set);
@@ -336,7 +346,11 @@ TEST(BtfInvalid, NamedDefects) {
        "record 0 at offset 24: dims: dimension 0 is negative (-5)"},
       {"data past the end", kB2, [](std::string& s) { Set64(s, 88, 100); }, StatusCode::kCorruption,
        "record 1 at offset 72: data of 100 bytes at offset 96 exceeds the 8 bytes that remain"},
-      {"shape product overflows", kB1, [](std::string& s) { Set64(s, 32, 1LL << 62); Set64(s, 40, 1LL << 62); },
+      {"shape product overflows", kB1,
+       [](std::string& s) {
+         Set64(s, 32, 1LL << 62);
+         Set64(s, 40, 1LL << 62);
+       },
        StatusCode::kCorruption, "record 0 at offset 16: data: element count of shape"},
       {"COO indices of the wrong rank", kB4, [](std::string& s) { Set64(s, 56, 3); }, StatusCode::kCorruption,
        "record 0 at offset 16: COO indices are [3, 3] but the rank is 2"},
@@ -373,8 +387,8 @@ TEST(BtfInvalid, ReservedBytesAndUnalignedOffsetsAreAcceptedByDefault) {
 TEST(BtfInvalid, EveryTruncationBeforeTheLastRecordEndsIsAnError) {
   // The spec lets the last record's padding be omitted, so only prefixes
   // that cut into a record's payload must fail.
-  for (const char* file : {"btf/vec_B2_rmd_i32_u8_padding.btf", "btf/vec_B4_coo_f32_2x3_padded.btf",
-                           "btf/test_tensor.btf"}) {
+  for (const char* file :
+       {"btf/vec_B2_rmd_i32_u8_padding.btf", "btf/vec_B4_coo_f32_2x3_padded.btf", "btf/test_tensor.btf"}) {
     SCOPED_TRACE(file);
     const std::string bytes = SharedFixture(file);
     auto recs = btf::DecodeRecords(Bytes(bytes), nullptr, "t");
@@ -398,8 +412,8 @@ TEST(BtfInvalid, EncodeErrors) {
     EXPECT_STATUS(btf::Encode(set), StatusCode::kUnsupported,
                   "record 0 \"w\": dtype " + std::string(DTypeName(dt)) + " has no BTF code");
   }
-  TensorSet bad = CooSet("c", {2, 3}, Raw<std::int64_t>({0, 0, 0, 2, 1, 3}), {3, 2}, DType::kF32,
-                         Raw<float>({1, 2, 3}), {3});
+  TensorSet bad =
+      CooSet("c", {2, 3}, Raw<std::int64_t>({0, 0, 0, 2, 1, 3}), {3, 2}, DType::kF32, Raw<float>({1, 2, 3}), {3});
   EXPECT_STATUS(btf::Encode(bad), StatusCode::kInvalidArgument,
                 "record 0 (COO): nonzero 2 has index 3 in dimension 1, outside [0, 3)");
   TensorSet lone = bad;
@@ -428,8 +442,8 @@ TEST(BtfInvalid, EncodeErrors) {
 
 TEST(BtfRandom, RoundTripsEveryDtypeDenseAndCoo) {
   std::mt19937_64 rng(testing::TestSeed());
-  const DType dtypes[] = {DType::kI8, DType::kI16, DType::kI32, DType::kI64, DType::kF32,
-                          DType::kF64, DType::kU8, DType::kU16, DType::kU32, DType::kU64};
+  const DType dtypes[] = {DType::kI8,  DType::kI16, DType::kI32, DType::kI64, DType::kF32,
+                          DType::kF64, DType::kU8,  DType::kU16, DType::kU32, DType::kU64};
   for (DType dt : dtypes) {
     SCOPED_TRACE(std::string(DTypeName(dt)));
     for (int iter = 0; iter < 20; ++iter) {
@@ -444,11 +458,12 @@ TEST(BtfRandom, RoundTripsEveryDtypeDenseAndCoo) {
         const std::uint64_t total = *ElementCount(shape);
         const std::uint64_t nnz = total ? rng() % (total + 1) : 0;
         std::vector<std::int64_t> idx;
-        for (std::uint64_t k = 0; k < nnz * shape.size(); ++k) idx.push_back(static_cast<std::int64_t>(rng() % shape[k % shape.size()]));
+        for (std::uint64_t k = 0; k < nnz * shape.size(); ++k)
+          idx.push_back(static_cast<std::int64_t>(rng() % shape[k % shape.size()]));
         std::string idx_bytes(reinterpret_cast<const char*>(idx.data()), idx.size() * 8);
-        items.emplace_back(btf::CooTensor{
-            shape, MakeTensor("i", DType::kI64, {nnz, shape.size()}, idx_bytes),
-            MakeTensor("v", dt, {nnz}, testing::RandomBytes(rng, nnz * ElementSize(dt)))});
+        items.emplace_back(
+            btf::CooTensor{shape, MakeTensor("i", DType::kI64, {nnz, shape.size()}, idx_bytes),
+                           MakeTensor("v", dt, {nnz}, testing::RandomBytes(rng, nnz * ElementSize(dt)))});
       }
       auto enc = btf::EncodeItems(items);
       ASSERT_TRUE(enc.ok()) << enc.status().ToString();

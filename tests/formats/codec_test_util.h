@@ -5,8 +5,8 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <iostream>
 #include <cstring>
+#include <iostream>
 #include <memory>
 #include <random>
 #include <span>
@@ -29,8 +29,7 @@ inline std::span<const std::byte> Bytes(const std::string& s) {
 }
 
 // A tensor owning a copy of `bytes`.
-inline Tensor MakeTensor(std::string name, DType dtype, Shape shape, std::string bytes,
-                         std::string metadata = "") {
+inline Tensor MakeTensor(std::string name, DType dtype, Shape shape, std::string bytes, std::string metadata = "") {
   auto buf = std::make_shared<std::string>(std::move(bytes));
   Tensor t;
   t.info.name = std::move(name);
@@ -77,6 +76,5 @@ inline std::string RandomBytes(std::mt19937_64& rng, std::uint64_t n) {
   for (auto& c : s) c = static_cast<char>(rng());
   return s;
 }
-
 
 }  // namespace tensorsafe::testing

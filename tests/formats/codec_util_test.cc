@@ -23,8 +23,7 @@ class FaultyEnv : public Env {
   enum class Fail { kNone, kAppend, kSync, kRename };
   explicit FaultyEnv(Fail f) : fail_(f) {}
 
-  Result<std::unique_ptr<WritableFile>> NewTempFile(const std::string& final_path,
-                                                              std::string* tmp) override {
+  Result<std::unique_ptr<WritableFile>> NewTempFile(const std::string& final_path, std::string* tmp) override {
     TS_ASSIGN_OR_RETURN(auto file, Env::NewTempFile(final_path, tmp));
     return std::unique_ptr<WritableFile>(std::make_unique<File>(std::move(file), fail_));
   }

@@ -41,8 +41,7 @@ class GgufBuilder {
     return U32(type);
   }
   // A tensor info with dims given innermost-first (GGUF order).
-  GgufBuilder& Info(std::string_view name, std::vector<std::uint64_t> ne, std::uint32_t type,
-                    std::uint64_t offset) {
+  GgufBuilder& Info(std::string_view name, std::vector<std::uint64_t> ne, std::uint32_t type, std::uint64_t offset) {
     Str(name);
     U32(static_cast<std::uint32_t>(ne.size()));
     for (auto d : ne) U64(d);

@@ -31,8 +31,7 @@ struct Case {
 };
 
 // One f32 tensor "w" of 16 elements, alignment 32: the base of tensor cases.
-GgufBuilder OneTensor(std::uint64_t offset, std::vector<std::uint64_t> ne = {16},
-                      std::uint32_t type = 0) {
+GgufBuilder OneTensor(std::uint64_t offset, std::vector<std::uint64_t> ne = {16}, std::uint32_t type = 0) {
   GgufBuilder b;
   b.Header(1, 0).Info("w", ne, type, offset).PadTo(32);
   return b;
@@ -58,56 +57,49 @@ std::vector<Case> Cases() {
        "2 key/value pairs and 1000 tensor infos cannot fit in the 40 bytes after the header"},
       {"tensor_count_limit", B().Header(std::uint64_t{1} << 21, 0).str(), StatusCode::kLimitExceeded,
        "tensor count 2097152 exceeds the limit of 1048576"},
-      {"kv_count_limit", B().Header(0, 2).str(), StatusCode::kLimitExceeded,
-       "key/value count 2 exceeds the limit of 1", [](auto& o) { o.max_kv_count = 1; }},
+      {"kv_count_limit", B().Header(0, 2).str(), StatusCode::kLimitExceeded, "key/value count 2 exceeds the limit of 1",
+       [](auto& o) { o.max_kv_count = 1; }},
       {"empty_key", B().Header(0, 1).Key("", 4).U32(1).Zeros(4).str(), StatusCode::kCorruption,
        "bad.gguf: key 0 is empty"},
       {"key_not_utf8", B().Header(0, 1).Key("a\xff", 4).U32(1).str(), StatusCode::kCorruption,
        "key 0 \"a\\xff\" is not valid UTF-8"},
       {"key_past_end", B().Header(0, 1).U64(1000).Bytes("abcdefgh").str(), StatusCode::kCorruption,
        "key 0: length 1000 at offset 24 exceeds the 8 bytes remaining"},
-      {"duplicate_key", B().Header(0, 2).Key("a", 4).U32(1).Key("a", 4).U32(2).str(),
-       StatusCode::kCorruption, "key 1 \"a\" duplicates key 0"},
-      {"reserved_key", B().Header(0, 1).Key("tensorsafe.gguf_types", 8).Str("x").str(),
-       StatusCode::kUnsupported, "key 0 \"tensorsafe.gguf_types\" is reserved by tensorsafe"},
-      {"unknown_value_type", B().Header(0, 1).Key("a", 13).U32(0).Zeros(2).str(),
-       StatusCode::kCorruption, "key 0 \"a\": unknown value type 13"},
-      {"unknown_array_type", B().Header(0, 1).Key("a", 9).U32(13).U64(0).str(),
-       StatusCode::kCorruption, "key 0 \"a\": unknown array element type 13"},
+      {"duplicate_key", B().Header(0, 2).Key("a", 4).U32(1).Key("a", 4).U32(2).str(), StatusCode::kCorruption,
+       "key 1 \"a\" duplicates key 0"},
+      {"reserved_key", B().Header(0, 1).Key("tensorsafe.gguf_types", 8).Str("x").str(), StatusCode::kUnsupported,
+       "key 0 \"tensorsafe.gguf_types\" is reserved by tensorsafe"},
+      {"unknown_value_type", B().Header(0, 1).Key("a", 13).U32(0).Zeros(2).str(), StatusCode::kCorruption,
+       "key 0 \"a\": unknown value type 13"},
+      {"unknown_array_type", B().Header(0, 1).Key("a", 9).U32(13).U64(0).str(), StatusCode::kCorruption,
+       "key 0 \"a\": unknown array element type 13"},
       {"truncated_scalar", B().Header(0, 1).Key("a", 10).U32(1).str(), StatusCode::kCorruption,
        "key 0 \"a\" uint64 at offset 37 needs 8 bytes, 4 remain"},
       {"string_past_end", B().Header(0, 1).Key("a", 8).U64(std::uint64_t{1} << 40).Bytes("xx").str(),
-       StatusCode::kCorruption,
-       "key 0 \"a\" string: length 1099511627776 at offset 37 exceeds the 2 bytes remaining"},
+       StatusCode::kCorruption, "key 0 \"a\" string: length 1099511627776 at offset 37 exceeds the 2 bytes remaining"},
       {"string_limit", B().Header(0, 1).Key("a", 8).Str("abcd").str(), StatusCode::kLimitExceeded,
-       "key 0 \"a\" string: length 4 exceeds the limit of 3 bytes",
-       [](auto& o) { o.max_string_bytes = 3; }},
+       "key 0 \"a\" string: length 4 exceeds the limit of 3 bytes", [](auto& o) { o.max_string_bytes = 3; }},
       {"bool_2", B().Header(0, 1).Key("a", 7).U8(2).Zeros(4).str(), StatusCode::kCorruption,
        "key 0 \"a\": bool value 2 at offset 37 is neither 0 nor 1"},
-      {"bool_2_in_array", B().Header(0, 1).Key("a", 9).U32(7).U64(2).U8(1).U8(7).str(),
-       StatusCode::kCorruption, "key 0 \"a\": bool value 7 at offset 50 is neither 0 nor 1"},
-      {"array_cannot_fit", B().Header(0, 1).Key("a", 9).U32(4).U64(1000).U32(1).str(),
-       StatusCode::kCorruption, "key 0 \"a\": array of 1000 uint32 at offset 37 cannot fit in the 4 bytes"},
-      {"array_count_overflow",
-       B().Header(0, 1).Key("a", 9).U32(8).U64(std::uint64_t{1} << 62).U64(0).str(),
+      {"bool_2_in_array", B().Header(0, 1).Key("a", 9).U32(7).U64(2).U8(1).U8(7).str(), StatusCode::kCorruption,
+       "key 0 \"a\": bool value 7 at offset 50 is neither 0 nor 1"},
+      {"array_cannot_fit", B().Header(0, 1).Key("a", 9).U32(4).U64(1000).U32(1).str(), StatusCode::kCorruption,
+       "key 0 \"a\": array of 1000 uint32 at offset 37 cannot fit in the 4 bytes"},
+      {"array_count_overflow", B().Header(0, 1).Key("a", 9).U32(8).U64(std::uint64_t{1} << 62).U64(0).str(),
        StatusCode::kCorruption, "array of 4611686018427387904 string at offset 37 cannot fit"},
-      {"array_elems_limit", B().Header(0, 1).Key("a", 9).U32(0).U64(3).Bytes("abc").str(),
-       StatusCode::kLimitExceeded, "array of 3 elements exceeds the limit of 2",
-       [](auto& o) { o.max_array_elems = 2; }},
-      {"array_depth_limit", B().Header(0, 1).Key("a", 9).U32(9).U64(1).U32(4).U64(0).str(),
-       StatusCode::kLimitExceeded, "arrays nested deeper than the limit of 1",
-       [](auto& o) { o.max_array_depth = 1; }},
-      {"metadata_limit", B().Header(0, 1).Key("a", 8).Str(std::string(32, 'x')).str(),
-       StatusCode::kLimitExceeded, "the metadata JSON grows past the limit of 16 bytes",
-       [](auto& o) { o.max_metadata_bytes = 16; }},
-      {"alignment_not_u32", B().Header(0, 1).Key("general.alignment", 10).U64(32).str(),
-       StatusCode::kCorruption, "key 0 \"general.alignment\" has type uint64; it must be uint32"},
-      {"alignment_zero", B().Header(0, 1).Key("general.alignment", 4).U32(0).Zeros(4).str(),
-       StatusCode::kCorruption, "\"general.alignment\": alignment 0 is not a power of two"},
-      {"alignment_48", B().Header(0, 1).Key("general.alignment", 4).U32(48).Zeros(4).str(),
-       StatusCode::kCorruption, "alignment 48 is not a power of two"},
-      {"tensor_infos_cannot_fit",
-       B().Header(1, 1).Key("a", 8).Str(std::string(40, 'x')).Zeros(10).str(),
+      {"array_elems_limit", B().Header(0, 1).Key("a", 9).U32(0).U64(3).Bytes("abc").str(), StatusCode::kLimitExceeded,
+       "array of 3 elements exceeds the limit of 2", [](auto& o) { o.max_array_elems = 2; }},
+      {"array_depth_limit", B().Header(0, 1).Key("a", 9).U32(9).U64(1).U32(4).U64(0).str(), StatusCode::kLimitExceeded,
+       "arrays nested deeper than the limit of 1", [](auto& o) { o.max_array_depth = 1; }},
+      {"metadata_limit", B().Header(0, 1).Key("a", 8).Str(std::string(32, 'x')).str(), StatusCode::kLimitExceeded,
+       "the metadata JSON grows past the limit of 16 bytes", [](auto& o) { o.max_metadata_bytes = 16; }},
+      {"alignment_not_u32", B().Header(0, 1).Key("general.alignment", 10).U64(32).str(), StatusCode::kCorruption,
+       "key 0 \"general.alignment\" has type uint64; it must be uint32"},
+      {"alignment_zero", B().Header(0, 1).Key("general.alignment", 4).U32(0).Zeros(4).str(), StatusCode::kCorruption,
+       "\"general.alignment\": alignment 0 is not a power of two"},
+      {"alignment_48", B().Header(0, 1).Key("general.alignment", 4).U32(48).Zeros(4).str(), StatusCode::kCorruption,
+       "alignment 48 is not a power of two"},
+      {"tensor_infos_cannot_fit", B().Header(1, 1).Key("a", 8).Str(std::string(40, 'x')).Zeros(10).str(),
        StatusCode::kCorruption, "1 tensor infos cannot fit in the 10 bytes after the key/value pairs"},
       {"tensor_name_past_end", B().Header(1, 0).U64(500).Zeros(20).str(), StatusCode::kCorruption,
        "tensor 0 name: length 500 at offset 24 exceeds the 20 bytes remaining"},
@@ -117,46 +109,45 @@ std::vector<Case> Cases() {
        StatusCode::kCorruption, "tensor 0 \"\\xc3\": name is not valid UTF-8"},
       // ggml reads "a" twice (C-string names) and refuses them as duplicates.
       {"tensor_name_nul",
-       B().Header(2, 0).Info(std::string("a\0x", 3), {1}, 0, 0).Info(std::string("a\0y", 3), {1}, 0, 32)
-           .PadTo(32).Zeros(64).str(),
-       StatusCode::kCorruption,
-       "tensor 0 \"a\\x00x\": name has a NUL byte at position 1; ggml would read it as \"a\""},
-      {"duplicate_tensor",
-       B().Header(2, 0).Info("w", {1}, 0, 0).Info("w", {1}, 0, 32).PadTo(32).Zeros(64).str(),
+       B().Header(2, 0)
+           .Info(std::string("a\0x", 3), {1}, 0, 0)
+           .Info(std::string("a\0y", 3), {1}, 0, 32)
+           .PadTo(32)
+           .Zeros(64)
+           .str(),
+       StatusCode::kCorruption, "tensor 0 \"a\\x00x\": name has a NUL byte at position 1; ggml would read it as \"a\""},
+      {"duplicate_tensor", B().Header(2, 0).Info("w", {1}, 0, 0).Info("w", {1}, 0, 32).PadTo(32).Zeros(64).str(),
        StatusCode::kCorruption, "tensor 1 \"w\" duplicates tensor 0"},
       {"five_dims", OneTensor(0, {1, 1, 1, 1, 1}).Zeros(32).str(), StatusCode::kUnsupported,
        "tensor 0 \"w\": 5 dimensions; ggml supports at most 4"},
-      {"truncated_dims", B().Header(1, 0).Str("w").U32(2).U64(1).Zeros(8).str(),
-       StatusCode::kCorruption, "tensor 0 \"w\" dims, type and offset at offset 37 needs 28 bytes, 16 remain"},
+      {"truncated_dims", B().Header(1, 0).Str("w").U32(2).U64(1).Zeros(8).str(), StatusCode::kCorruption,
+       "tensor 0 \"w\" dims, type and offset at offset 37 needs 28 bytes, 16 remain"},
       {"negative_dim", OneTensor(0, {std::uint64_t{1} << 63}).str(), StatusCode::kCorruption,
        "tensor 0 \"w\": dimension 0 is 9223372036854775808, more than INT64_MAX"},
       {"removed_ggml_type", OneTensor(0, {16}, 4).Zeros(64).str(), StatusCode::kUnsupported,
        "tensor 0 \"w\": unknown ggml type 4"},
-      {"unknown_ggml_type", OneTensor(0, {16}, 43).Zeros(64).str(), StatusCode::kUnsupported,
-       "unknown ggml type 43"},
+      {"unknown_ggml_type", OneTensor(0, {16}, 43).Zeros(64).str(), StatusCode::kUnsupported, "unknown ggml type 43"},
       {"row_not_whole_blocks", OneTensor(0, {16, 2}, 2).Zeros(64).str(), StatusCode::kCorruption,
        "tensor 0 \"w\": row of 16 elements is not a multiple of the Q4_0 block of 32"},
-      {"shape_overflow", OneTensor(0, {1ull << 32, 1ull << 32, 1ull << 32}).str(),
-       StatusCode::kCorruption, "shape ne=[4294967296, 4294967296, 4294967296] of F32 overflows"},
+      {"shape_overflow", OneTensor(0, {1ull << 32, 1ull << 32, 1ull << 32}).str(), StatusCode::kCorruption,
+       "shape ne=[4294967296, 4294967296, 4294967296] of F32 overflows"},
       // ggml skips its overflow checks for a tensor with a zero dim; we do
       // not (gguf.md §7): the other dims must still multiply within 64 bits.
-      {"shape_overflow_beside_zero_dim", OneTensor(0, {0, 1ull << 62, 1ull << 62}).str(),
-       StatusCode::kCorruption, "shape ne=[0, 4611686018427387904, 4611686018427387904] of F32 overflows"},
+      {"shape_overflow_beside_zero_dim", OneTensor(0, {0, 1ull << 62, 1ull << 62}).str(), StatusCode::kCorruption,
+       "shape ne=[0, 4611686018427387904, 4611686018427387904] of F32 overflows"},
       {"elements_above_int64", OneTensor(0, {1ull << 62, 3}, 24).str(), StatusCode::kCorruption,
        "shape ne=[4611686018427387904, 3] of I8 overflows"},
       {"offset_unaligned", OneTensor(4).Zeros(96).str(), StatusCode::kCorruption,
        "tensor 0 \"w\": offset 4 is not a multiple of the alignment 32"},
       {"first_offset_gap", OneTensor(32).Zeros(96).str(), StatusCode::kCorruption,
        "tensor 0 \"w\": offset 32 should be 0 (the first tensor starts the data section)"},
-      {"overlap",
-       B().Header(2, 0).Info("a", {16}, 0, 0).Info("b", {16}, 0, 32).PadTo(32).Zeros(128).str(),
+      {"overlap", B().Header(2, 0).Info("a", {16}, 0, 0).Info("b", {16}, 0, 32).PadTo(32).Zeros(128).str(),
        StatusCode::kCorruption,
        "tensor 1 \"b\": offset 32 should be 64 (the end of tensor 0 padded to 32): tensors must be "
        "stored in order, without gaps or overlap"},
       {"gap", B().Header(2, 0).Info("a", {16}, 0, 0).Info("b", {16}, 0, 96).PadTo(32).Zeros(192).str(),
        StatusCode::kCorruption, "tensor 1 \"b\": offset 96 should be 64"},
-      {"out_of_order",
-       B().Header(2, 0).Info("a", {16}, 0, 64).Info("b", {16}, 0, 0).PadTo(32).Zeros(128).str(),
+      {"out_of_order", B().Header(2, 0).Info("a", {16}, 0, 64).Info("b", {16}, 0, 0).PadTo(32).Zeros(128).str(),
        StatusCode::kCorruption, "tensor 0 \"a\": offset 64 should be 0"},
       {"data_past_end", OneTensor(0).Zeros(63).str(), StatusCode::kCorruption,
        "tensor 0 \"w\": data at offset 64 + 0 + 64 bytes runs past the end of the 127-byte file"},
@@ -247,8 +238,7 @@ TEST(GgufInvalid, TruncationAtEveryPrefix) {
       auto r = DecodeString(file.substr(0, n));
       if (n < min_ok) {
         ASSERT_FALSE(r.ok()) << "prefix " << n;
-        ASSERT_EQ(r.status().code(), StatusCode::kCorruption) << "prefix " << n << ": "
-                                                               << r.status().ToString();
+        ASSERT_EQ(r.status().code(), StatusCode::kCorruption) << "prefix " << n << ": " << r.status().ToString();
       } else {
         ASSERT_TRUE(r.ok()) << "prefix " << n << ": " << r.status().ToString();
         ASSERT_EQ(r->tensors.size(), full->tensors.size());
@@ -304,8 +294,8 @@ TEST(GgufWriterInput, RefusalsHaveCodeAndMessage) {
   std::vector<W> cases = {
       {"not_json", make("{"), StatusCode::kInvalidArgument, "metadata is not valid JSON"},
       {"not_object", make("[1]"), StatusCode::kInvalidArgument, "metadata JSON must be an object"},
-      {"too_deep", make("{\"a\":" + std::string(70, '[') + std::string(70, ']') + "}"),
-       StatusCode::kLimitExceeded, "metadata JSON nested deeper than 64"},
+      {"too_deep", make("{\"a\":" + std::string(70, '[') + std::string(70, ']') + "}"), StatusCode::kLimitExceeded,
+       "metadata JSON nested deeper than 64"},
       {"types_not_object", make("{\"a\":1,\"tensorsafe.gguf_types\":[]}"), StatusCode::kInvalidArgument,
        "key \"tensorsafe.gguf_types\" (reserved: the GGUF value types of the other keys) must be an object or "
        "its JSON text, not []"},
@@ -321,10 +311,10 @@ TEST(GgufWriterInput, RefusalsHaveCodeAndMessage) {
        "key \"a\": 256 is out of range for uint8"},
       {"negative_unsigned", make("{\"a\":-1" + types("\"a\":\"uint64\"")), StatusCode::kInvalidArgument,
        "-1 is out of range for uint64"},
-      {"f32_out_of_range", make("{\"a\":1e39" + types("\"a\":\"float32\"")),
-       StatusCode::kInvalidArgument, "1e+39 is out of range for float32"},
-      {"bad_nan", make("{\"a\":\"nan:0x00000001\"" + types("\"a\":\"float32\"")),
-       StatusCode::kInvalidArgument, "bad NaN"},
+      {"f32_out_of_range", make("{\"a\":1e39" + types("\"a\":\"float32\"")), StatusCode::kInvalidArgument,
+       "1e+39 is out of range for float32"},
+      {"bad_nan", make("{\"a\":\"nan:0x00000001\"" + types("\"a\":\"float32\"")), StatusCode::kInvalidArgument,
+       "bad NaN"},
       {"string_expected", make("{\"a\":1" + types("\"a\":\"string\"")), StatusCode::kInvalidArgument,
        "expected a string or {\"hex\": ...}, got 1"},
       {"odd_hex", make("{\"a\":{\"hex\":\"abc\"}}"), StatusCode::kInvalidArgument, "odd number of hex digits"},
@@ -333,8 +323,7 @@ TEST(GgufWriterInput, RefusalsHaveCodeAndMessage) {
        "key \"a\": cannot infer the element type of an empty array"},
       {"second_key_named", make("{\"first\":\"ok\",\"empty_arr\":[]}"), StatusCode::kInvalidArgument,
        "key \"empty_arr\": cannot infer"},
-      {"mixed_array", make("{\"a\":[1,\"x\"]}"), StatusCode::kInvalidArgument,
-       "array mixes numbers and other values"},
+      {"mixed_array", make("{\"a\":[1,\"x\"]}"), StatusCode::kInvalidArgument, "array mixes numbers and other values"},
       {"list_arity", make("{\"a\":[[1]]" + types("\"a\":[\"array\"]")), StatusCode::kInvalidArgument,
        "lists 0 element types for 1 elements"},
       {"empty_key", make("{\"\":1}"), StatusCode::kInvalidArgument, "metadata key \"\" is empty"},
@@ -347,8 +336,7 @@ TEST(GgufWriterInput, RefusalsHaveCodeAndMessage) {
     TensorSet s = make("");
     s.tensors[0].info.dtype = DType::kU8;
     s.tensors[0].info.shape = {16};
-    cases.push_back({"dtype_u8", s, StatusCode::kUnsupported,
-                     "tensor 0 \"w\": dtype u8 has no GGUF type"});
+    cases.push_back({"dtype_u8", s, StatusCode::kUnsupported, "tensor 0 \"w\": dtype u8 has no GGUF type"});
     s = make("");
     s.tensors[0].info.shape = {1, 1, 1, 1, 4};
     cases.push_back({"rank_5", s, StatusCode::kUnsupported, "rank 5; GGUF readers take at most 4"});
@@ -361,12 +349,11 @@ TEST(GgufWriterInput, RefusalsHaveCodeAndMessage) {
                      "tensor 0 \"w\\x00v\": name has a NUL byte at position 1; ggml would read it as \"w\""});
     s = make("");
     s.tensors.push_back(s.tensors[0]);
-    cases.push_back({"duplicate_name", s, StatusCode::kInvalidArgument,
-                     "tensor 1 \"w\" has the name of tensor 0"});
+    cases.push_back({"duplicate_name", s, StatusCode::kInvalidArgument, "tensor 1 \"w\" has the name of tensor 0"});
     s = make("");
     s.tensors[0].info.shape = {5};
-    cases.push_back({"size_mismatch", s, StatusCode::kInvalidArgument,
-                     "shape [5] of f32 needs 20 bytes, the data has 16"});
+    cases.push_back(
+        {"size_mismatch", s, StatusCode::kInvalidArgument, "shape [5] of f32 needs 20 bytes, the data has 16"});
   }
   for (const W& c : cases) {
     SCOPED_TRACE(c.name);

@@ -72,8 +72,9 @@ TEST(GgufKvEdit, EditsKeepTheOrderAndTheTypesTheWriterUses) {
   std::vector<std::string> del = {"general.architecture"};
   auto out = gguf::EditKeyValues(md, set, del);
   ASSERT_TRUE(out.ok()) << out.status().ToString();
-  EXPECT_EQ(*out,
-            R"({"general.alignment":64,"n":7,"new":1.5,"tensorsafe.gguf_types":{"general.alignment":"uint32","n":"uint8","new":"float32"}})");
+  EXPECT_EQ(
+      *out,
+      R"({"general.alignment":64,"n":7,"new":1.5,"tensorsafe.gguf_types":{"general.alignment":"uint32","n":"uint8","new":"float32"}})");
   // The writer encodes them with those types; the reader gives back the same JSON.
   TensorSet s;
   s.metadata_json = *out;
@@ -83,9 +84,11 @@ TEST(GgufKvEdit, EditsKeepTheOrderAndTheTypesTheWriterUses) {
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->metadata_json, *out);
   // Metadata without types (from another format): only the edited key is typed.
-  auto plain = gguf::EditKeyValues(R"({"a":"b"})", std::vector{*gguf::ParseKeyValueEdit("general.architecture=str:llama")});
+  auto plain =
+      gguf::EditKeyValues(R"({"a":"b"})", std::vector{*gguf::ParseKeyValueEdit("general.architecture=str:llama")});
   ASSERT_TRUE(plain.ok());
-  EXPECT_EQ(*plain, R"({"a":"b","general.architecture":"llama","tensorsafe.gguf_types":{"general.architecture":"string"}})");
+  EXPECT_EQ(*plain,
+            R"({"a":"b","general.architecture":"llama","tensorsafe.gguf_types":{"general.architecture":"string"}})");
   // Deleting the last key leaves no metadata.
   auto none = gguf::EditKeyValues(R"({"a":"b"})", {}, std::vector<std::string>{"a"});
   ASSERT_TRUE(none.ok());

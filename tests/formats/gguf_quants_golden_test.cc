@@ -54,7 +54,8 @@ void CanonicalNaNs(std::vector<std::byte>& out, DType dtype) {
   for (std::size_t i = 0; i + 1 < out.size(); i += 2) {
     std::uint16_t h;
     std::memcpy(&h, out.data() + i, 2);
-    const bool nan = dtype == DType::kF16 ? (h & 0x7c00) == 0x7c00 && (h & 0x3ff) : (h & 0x7f80) == 0x7f80 && (h & 0x7f);
+    const bool nan =
+        dtype == DType::kF16 ? (h & 0x7c00) == 0x7c00 && (h & 0x3ff) : (h & 0x7f80) == 0x7f80 && (h & 0x7f);
     if (nan) h = dtype == DType::kF16 ? 0x7E00 : 0x7FC0;
     std::memcpy(out.data() + i, &h, 2);
   }
@@ -112,8 +113,8 @@ TEST(GgufQuantsGolden, QuantizeAsGgufPy) {
     ASSERT_TRUE(gguf::Quantize(*type, values, out).ok());
     EXPECT_EQ(Hex(out), c["bytes"].get<std::string>());
   }
-  EXPECT_EQ(types, (std::set<std::string>{"F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0",
-                                          "MXFP4"}));
+  EXPECT_EQ(types,
+            (std::set<std::string>{"F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0", "MXFP4"}));
 }
 
 // Quantise then dequantise: the values gguf-py's pair gives, checked on

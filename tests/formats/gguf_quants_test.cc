@@ -25,12 +25,12 @@ TEST(GgufQuants, WhatCanBeDoneWithEachType) {
     if (gguf::CanDequantize(*t)) dq.push_back(std::string(t->name));
     if (gguf::CanQuantize(*t)) q.push_back(std::string(t->name));
   }
-  EXPECT_EQ(dq, (std::vector<std::string>{"F32", "F16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K",
-                                          "Q4_K", "Q5_K", "Q6_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL",
-                                          "IQ3_S", "IQ2_S", "IQ4_XS", "IQ1_M", "BF16", "TQ1_0", "TQ2_0", "MXFP4",
-                                          "NVFP4"}));
-  EXPECT_EQ(q, (std::vector<std::string>{"F32", "F16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "BF16", "TQ1_0",
-                                         "TQ2_0", "MXFP4"}));
+  EXPECT_EQ(dq, (std::vector<std::string>{"F32",     "F16",   "Q4_0",   "Q4_1",  "Q5_0",  "Q5_1",    "Q8_0",
+                                          "Q2_K",    "Q3_K",  "Q4_K",   "Q5_K",  "Q6_K",  "IQ2_XXS", "IQ2_XS",
+                                          "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS",  "IQ1_M",
+                                          "BF16",    "TQ1_0", "TQ2_0",  "MXFP4", "NVFP4"}));
+  EXPECT_EQ(q, (std::vector<std::string>{"F32", "F16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "BF16", "TQ1_0", "TQ2_0",
+                                         "MXFP4"}));
 }
 
 TEST(GgufQuants, DequantizeChecksSizes) {
@@ -48,8 +48,8 @@ TEST(GgufQuants, DequantizeChecksSizes) {
                 "cannot dequantise to f64: the targets are f32, f16 and bf16");
   EXPECT_STATUS(gguf::Dequantize(Type("Q8_K"), Bytes(std::string(292, '\0')), DType::kF32, out),
                 StatusCode::kUnsupported, "no dequantiser for Q8_K blocks (gguf-py 0.19, the reference, has none");
-  EXPECT_STATUS(gguf::Dequantize(Type("I32"), Bytes(std::string(4, '\0')), DType::kF32, out),
-                StatusCode::kUnsupported, "no dequantiser for I32");
+  EXPECT_STATUS(gguf::Dequantize(Type("I32"), Bytes(std::string(4, '\0')), DType::kF32, out), StatusCode::kUnsupported,
+                "no dequantiser for I32");
 }
 
 TEST(GgufQuants, QuantizeChecksSizes) {
@@ -71,9 +71,8 @@ TEST(GgufQuants, UnalignedOutputAndThreadCountsGiveTheSameBytes) {
   std::vector<std::byte> one(3000 * 256 * 4), four(one.size()), unaligned(one.size() + 1);
   ASSERT_TRUE(gguf::Dequantize(Type("Q4_K"), Bytes(blocks), DType::kF32, one, {.threads = 1}).ok());
   ASSERT_TRUE(gguf::Dequantize(Type("Q4_K"), Bytes(blocks), DType::kF32, four, {.threads = 4}).ok());
-  ASSERT_TRUE(gguf::Dequantize(Type("Q4_K"), Bytes(blocks), DType::kF32, std::span(unaligned).subspan(1),
-                               {.threads = 2})
-                  .ok());
+  ASSERT_TRUE(
+      gguf::Dequantize(Type("Q4_K"), Bytes(blocks), DType::kF32, std::span(unaligned).subspan(1), {.threads = 2}).ok());
   EXPECT_TRUE(one == four);
   EXPECT_TRUE(std::equal(one.begin(), one.end(), unaligned.begin() + 1));
 }
@@ -114,22 +113,18 @@ TEST(GgufQuants, DequantizeTensorGivesTheLogicalShapeAndKeepsOtherMetadata) {
 }
 
 TEST(GgufQuants, DequantizeTensorErrorsNameTheTensor) {
-  EXPECT_STATUS(gguf::DequantizeTensor(MakeTensor("w", DType::kU8, {140}, std::string(140, '\0'),
-                                                  Marker("Q4_K", "[256]")),
-                                       DType::kF32),
+  EXPECT_STATUS(gguf::DequantizeTensor(
+                    MakeTensor("w", DType::kU8, {140}, std::string(140, '\0'), Marker("Q4_K", "[256]")), DType::kF32),
                 StatusCode::kInvalidArgument, "tensor \"w\": Q4_K shape [256] needs 144 bytes, the data has 140");
-  EXPECT_STATUS(gguf::DequantizeTensor(MakeTensor("w", DType::kU8, {144}, std::string(144, '\0'),
-                                                  Marker("Q4_K", "[100]")),
-                                       DType::kF32),
+  EXPECT_STATUS(gguf::DequantizeTensor(
+                    MakeTensor("w", DType::kU8, {144}, std::string(144, '\0'), Marker("Q4_K", "[100]")), DType::kF32),
                 StatusCode::kInvalidArgument,
                 "tensor \"w\": row of 100 elements is not a multiple of the Q4_K block of 256");
-  EXPECT_STATUS(gguf::DequantizeTensor(MakeTensor("w", DType::kU8, {292}, std::string(292, '\0'),
-                                                  Marker("Q8_K", "[256]")),
-                                       DType::kF32),
+  EXPECT_STATUS(gguf::DequantizeTensor(
+                    MakeTensor("w", DType::kU8, {292}, std::string(292, '\0'), Marker("Q8_K", "[256]")), DType::kF32),
                 StatusCode::kUnsupported, "tensor \"w\": no dequantiser for Q8_K blocks");
-  EXPECT_STATUS(gguf::DequantizeTensor(MakeTensor("w", DType::kU8, {18}, std::string(18, '\0'),
-                                                  R"({"gguf.type":"Q4_0"})"),
-                                       DType::kF32),
+  EXPECT_STATUS(gguf::DequantizeTensor(
+                    MakeTensor("w", DType::kU8, {18}, std::string(18, '\0'), R"({"gguf.type":"Q4_0"})"), DType::kF32),
                 StatusCode::kInvalidArgument,
                 "tensor \"w\": Q4_0 blocks must be u8 [bytes] with \"gguf.shape\", an array of at most 4 dims");
   EXPECT_STATUS(gguf::DequantizeTensor(MakeTensor("w", DType::kU8, {18}, std::string(18, '\0'),
@@ -144,7 +139,8 @@ TEST(GgufQuants, DequantizeTensorErrorsNameTheTensor) {
 
 TEST(GgufQuants, DequantizeSetKeepsIntegersAndUpdatesTheFileType) {
   TensorSet set;
-  set.metadata_json = R"({"general.file_type":15,"x":1,"tensorsafe.gguf_types":{"general.file_type":"uint32","x":"int32"}})";
+  set.metadata_json =
+      R"({"general.file_type":15,"x":1,"tensorsafe.gguf_types":{"general.file_type":"uint32","x":"int32"}})";
   set.tensors.push_back(MakeTensor("q", DType::kU8, {18}, std::string(18, '\0'), Marker("Q4_0", "[32]")));
   set.tensors.push_back(MakeTensor("i", DType::kI64, {1}, std::string(8, '\1')));
   set.tensors.push_back(MakeTensor("f", DType::kF64, {1}, Raw<double>({0.1})));
@@ -187,7 +183,8 @@ TEST(GgufQuants, QuantizeTensorMarksBlocksForTheWriter) {
   EXPECT_EQ(h->info.dtype, DType::kF16);
   EXPECT_EQ(h->info.shape, (Shape{2, 32}));
   EXPECT_STATUS(gguf::QuantizeTensor(MakeTensor("w", DType::kF32, {3, 20}, std::string(240, '\0')), Type("Q8_0")),
-                StatusCode::kInvalidArgument, "tensor \"w\": row of 20 elements is not a multiple of the Q8_0 block of 32");
+                StatusCode::kInvalidArgument,
+                "tensor \"w\": row of 20 elements is not a multiple of the Q8_0 block of 32");
   EXPECT_STATUS(gguf::QuantizeTensor(MakeTensor("w", DType::kI32, {32}, std::string(128, '\0')), Type("Q8_0")),
                 StatusCode::kUnsupported, "tensor \"w\": cannot quantise i32 values");
   EXPECT_STATUS(gguf::QuantizeTensor(t, Type("Q6_K")), StatusCode::kUnsupported, "tensor \"w\": no quantiser for Q6_K");

@@ -46,7 +46,7 @@ class Gen {
     *desc = kNames[t];
     if (t == 8) {
       std::string s;
-      const char* alphabet[] = {"a", "Z", " ", "\"", "\\", "\n", "\x01", "\xc3\xa9", "\xe2\x98\x83",
+      const char* alphabet[] = {"a",    "Z",    " ",    "\"", "\\", "\n", "\x01", "\xc3\xa9", "\xe2\x98\x83",
                                 "\xff", "\xc3", "\x7f", "."};
       for (std::uint64_t i = U(6); i > 0; --i) s += alphabet[U(std::size(alphabet))];
       b.Str(s);
@@ -95,10 +95,10 @@ class Gen {
  private:
   // Mostly random bits, often an edge value.
   std::uint64_t Special(int t) {
-    const std::uint64_t edges4[] = {0, 0x80000000u, 0x7fc00000u, 0x7f800000u, 0xff800000u,
-                                    0x7fc00001u, 1, 0x7f7fffffu, 0xffffffffu};
-    const std::uint64_t edges8[] = {0, 1ull << 63, 0x7ff8000000000000ull, 0x7ff0000000000000ull,
-                                    0xfff8000000000001ull, 1, ~0ull, 0x7fffffffffffffffull};
+    const std::uint64_t edges4[] = {0,           0x80000000u, 0x7fc00000u, 0x7f800000u, 0xff800000u,
+                                    0x7fc00001u, 1,           0x7f7fffffu, 0xffffffffu};
+    const std::uint64_t edges8[] = {0, 1ull << 63, 0x7ff8000000000000ull, 0x7ff0000000000000ull, 0xfff8000000000001ull,
+                                    1, ~0ull,      0x7fffffffffffffffull};
     if (U(3) != 0) return Bits();
     return kSizes[t] == 8 ? edges8[U(std::size(edges8))] : edges4[U(std::size(edges4))];
   }
@@ -181,9 +181,9 @@ Model MakeModel(Gen& g) {
     m.metadata = "";
   }
   const std::uint64_t align = align_choice ? align_choice : 32;
-  const std::pair<DType, std::uint32_t> plain[] = {
-      {DType::kF32, 0}, {DType::kF16, 1},  {DType::kI8, 24},  {DType::kI16, 25},
-      {DType::kI32, 26}, {DType::kI64, 27}, {DType::kF64, 28}, {DType::kBF16, 30}};
+  const std::pair<DType, std::uint32_t> plain[] = {{DType::kF32, 0},  {DType::kF16, 1},  {DType::kI8, 24},
+                                                   {DType::kI16, 25}, {DType::kI32, 26}, {DType::kI64, 27},
+                                                   {DType::kF64, 28}, {DType::kBF16, 30}};
   GgufBuilder head;
   const std::uint64_t n_t = g.U(6);
   head.Header(n_t, count).Bytes(kv.str());
@@ -225,8 +225,7 @@ TEST(GgufRandom, RoundTripsMatchTheModel) {
       EXPECT_EQ(t.info.name, m.tensors[i].name);
       EXPECT_EQ(t.info.dtype, m.tensors[i].dtype);
       EXPECT_EQ(t.info.shape, m.tensors[i].shape);
-      ASSERT_EQ(std::string(reinterpret_cast<const char*>(t.data.data()), t.data.size()),
-                m.tensors[i].data);
+      ASSERT_EQ(std::string(reinterpret_cast<const char*>(t.data.data()), t.data.size()), m.tensors[i].data);
     }
     auto bytes = gguf::Encode(*set);
     ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();

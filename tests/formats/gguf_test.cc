@@ -106,8 +106,7 @@ TEST(GgufWriter, ByteIdenticalToThePackage) {
   int checked = 0;
   for (const Json& e : m["files"]) {
     const std::string name = e["file"];
-    if (std::find(std::begin(kPlainGoldens), std::end(kPlainGoldens), name) ==
-        std::end(kPlainGoldens)) {
+    if (std::find(std::begin(kPlainGoldens), std::end(kPlainGoldens), name) == std::end(kPlainGoldens)) {
       continue;
     }
     SCOPED_TRACE(name);
@@ -192,8 +191,7 @@ class FaultyEnv : public Env {
   bool fail_sync = false;
   bool fail_rename = false;
 
-  Result<std::unique_ptr<WritableFile>> NewTempFile(const std::string& final_path,
-                                                              std::string* tmp) override {
+  Result<std::unique_ptr<WritableFile>> NewTempFile(const std::string& final_path, std::string* tmp) override {
     TS_ASSIGN_OR_RETURN(auto f, Env::NewTempFile(final_path, tmp));
     return std::unique_ptr<WritableFile>(std::make_unique<File>(std::move(f), this));
   }
@@ -212,9 +210,7 @@ class FaultyEnv : public Env {
     }
     bool seekable() const override { return f_->seekable(); }
     Status WriteAt(std::uint64_t o, std::span<const std::byte> b) override { return f_->WriteAt(o, b); }
-    Status Sync() override {
-      return env_->fail_sync ? IOError("injected fsync failure", EIO) : f_->Sync();
-    }
+    Status Sync() override { return env_->fail_sync ? IOError("injected fsync failure", EIO) : f_->Sync(); }
     Status Close() override { return f_->Close(); }
     std::uint64_t position() const override { return f_->position(); }
     const std::string& name() const override { return f_->name(); }

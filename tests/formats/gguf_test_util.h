@@ -30,11 +30,10 @@ inline std::string Unhex(const std::string& h) {
 // Compares an actual value `a` with the expected `e` under type descriptor
 // `d`: float32 values compare as floats (the JSON texts may differ: shortest
 // float vs exact double), float64 bit for bit, the rest as JSON.
-inline ::testing::AssertionResult SameValue(const Json& d, const Json& e, const Json& a,
-                                            const std::string& where) {
+inline ::testing::AssertionResult SameValue(const Json& d, const Json& e, const Json& a, const std::string& where) {
   auto fail = [&](const std::string& why) {
-    return ::testing::AssertionFailure() << where << ": " << why << " (type " << d.dump()
-                                         << ", expected " << e.dump() << ", got " << a.dump() << ")";
+    return ::testing::AssertionFailure() << where << ": " << why << " (type " << d.dump() << ", expected " << e.dump()
+                                         << ", got " << a.dump() << ")";
   };
   if (d.is_array()) {
     if (!a.is_array() || a.size() != e.size() || d.size() != e.size() + 1) return fail("shape");
@@ -57,10 +56,9 @@ inline ::testing::AssertionResult SameValue(const Json& d, const Json& e, const 
   if ((t == "float32" || t == "float64") && e.is_number()) {
     if (!a.is_number_float()) return fail("not a JSON float");
     const double x = e.get<double>(), y = a.get<double>();
-    const bool same = t == "float32"
-                          ? std::bit_cast<std::uint32_t>(static_cast<float>(x)) ==
-                                std::bit_cast<std::uint32_t>(static_cast<float>(y))
-                          : std::bit_cast<std::uint64_t>(x) == std::bit_cast<std::uint64_t>(y);
+    const bool same = t == "float32" ? std::bit_cast<std::uint32_t>(static_cast<float>(x)) ==
+                                           std::bit_cast<std::uint32_t>(static_cast<float>(y))
+                                     : std::bit_cast<std::uint64_t>(x) == std::bit_cast<std::uint64_t>(y);
     return same ? ::testing::AssertionSuccess() : fail("different float");
   }
   return e == a ? ::testing::AssertionSuccess() : fail("different value");
@@ -71,8 +69,7 @@ inline ::testing::AssertionResult SameValue(const Json& d, const Json& e, const 
 inline ::testing::AssertionResult SameMetadata(const Json& expected, const std::string& actual) {
   if (expected.is_string()) {
     if (actual == expected.get<std::string>()) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "expected \"" << expected.get<std::string>()
-                                         << "\", got " << actual;
+    return ::testing::AssertionFailure() << "expected \"" << expected.get<std::string>() << "\", got " << actual;
   }
   Json a;
   try {
@@ -84,8 +81,7 @@ inline ::testing::AssertionResult SameMetadata(const Json& expected, const std::
   for (const auto& [k, _] : expected.items()) ke.push_back(k);
   for (const auto& [k, _] : a.items()) ka.push_back(k);
   if (ke != ka) return ::testing::AssertionFailure() << "keys differ: " << a.dump();
-  const Json& types = expected.contains("tensorsafe.gguf_types") ? expected["tensorsafe.gguf_types"]
-                                                                 : Json::object();
+  const Json& types = expected.contains("tensorsafe.gguf_types") ? expected["tensorsafe.gguf_types"] : Json::object();
   if (expected.contains("tensorsafe.gguf_types") && types != a["tensorsafe.gguf_types"]) {
     return ::testing::AssertionFailure() << "types differ: " << a["tensorsafe.gguf_types"].dump();
   }

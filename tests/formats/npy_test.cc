@@ -26,9 +26,7 @@ Result<TensorSet> DecodeString(const std::string& s, const std::string& name = "
   return npy::Decode(Bytes(*owner), owner, name, opt);
 }
 
-std::string DataOf(const Tensor& t) {
-  return std::string(reinterpret_cast<const char*>(t.data.data()), t.data.size());
-}
+std::string DataOf(const Tensor& t) { return std::string(reinterpret_cast<const char*>(t.data.data()), t.data.size()); }
 
 // Builds a .npy image around a header text, padded as NumPy pads.
 std::string Npy(const std::string& dict, const std::string& data, int major = 1) {
@@ -53,11 +51,11 @@ std::string F32Data(int n) {
   return d;
 }
 
-const char* kWriterGoldens[] = {
-    "f32_2x3.npy", "f64_scalar.npy", "i32_0x3.npy", "bool_5.npy", "u8_4.npy", "i8_4.npy",
-    "u16_3.npy", "i16_3.npy", "u32_3.npy", "i64_3.npy", "u64_2x1.npy", "f16_4.npy",
-    "c64_2.npy", "c128_2.npy", "bf16_2x2.npy", "f8_e5m2_3.npy", "f32_rank36.npy",
-    "i64_big_dims.npy", "f32_2x3x4.npy", "i32_2x3.npy", "f64_3x2.npy"};
+const char* kWriterGoldens[] = {"f32_2x3.npy",   "f64_scalar.npy", "i32_0x3.npy",      "bool_5.npy",    "u8_4.npy",
+                                "i8_4.npy",      "u16_3.npy",      "i16_3.npy",        "u32_3.npy",     "i64_3.npy",
+                                "u64_2x1.npy",   "f16_4.npy",      "c64_2.npy",        "c128_2.npy",    "bf16_2x2.npy",
+                                "f8_e5m2_3.npy", "f32_rank36.npy", "i64_big_dims.npy", "f32_2x3x4.npy", "i32_2x3.npy",
+                                "f64_3x2.npy"};
 
 TEST(NpyGolden, ReadThenWriteIsByteExact) {
   for (const char* name : kWriterGoldens) {
@@ -200,13 +198,14 @@ TEST(Npy, DescrByteOrderIsOptionalAsInNumpy) {
   const struct {
     const char* descr;
     DType dtype;
-  } kinds[] = {{"u1", DType::kU8}, {"b1", DType::kBool}, {"i8", DType::kI64}, {"|c8", DType::kC64},
-               {"|u2", DType::kU16}, {"V2", DType::kBF16}};
+  } kinds[] = {{"u1", DType::kU8},   {"b1", DType::kBool}, {"i8", DType::kI64},
+               {"|c8", DType::kC64}, {"|u2", DType::kU16}, {"V2", DType::kBF16}};
   for (const auto& k : kinds) {
     SCOPED_TRACE(k.descr);
     const std::string data(24, '\1');
     const std::string shape = "(" + std::to_string(24 / ElementSize(k.dtype)) + ",)";
-    auto r = DecodeString(Npy(std::string("{'descr': '") + k.descr + "', 'fortran_order': False, 'shape': " + shape + "}", data));
+    auto r = DecodeString(
+        Npy(std::string("{'descr': '") + k.descr + "', 'fortran_order': False, 'shape': " + shape + "}", data));
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(r->tensors[0].info.dtype, k.dtype);
     EXPECT_EQ(DataOf(r->tensors[0]), data);
@@ -253,45 +252,80 @@ std::vector<Bad> BadFiles() {
       {"v3_not_utf8", v3_bad_utf8, StatusCode::kCorruption, "not valid UTF-8"},
       {"not_a_dict", Npy("['<f4']", d6), StatusCode::kCorruption, "expected '{'"},
       {"missing_shape", with("'descr': '<f4', 'fortran_order': False"), StatusCode::kCorruption, "'shape' is missing"},
-      {"unknown_key", with("'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'x': 1"), StatusCode::kCorruption, "unexpected key \"x\""},
-      {"unknown_key_not_utf8", with("'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'x\xc1': 1"), StatusCode::kCorruption, "unexpected key \"x\\xc1\""},
-      {"duplicate_key", with("'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)"), StatusCode::kCorruption, "'descr' appears twice"},
-      {"missing_comma", with("'descr': '<f4' 'fortran_order': False, 'shape': (2, 3)"), StatusCode::kCorruption, "expected ',' or '}'"},
-      {"unquoted_key", with("descr: '<f4', 'fortran_order': False, 'shape': (2, 3)"), StatusCode::kCorruption, "expected a quoted string"},
+      {"unknown_key", with("'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'x': 1"), StatusCode::kCorruption,
+       "unexpected key \"x\""},
+      {"unknown_key_not_utf8", with("'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'x\xc1': 1"),
+       StatusCode::kCorruption, "unexpected key \"x\\xc1\""},
+      {"duplicate_key", with("'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)"),
+       StatusCode::kCorruption, "'descr' appears twice"},
+      {"missing_comma", with("'descr': '<f4' 'fortran_order': False, 'shape': (2, 3)"), StatusCode::kCorruption,
+       "expected ',' or '}'"},
+      {"unquoted_key", with("descr: '<f4', 'fortran_order': False, 'shape': (2, 3)"), StatusCode::kCorruption,
+       "expected a quoted string"},
       {"unterminated_string", with("'descr': '<f4"), StatusCode::kCorruption, "unterminated string"},
-      {"escape_in_string", with("'descr': '<f\\x34', 'fortran_order': False, 'shape': (6,)"), StatusCode::kCorruption, "escape sequences"},
-      {"shape_list", with("'descr': '<f4', 'fortran_order': False, 'shape': [2, 3]"), StatusCode::kCorruption, "shape must be a tuple"},
-      {"shape_not_tuple", with("'descr': '<f4', 'fortran_order': False, 'shape': (6)"), StatusCode::kCorruption, "needs a trailing comma"},
-      {"negative_dim", with("'descr': '<f4', 'fortran_order': False, 'shape': (-6,)"), StatusCode::kCorruption, "expected a non-negative integer"},
-      {"dim_overflow", with("'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)"), StatusCode::kCorruption, "does not fit in 64 bits"},
-      {"leading_zero", with("'descr': '<f4', 'fortran_order': False, 'shape': (06,)"), StatusCode::kCorruption, "leading zero"},
+      {"escape_in_string", with("'descr': '<f\\x34', 'fortran_order': False, 'shape': (6,)"), StatusCode::kCorruption,
+       "escape sequences"},
+      {"shape_list", with("'descr': '<f4', 'fortran_order': False, 'shape': [2, 3]"), StatusCode::kCorruption,
+       "shape must be a tuple"},
+      {"shape_not_tuple", with("'descr': '<f4', 'fortran_order': False, 'shape': (6)"), StatusCode::kCorruption,
+       "needs a trailing comma"},
+      {"negative_dim", with("'descr': '<f4', 'fortran_order': False, 'shape': (-6,)"), StatusCode::kCorruption,
+       "expected a non-negative integer"},
+      {"dim_overflow", with("'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)"),
+       StatusCode::kCorruption, "does not fit in 64 bits"},
+      {"leading_zero", with("'descr': '<f4', 'fortran_order': False, 'shape': (06,)"), StatusCode::kCorruption,
+       "leading zero"},
       // Python literal syntax beyond what NumPy writes: ast.literal_eval (so
       // np.load) takes all of these; we refuse them (docs/formats/npy.md).
-      {"hex_dim", with("'descr': '<f4', 'fortran_order': False, 'shape': (0x6,)"), StatusCode::kCorruption, "expected ',' or ')' in the shape"},
-      {"plus_dim", with("'descr': '<f4', 'fortran_order': False, 'shape': (+6,)"), StatusCode::kCorruption, "expected a non-negative integer"},
-      {"parenthesized_dim", with("'descr': '<f4', 'fortran_order': False, 'shape': ((6),)"), StatusCode::kCorruption, "expected a non-negative integer"},
-      {"string_prefix", with("'descr': u'<f4', 'fortran_order': False, 'shape': (6,)"), StatusCode::kCorruption, "expected a quoted string"},
-      {"comment", with("'descr': '<f4', # c\n'fortran_order': False, 'shape': (6,)"), StatusCode::kCorruption, "expected a quoted string"},
-      {"fortran_not_bool", with("'descr': '<f4', 'fortran_order': 0, 'shape': (6,)"), StatusCode::kCorruption, "expected True or False"},
-      {"junk_after_dict", Npy("{'descr': '<f4', 'fortran_order': False, 'shape': (6,)} x", d6), StatusCode::kCorruption, "expected only spaces"},
-      {"object_dtype", with("'descr': '|O', 'fortran_order': False, 'shape': (6,)"), StatusCode::kUnsupported, "never runs"},
-      {"structured_dtype", with("'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (6,)"), StatusCode::kUnsupported, "structured (record) dtypes"},
-      {"unicode_dtype", with("'descr': '<U3', 'fortran_order': False, 'shape': (2,)"), StatusCode::kUnsupported, "strings, bytes and datetimes"},
-      {"descr_name", with("'descr': 'float32', 'fortran_order': False, 'shape': (6,)"), StatusCode::kCorruption, "descr \"float32\" is not a type string of the form '<f4'"},
-      {"descr_char_code", with("'descr': '<f', 'fortran_order': False, 'shape': (6,)"), StatusCode::kCorruption, "not a type string of the form '<f4'"},
-      {"object_no_order", with("'descr': 'O', 'fortran_order': False, 'shape': (6,)"), StatusCode::kUnsupported, "never runs"},
-      {"unknown_kind", with("'descr': '<x4', 'fortran_order': False, 'shape': (6,)"), StatusCode::kCorruption, "unknown type kind 'x'"},
-      {"odd_float_size", with("'descr': '<f3', 'fortran_order': False, 'shape': (8,)"), StatusCode::kUnsupported, "no tensorsafe dtype has this kind and size"},
-      {"long_double", with("'descr': '<f16', 'fortran_order': False, 'shape': (1,)"), StatusCode::kUnsupported, "no tensorsafe dtype has this kind and size"},
-      {"void1", with("'descr': '|V1', 'fortran_order': False, 'shape': (24,)"), StatusCode::kUnsupported, "ReadOptions::void_as"},
+      {"hex_dim", with("'descr': '<f4', 'fortran_order': False, 'shape': (0x6,)"), StatusCode::kCorruption,
+       "expected ',' or ')' in the shape"},
+      {"plus_dim", with("'descr': '<f4', 'fortran_order': False, 'shape': (+6,)"), StatusCode::kCorruption,
+       "expected a non-negative integer"},
+      {"parenthesized_dim", with("'descr': '<f4', 'fortran_order': False, 'shape': ((6),)"), StatusCode::kCorruption,
+       "expected a non-negative integer"},
+      {"string_prefix", with("'descr': u'<f4', 'fortran_order': False, 'shape': (6,)"), StatusCode::kCorruption,
+       "expected a quoted string"},
+      {"comment", with("'descr': '<f4', # c\n'fortran_order': False, 'shape': (6,)"), StatusCode::kCorruption,
+       "expected a quoted string"},
+      {"fortran_not_bool", with("'descr': '<f4', 'fortran_order': 0, 'shape': (6,)"), StatusCode::kCorruption,
+       "expected True or False"},
+      {"junk_after_dict", Npy("{'descr': '<f4', 'fortran_order': False, 'shape': (6,)} x", d6), StatusCode::kCorruption,
+       "expected only spaces"},
+      {"object_dtype", with("'descr': '|O', 'fortran_order': False, 'shape': (6,)"), StatusCode::kUnsupported,
+       "never runs"},
+      {"structured_dtype", with("'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (6,)"),
+       StatusCode::kUnsupported, "structured (record) dtypes"},
+      {"unicode_dtype", with("'descr': '<U3', 'fortran_order': False, 'shape': (2,)"), StatusCode::kUnsupported,
+       "strings, bytes and datetimes"},
+      {"descr_name", with("'descr': 'float32', 'fortran_order': False, 'shape': (6,)"), StatusCode::kCorruption,
+       "descr \"float32\" is not a type string of the form '<f4'"},
+      {"descr_char_code", with("'descr': '<f', 'fortran_order': False, 'shape': (6,)"), StatusCode::kCorruption,
+       "not a type string of the form '<f4'"},
+      {"object_no_order", with("'descr': 'O', 'fortran_order': False, 'shape': (6,)"), StatusCode::kUnsupported,
+       "never runs"},
+      {"unknown_kind", with("'descr': '<x4', 'fortran_order': False, 'shape': (6,)"), StatusCode::kCorruption,
+       "unknown type kind 'x'"},
+      {"odd_float_size", with("'descr': '<f3', 'fortran_order': False, 'shape': (8,)"), StatusCode::kUnsupported,
+       "no tensorsafe dtype has this kind and size"},
+      {"long_double", with("'descr': '<f16', 'fortran_order': False, 'shape': (1,)"), StatusCode::kUnsupported,
+       "no tensorsafe dtype has this kind and size"},
+      {"void1", with("'descr': '|V1', 'fortran_order': False, 'shape': (24,)"), StatusCode::kUnsupported,
+       "ReadOptions::void_as"},
       {"void3", with("'descr': '|V3', 'fortran_order': False, 'shape': (8,)"), StatusCode::kUnsupported, "3-byte void"},
-      {"rank_over_limit", with("'descr': '<f4', 'fortran_order': False, 'shape': " + rank65), StatusCode::kLimitExceeded, "rank limit"},
-      {"size_overflow", with("'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 8)"), StatusCode::kCorruption, "exceeds 2^63 - 1 bytes"},
+      {"rank_over_limit", with("'descr': '<f4', 'fortran_order': False, 'shape': " + rank65),
+       StatusCode::kLimitExceeded, "rank limit"},
+      {"size_overflow", with("'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 8)"),
+       StatusCode::kCorruption, "exceeds 2^63 - 1 bytes"},
       // NumPy refuses these empty arrays too ("Maximum allowed dimension
       // exceeded", "array is too big"): sizes are npy_intp, 63 bits.
-      {"dim_over_int64", with("'descr': '|u1', 'fortran_order': False, 'shape': (9223372036854775808, 0)"), StatusCode::kCorruption, "shape [9223372036854775808, 0] x 1-byte items (zero dimensions aside) exceeds 2^63 - 1 bytes, NumPy's array size limit"},
-      {"empty_over_size_limit", with("'descr': '<f4', 'fortran_order': False, 'shape': (0, 2305843009213693952)"), StatusCode::kCorruption, "exceeds 2^63 - 1 bytes"},
-      {"truncated_data", Npy(hdr("'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), "), d6.substr(0, 23)), StatusCode::kCorruption, "truncated: shape [2, 3] of <f4 needs 24 data bytes, only 23 remain"},
+      {"dim_over_int64", with("'descr': '|u1', 'fortran_order': False, 'shape': (9223372036854775808, 0)"),
+       StatusCode::kCorruption,
+       "shape [9223372036854775808, 0] x 1-byte items (zero dimensions aside) exceeds 2^63 - 1 bytes, NumPy's array "
+       "size limit"},
+      {"empty_over_size_limit", with("'descr': '<f4', 'fortran_order': False, 'shape': (0, 2305843009213693952)"),
+       StatusCode::kCorruption, "exceeds 2^63 - 1 bytes"},
+      {"truncated_data", Npy(hdr("'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), "), d6.substr(0, 23)),
+       StatusCode::kCorruption, "truncated: shape [2, 3] of <f4 needs 24 data bytes, only 23 remain"},
       {"trailing_bytes", good + "x", StatusCode::kCorruption, "1 trailing bytes after the 24 data bytes"},
   };
 }
@@ -337,7 +371,8 @@ TEST(NpyWrite, ShapesNumpyCannotHoldAreRefused) {
   const std::uint64_t big[] = {0, std::uint64_t{1} << 61};
   auto h = npy::EncodeHeader(DType::kF32, big);
   ASSERT_EQ(h.status().code(), StatusCode::kUnsupported);
-  EXPECT_NE(h.status().message().find("shape [0, 2305843009213693952] of f32 exceeds 2^63 - 1 bytes"), std::string::npos)
+  EXPECT_NE(h.status().message().find("shape [0, 2305843009213693952] of f32 exceeds 2^63 - 1 bytes"),
+            std::string::npos)
       << h.status().message();
   // The largest that fits: 2^61 - 1 items of 4 bytes.
   const std::uint64_t fits[] = {0, (std::uint64_t{1} << 61) - 1};
@@ -389,9 +424,9 @@ TEST(NpyRoundTrip, RandomTensors) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::printf("NpyRoundTrip seed %u\n", seed);
   std::mt19937 rng(seed);
-  const DType types[] = {DType::kBool, DType::kU8, DType::kU16, DType::kU32, DType::kU64, DType::kI8,
-                         DType::kI16, DType::kI32, DType::kI64, DType::kF16, DType::kBF16, DType::kF32,
-                         DType::kF64, DType::kC64, DType::kC128, DType::kF8E5M2};
+  const DType types[] = {DType::kBool, DType::kU8,  DType::kU16,  DType::kU32,   DType::kU64,  DType::kI8,
+                         DType::kI16,  DType::kI32, DType::kI64,  DType::kF16,   DType::kBF16, DType::kF32,
+                         DType::kF64,  DType::kC64, DType::kC128, DType::kF8E5M2};
   for (int iter = 0; iter < 300; ++iter) {
     Tensor t;
     t.info.name = "r";

@@ -120,7 +120,7 @@ TEST(NpzInvalid, DamagedArchives) {
   eocd_count[eocd_count.size() - 12] = 9;
   std::string counts_disagree = stored;
   counts_disagree[counts_disagree.size() - 14] = 1;  // entries on this disk 2 -> 1, in total still 2
-  std::string bad_utf8 = stored;  // "b.npy" -> "\xff.npy", flagged UTF-8 (bit 11)
+  std::string bad_utf8 = stored;                     // "b.npy" -> "\xff.npy", flagged UTF-8 (bit 11)
   for (std::size_t p = 0; (p = bad_utf8.find("b.npy", p)) != std::string::npos; ++p) bad_utf8[p] = '\xff';
   bad_utf8[stored.rfind("PK\x01\x02") + 9] = 0x08;
   std::string not_npy = stored;
@@ -203,8 +203,8 @@ TEST(Npz, InflatedBytesAreBounded) {
 // before the declared size is allocated (fuzz/regressions/npz_fuzz/
 // deflate_size_4gib.npz: 180 bytes claiming 4 GiB).
 TEST(NpzRead, DeclaredSizeBeyondTheDeflateRatioIsCorruption) {
-  const std::string file = testing::ReadFileBytes(std::string(TS_SOURCE_DIR) +
-                                                  "/fuzz/regressions/npz_fuzz/deflate_size_4gib.npz");
+  const std::string file =
+      testing::ReadFileBytes(std::string(TS_SOURCE_DIR) + "/fuzz/regressions/npz_fuzz/deflate_size_4gib.npz");
   ASSERT_EQ(file.size(), 180u);
   auto r = DecodeString(file);
   EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << r.status().ToString();

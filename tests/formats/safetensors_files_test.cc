@@ -187,8 +187,8 @@ TEST(SafetensorsInterop, WriteFilesForTheReferencePackage) {
     return std::uniform_int_distribution<std::uint64_t>(lo, hi)(rng);
   };
   const std::vector<std::string> names = {"w", "", "q\"b\\s", "tab\t", "c\x01", "\xc3\xbcn", "a.b/c", "B", "a"};
-  Json manifest = {{"generator", "SafetensorsInterop.WriteFilesForTheReferencePackage"}, {"seed", seed},
-                   {"files", Json::object()}};
+  Json manifest = {
+      {"generator", "SafetensorsInterop.WriteFilesForTheReferencePackage"}, {"seed", seed}, {"files", Json::object()}};
   std::vector<std::shared_ptr<std::string>> keep;
   for (int f = 0; f < 24; ++f) {
     TensorSet set;
@@ -218,8 +218,7 @@ TEST(SafetensorsInterop, WriteFilesForTheReferencePackage) {
       t.data = {reinterpret_cast<const std::byte*>(data->data()), data->size()};
       t.owner = data;
       set.tensors.push_back(t);
-      desc["tensors"].push_back({{"name", name}, {"dtype", st.name}, {"shape", shape},
-                                 {"data_hex", Hex(t.data)}});
+      desc["tensors"].push_back({{"name", name}, {"dtype", st.name}, {"shape", shape}, {"data_hex", Hex(t.data)}});
     }
     const std::string fname = "ours_" + std::to_string(f) + ".safetensors";
     ASSERT_TRUE(WriteFile((fs::path(dir) / fname).string(), set).ok());

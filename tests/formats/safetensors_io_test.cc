@@ -6,8 +6,8 @@
 #include <filesystem>
 
 #include "formats/safetensors/internal.h"
-#include "tensorsafe/env.h"
 #include "support/temp_dir.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/formats/safetensors.h"
 
 namespace tensorsafe::safetensors {
@@ -69,8 +69,7 @@ TEST(SafetensorsIO, WriteFileThenReadFile) {
   // Overwriting a file that is still mapped leaves the mapping intact.
   ASSERT_TRUE(WriteFile(path, MakeSet({{"other", 5}})).ok());
   EXPECT_EQ(read->tensors[0].data.size(), std::size_t{3} << 20);
-  EXPECT_EQ(static_cast<unsigned char>(read->tensors[0].data[0]),
-            static_cast<unsigned char>(set.tensors[0].data[0]));
+  EXPECT_EQ(static_cast<unsigned char>(read->tensors[0].data[0]), static_cast<unsigned char>(set.tensors[0].data[0]));
   auto reread = ReadFile(path);
   ASSERT_TRUE(reread.ok());
   EXPECT_EQ(reread->tensors.at(0).info.name, "other");
@@ -95,8 +94,7 @@ class FaultyEnv : public Env {
   Fault fault = Fault::kNone;
   int fail_at_append = 0;  // index of the Append that fails
 
-  Result<std::unique_ptr<WritableFile>> NewTempFile(const std::string& final_path,
-                                                    std::string* tmp_path) override {
+  Result<std::unique_ptr<WritableFile>> NewTempFile(const std::string& final_path, std::string* tmp_path) override {
     if (fault == Fault::kCreate) return IOError("injected: cannot create", ENOSPC);
     TS_ASSIGN_OR_RETURN(auto file, Env::NewTempFile(final_path, tmp_path));
     return std::unique_ptr<WritableFile>(std::make_unique<File>(std::move(file), this));
@@ -150,9 +148,8 @@ TEST(SafetensorsIO, FailuresLeaveNothingBehindAndTheOldFileIntact) {
   struct Case {
     FaultyEnv::Fault fault;
     int at;
-  } cases[] = {{FaultyEnv::Fault::kAppend, 0}, {FaultyEnv::Fault::kAppend, 1},
-               {FaultyEnv::Fault::kAppend, 2}, {FaultyEnv::Fault::kSync, 0},
-               {FaultyEnv::Fault::kClose, 0},  {FaultyEnv::Fault::kRename, 0},
+  } cases[] = {{FaultyEnv::Fault::kAppend, 0}, {FaultyEnv::Fault::kAppend, 1}, {FaultyEnv::Fault::kAppend, 2},
+               {FaultyEnv::Fault::kSync, 0},   {FaultyEnv::Fault::kClose, 0},  {FaultyEnv::Fault::kRename, 0},
                {FaultyEnv::Fault::kCreate, 0}};
   for (const Case& c : cases) {
     SCOPED_TRACE(static_cast<int>(c.fault) * 10 + c.at);

@@ -69,17 +69,14 @@ class SetBuilder {
   TensorSet set_;
 };
 
-std::string DataOf(const Tensor& t) {
-  return std::string(reinterpret_cast<const char*>(t.data.data()), t.data.size());
-}
+std::string DataOf(const Tensor& t) { return std::string(reinterpret_cast<const char*>(t.data.data()), t.data.size()); }
 
 // --- dtypes -----------------------------------------------------------------
 
 TEST(SafetensorsDType, NamesInTheCratesEnumOrder) {
   const std::vector<std::string_view> expected = {
-      "BOOL", "F4",  "F6_E2M3", "F6_E3M2", "U8",  "I8",  "F8_E5M2", "F8_E4M3",
-      "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16", "U16", "F16", "BF16", "I32",
-      "U32", "F32", "C64", "F64", "I64", "U64"};
+      "BOOL", "F4",  "F6_E2M3", "F6_E3M2", "U8",  "I8",  "F8_E5M2", "F8_E4M3", "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ",
+      "I16",  "U16", "F16",     "BF16",    "I32", "U32", "F32",     "C64",     "F64",     "I64",         "U64"};
   ASSERT_EQ(expected.size(), static_cast<std::size_t>(internal::kNumStDTypes));
   for (int r = 0; r < internal::kNumStDTypes; ++r) {
     EXPECT_EQ(internal::StDTypeAt(r).name, expected[r]) << r;
@@ -119,22 +116,19 @@ std::vector<Golden> Goldens() {
   g.push_back({"metadata", Le64(40) + R"({"__metadata__":{"framework":"pt"}})" + "     ",
                SetBuilder().Metadata(R"({"framework":"pt"})")});
   // 64 bytes of JSON: no padding at all.
-  g.push_back({"attn.0",
-               Le64(64) + R"({"attn.0":{"dtype":"F32","shape":[1,2,3],"data_offsets":[0,24]}})" + Raw(f6),
+  g.push_back({"attn.0", Le64(64) + R"({"attn.0":{"dtype":"F32","shape":[1,2,3],"data_offsets":[0,24]}})" + Raw(f6),
                SetBuilder().Add("attn.0", DType::kF32, {1, 2, 3}, Raw(f6))});
   // 65 bytes of JSON: padded to 72.
   g.push_back({"forced alignment",
-               Le64(72) + R"({"attn0":{"dtype":"F32","shape":[1,1,2,3],"data_offsets":[0,24]}})" +
-                   "       " + Raw(f6),
+               Le64(72) + R"({"attn0":{"dtype":"F32","shape":[1,1,2,3],"data_offsets":[0,24]}})" + "       " + Raw(f6),
                SetBuilder().Add("attn0", DType::kF32, {1, 1, 2, 3}, Raw(f6))});
   // F4: the header holds the logical element count; 2 elements in 1 byte.
-  g.push_back({"f4",
-               Le64(64) + R"({"weight":{"dtype":"F4","shape":[1,2],"data_offsets":[0,1]}})" + "    " + "\x21",
+  g.push_back({"f4", Le64(64) + R"({"weight":{"dtype":"F4","shape":[1,2],"data_offsets":[0,1]}})" + "    " + "\x21",
                SetBuilder().Add("weight", DType::kF4E2M1, {1, 2}, "\x21")});
-  g.push_back({"i32 zeros",
-               Le64(0x40) + R"({"test":{"dtype":"I32","shape":[2,2],"data_offsets":[0,16]}})" + "    " +
-                   std::string(16, '\0'),
-               SetBuilder().Add("test", DType::kI32, {2, 2}, std::string(16, '\0'))});
+  g.push_back(
+      {"i32 zeros",
+       Le64(0x40) + R"({"test":{"dtype":"I32","shape":[2,2],"data_offsets":[0,16]}})" + "    " + std::string(16, '\0'),
+       SetBuilder().Add("test", DType::kI32, {2, 2}, std::string(16, '\0'))});
   return g;
 }
 
@@ -165,9 +159,9 @@ TEST(SafetensorsGolden, DecodeGivesTheSet) {
 TEST(SafetensorsGolden, WriterOrderIsDTypeDescendingThenName) {
   SetBuilder b;
   // Given in a scrambled order; one tensor per dtype plus ties on F32.
-  const char* names[] = {"BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E4M3",
-                         "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16", "U16", "F16", "BF16",
-                         "I32", "U32", "F32", "C64", "F64", "I64", "U64"};
+  const char* names[] = {"BOOL",    "F4",          "F6_E2M3",     "F6_E3M2", "U8",  "I8",  "F8_E5M2", "F8_E4M3",
+                         "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16",     "U16", "F16", "BF16",    "I32",
+                         "U32",     "F32",         "C64",         "F64",     "I64", "U64"};
   std::vector<int> idx(22);
   for (int i = 0; i < 22; ++i) idx[i] = (i * 7) % 22;  // 7 is coprime with 22
   for (int i : idx) {
@@ -182,10 +176,10 @@ TEST(SafetensorsGolden, WriterOrderIsDTypeDescendingThenName) {
   ASSERT_TRUE(set.ok()) << set.status().ToString();
   std::vector<std::string> got;
   for (const Tensor& t : set->tensors) got.push_back(t.info.name);
-  std::vector<std::string> want = {"t_U64", "t_I64", "t_F64", "t_C64", "B", "a", "t_F32", "t_U32",
-                                   "t_I32", "t_BF16", "t_F16", "t_U16", "t_I16", "t_F8_E5M2FNUZ",
-                                   "t_F8_E4M3FNUZ", "t_F8_E8M0", "t_F8_E4M3", "t_F8_E5M2", "t_I8",
-                                   "t_U8", "t_F6_E3M2", "t_F6_E2M3", "t_F4", "t_BOOL"};
+  std::vector<std::string> want = {"t_U64", "t_I64",         "t_F64",         "t_C64",     "B",         "a",
+                                   "t_F32", "t_U32",         "t_I32",         "t_BF16",    "t_F16",     "t_U16",
+                                   "t_I16", "t_F8_E5M2FNUZ", "t_F8_E4M3FNUZ", "t_F8_E8M0", "t_F8_E4M3", "t_F8_E5M2",
+                                   "t_I8",  "t_U8",          "t_F6_E3M2",     "t_F6_E2M3", "t_F4",      "t_BOOL"};
   EXPECT_EQ(got, want);
   // Insertion order does not matter.
   TensorSet reversed = b.set();
@@ -211,9 +205,9 @@ TEST(SafetensorsGolden, EscapesNamesAndMetadataLikeSerde) {
 // --- reading: layout, metadata, options -------------------------------------
 
 TEST(SafetensorsDecode, ZeroCopyViewsShareTheOwner) {
-  const std::string file =
-      MakeFile(R"({"b":{"dtype":"U8","shape":[2],"data_offsets":[3,5]},"a":{"dtype":"U8","shape":[3],"data_offsets":[0,3]}})",
-               "abcde");
+  const std::string file = MakeFile(
+      R"({"b":{"dtype":"U8","shape":[2],"data_offsets":[3,5]},"a":{"dtype":"U8","shape":[3],"data_offsets":[0,3]}})",
+      "abcde");
   auto owner = std::make_shared<std::string>(file);
   const std::size_t data_start = file.size() - 5;
   Result<TensorSet> set = Decode(AsSpan(*owner), owner, "mem");
@@ -257,8 +251,7 @@ TEST(SafetensorsDecode, ErrorsNameTheSource) {
   auto set = Decode(AsSpan(*owner), owner, "model.safetensors");
   ASSERT_FALSE(set.ok());
   EXPECT_EQ(set.status().code(), StatusCode::kCorruption);
-  EXPECT_EQ(set.status().message(),
-            "model.safetensors: file is 4 bytes, too short for the 8-byte header length");
+  EXPECT_EQ(set.status().message(), "model.safetensors: file is 4 bytes, too short for the 8-byte header length");
 }
 
 TEST(SafetensorsDecode, HeaderLimitIsAnOption) {
@@ -273,8 +266,7 @@ TEST(SafetensorsDecode, HeaderLimitIsAnOption) {
 }
 
 TEST(SafetensorsDecode, DepthLimitIsAnOption) {
-  const std::string file =
-      MakeFile(R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[0,0],"x":[[{}]]}})");  // depth 5
+  const std::string file = MakeFile(R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[0,0],"x":[[{}]]}})");  // depth 5
   ReadOptions opt;
   opt.max_json_depth = 5;
   EXPECT_TRUE(DecodeString(file, opt).ok());
@@ -289,8 +281,8 @@ TEST(SafetensorsDecode, DepthLimitIsAnOption) {
 }
 
 TEST(SafetensorsDecode, ParseHeaderReadsOnlyThePrefix) {
-  const std::string file = MakeFile(R"({"a":{"dtype":"F64","shape":[2],"data_offsets":[0,16]}})",
-                                    std::string(16, '\x55'));
+  const std::string file =
+      MakeFile(R"({"a":{"dtype":"F64","shape":[2],"data_offsets":[0,16]}})", std::string(16, '\x55'));
   const std::size_t header_end = file.size() - 16;
   // The data is not needed, only the file size.
   auto h = ParseHeader(AsSpan(file).first(header_end), file.size());
@@ -313,8 +305,7 @@ TEST(SafetensorsDecode, UnknownDTypeYieldsToCorruption) {
   const std::string e = R"("dtype":"F99","shape":[0],"data_offsets":[0,0])";
   EXPECT_EQ(DecodeString(MakeFile("{\"a\":{" + e + "}}")).status().code(), StatusCode::kUnsupported);
   EXPECT_EQ(DecodeString(MakeFile("{\"a\":{" + e + "},\"b\":1}")).status().code(), StatusCode::kCorruption);
-  EXPECT_EQ(DecodeString(MakeFile("{\"a\":{" + e + "},\"a\":{" + e + "}}")).status().code(),
-            StatusCode::kCorruption);
+  EXPECT_EQ(DecodeString(MakeFile("{\"a\":{" + e + "},\"a\":{" + e + "}}")).status().code(), StatusCode::kCorruption);
 }
 
 TEST(SafetensorsDecode, CheckOrderFollowsDataOrder) {
@@ -397,7 +388,10 @@ TEST(SafetensorsRandom, RoundTrips) {
     std::string s;
     for (std::size_t i = uniform(0, max); i > 0; --i) {
       std::size_t k = uniform(0, alphabet.size() - 1);
-      if (k >= alphabet.size() - 2) s += "\xc3\xbc"; else s += alphabet[k];
+      if (k >= alphabet.size() - 2)
+        s += "\xc3\xbc";
+      else
+        s += alphabet[k];
     }
     return s;
   };
@@ -475,8 +469,7 @@ TEST(SafetensorsEncode, RefusesDTypesTheFormatLacks) {
 }
 
 TEST(SafetensorsEncode, RefusesNonStringMetadata) {
-  const char* bad[] = {R"({"a":1})", R"({"a":{"b":"c"}})", R"({"a":null})", R"({"a":["x"]})",
-                       R"({"a":true})"};
+  const char* bad[] = {R"({"a":1})", R"({"a":{"b":"c"}})", R"({"a":null})", R"({"a":["x"]})", R"({"a":true})"};
   for (const char* m : bad) {
     ExpectEncodeError(SetBuilder().Metadata(m).set(), StatusCode::kInvalidArgument,
                       "is not a string; safetensors metadata maps strings to strings");

@@ -43,10 +43,10 @@ void WriteTwoShards(const TempDir& dir) {
                                           MakeTensor("b", DType::kF32, {1}, F32Bytes({3}))},
                                          R"({"format":"pt"})"))
                   .ok());
-  ASSERT_TRUE(safetensors::WriteFile(dir.File("model-00002-of-00002.safetensors"),
-                                     Set({MakeTensor("c", DType::kI32, {1}, Raw<std::int32_t>({7}))},
-                                         R"({"format":"pt"})"))
-                  .ok());
+  ASSERT_TRUE(
+      safetensors::WriteFile(dir.File("model-00002-of-00002.safetensors"),
+                             Set({MakeTensor("c", DType::kI32, {1}, Raw<std::int32_t>({7}))}, R"({"format":"pt"})"))
+          .ok());
   WriteFileBytes(dir.File("model.safetensors.index.json"), R"({
   "metadata": {"total_size": 16},
   "weight_map": {"c": "model-00002-of-00002.safetensors", "a": "model-00001-of-00002.safetensors",
@@ -101,8 +101,7 @@ TEST(ShardedIndex, EachCheckHasItsError) {
       {"{\"metadata\": {}}", StatusCode::kCorruption, "has no \"weight_map\""},
       {"{\"weight_map\": [1]}", StatusCode::kCorruption, "\"weight_map\" is an array, not an object"},
       {"{\"weight_map\": {}, \"weight_map\": {}}", StatusCode::kCorruption, "second \"weight_map\" key"},
-      {"{\"metadata\": {}, \"metadata\": {}, \"weight_map\": {}}", StatusCode::kCorruption,
-       "second \"metadata\" key"},
+      {"{\"metadata\": {}, \"metadata\": {}, \"weight_map\": {}}", StatusCode::kCorruption, "second \"metadata\" key"},
       {"{\"metadata\": \"x\", \"weight_map\": {}}", StatusCode::kCorruption, "\"metadata\" is a string, not an object"},
       {"{\"weight_map\": {\"w\": 3}}", StatusCode::kCorruption, "tensor \"w\" is mapped to a number, not a shard"},
       {"{\"weight_map\": {\"w\": \"a.safetensors\", \"w\": \"b.safetensors\"}}", StatusCode::kCorruption,
@@ -110,8 +109,7 @@ TEST(ShardedIndex, EachCheckHasItsError) {
       {"{\"weight_map\": {\"w\": \"\"}}", StatusCode::kCorruption, "shard \"\", whose name is empty"},
       {"{\"weight_map\": {\"w\": \"/etc/passwd.safetensors\"}}", StatusCode::kCorruption,
        "whose name is an absolute path"},
-      {"{\"weight_map\": {\"w\": \"../up.safetensors\"}}", StatusCode::kCorruption,
-       "has a path component \"..\""},
+      {"{\"weight_map\": {\"w\": \"../up.safetensors\"}}", StatusCode::kCorruption, "has a path component \"..\""},
       {"{\"weight_map\": {\"w\": \"a//b.safetensors\"}}", StatusCode::kCorruption, "has a path component \"\""},
       {"{\"weight_map\": {\"w\": \"a\\\\b.safetensors\"}}", StatusCode::kCorruption, "has a backslash"},
       {"{\"weight_map\": {\"w\": \"a\\u0000.safetensors\"}}", StatusCode::kCorruption, "has a NUL byte"},
@@ -136,8 +134,8 @@ TEST(ShardedIndex, EachCheckHasItsError) {
 TEST(ShardedIndex, Limits) {
   sharded::ReadOptions o;
   o.max_index_bytes = 20;
-  EXPECT_STATUS(ParseIndex(R"({"weight_map": {"a": "b.safetensors"}})", "i.index.json", o),
-                StatusCode::kLimitExceeded, "exceeds the limit of 20");
+  EXPECT_STATUS(ParseIndex(R"({"weight_map": {"a": "b.safetensors"}})", "i.index.json", o), StatusCode::kLimitExceeded,
+                "exceeds the limit of 20");
   o = {};
   o.max_json_depth = 3;
   EXPECT_STATUS(ParseIndex(R"({"metadata": {"a": [[1]]}, "weight_map": {}})", "i.index.json", o),
@@ -152,7 +150,8 @@ TEST(ShardedIndex, Limits) {
 // Truncation at every prefix of a valid index: an error, never a crash, and
 // only the whole text parses.
 TEST(ShardedIndex, EveryTruncationIsRefused) {
-  const std::string text = R"({"metadata": {"total_size": 8}, "weight_map": {"a": "m-1.safetensors", "b": "m-2.safetensors"}})";
+  const std::string text =
+      R"({"metadata": {"total_size": 8}, "weight_map": {"a": "m-1.safetensors", "b": "m-2.safetensors"}})";
   for (std::size_t n = 0; n < text.size(); ++n) {
     auto r = ParseIndex(std::string_view(text).substr(0, n), "i.index.json");
     EXPECT_FALSE(r.ok()) << n;
@@ -267,7 +266,8 @@ TEST(ShardedOpen, EachShardCheckHasItsError) {
 
 TEST(ShardedOpen, ResolvesDirectories) {
   TempDir dir;
-  EXPECT_STATUS(sharded::ResolveCheckpoint(dir.path().string()), StatusCode::kNotFound, "no checkpoint in the directory");
+  EXPECT_STATUS(sharded::ResolveCheckpoint(dir.path().string()), StatusCode::kNotFound,
+                "no checkpoint in the directory");
   WriteFileBytes(dir.File("pytorch_model.bin"), "x");
   EXPECT_STATUS(sharded::ResolveCheckpoint(dir.path().string()), StatusCode::kUnsupported,
                 "holds only PyTorch pickle checkpoints (pytorch_model.bin)");
@@ -292,8 +292,8 @@ TEST(ShardedOpen, TsafeShardsAndVerify) {
   sharded::WriteOptions o;
   o.format = Format::kTsafe;
   o.max_shard_size = 8;
-  TensorSet set = Set({MakeTensor("a", DType::kF32, {2}, F32Bytes({1, 2})),
-                       MakeTensor("b", DType::kF32, {2}, F32Bytes({3, 4}))});
+  TensorSet set =
+      Set({MakeTensor("a", DType::kF32, {2}, F32Bytes({1, 2})), MakeTensor("b", DType::kF32, {2}, F32Bytes({3, 4}))});
   auto st = sharded::WriteSharded(dir.path().string(), set, o);
   ASSERT_TRUE(st.ok()) << st.status().ToString();
   EXPECT_EQ(st->files, (std::vector<std::string>{"model-00001-of-00002.tsafe", "model-00002-of-00002.tsafe"}));
@@ -311,7 +311,8 @@ TEST(ShardedOpen, TsafeShardsAndVerify) {
   WriteFileBytes(dir.File("model-00002-of-00002.tsafe"), bytes);
   ck = sharded::Open(dir.File("model.tsafe.index.json"));
   ASSERT_TRUE(ck.ok());
-  EXPECT_STATUS(sharded::Verify(*ck), StatusCode::kCorruption, "model-00002-of-00002.tsafe: tensor \"b\": data checksum");
+  EXPECT_STATUS(sharded::Verify(*ck), StatusCode::kCorruption,
+                "model-00002-of-00002.tsafe: tensor \"b\": data checksum");
 }
 
 // --- planning, sizes and the index text ----------------------------------------
@@ -364,7 +365,8 @@ TEST(ShardedIndexText, PythonJsonDumpBytes) {
             "\"a.weight\": \"model-00001-of-00002.safetensors\",\n    "
             "\"na\\u00efve\\\\t\": \"model-00002-of-00002.safetensors\"\n  }\n}");
   text = sharded::IndexText(0, R"({"f":1.5e-05,"g":1e16,"h":123456789012345680.0,"i":1.0,"j":-0.0,"k":[],"l":{},
-                                   "m":[1,"x",null,true]})", {});
+                                   "m":[1,"x",null,true]})",
+                            {});
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(*text,
             "{\n  \"metadata\": {\n    \"total_size\": 0,\n    \"f\": 1.5e-05,\n    \"g\": 1e+16,\n    \"h\": "
@@ -438,7 +440,8 @@ TEST(ShardedWrite, RefusesBadArguments) {
   TensorSet set = Set({MakeTensor("a", DType::kF32, {1}, F32Bytes({1}))});
   sharded::WriteOptions o;
   o.filename_pattern = "model.safetensors";
-  EXPECT_STATUS(sharded::WriteSharded(dir.path().string(), set, o), StatusCode::kInvalidArgument, "has no \"{suffix}\"");
+  EXPECT_STATUS(sharded::WriteSharded(dir.path().string(), set, o), StatusCode::kInvalidArgument,
+                "has no \"{suffix}\"");
   o.filename_pattern = "sub/model{suffix}.safetensors";
   EXPECT_STATUS(sharded::WriteSharded(dir.path().string(), set, o), StatusCode::kInvalidArgument, "no other braces");
   o = {};
@@ -454,8 +457,8 @@ TEST(ShardedWrite, RefusesBadArguments) {
   // A shard the format cannot hold: nothing indexed.
   o = {};
   o.max_shard_size = 1;
-  TensorSet bad = Set({MakeTensor("a", DType::kF32, {1}, F32Bytes({1})),
-                       MakeTensor("c", DType::kC128, {1}, std::string(16, '\0'))});
+  TensorSet bad = Set(
+      {MakeTensor("a", DType::kF32, {1}, F32Bytes({1})), MakeTensor("c", DType::kC128, {1}, std::string(16, '\0'))});
   EXPECT_STATUS(sharded::WriteSharded(dir.path().string(), bad, o), StatusCode::kUnsupported, "c128");
   EXPECT_FALSE(fs::exists(dir.File("model.safetensors.index.json")));
 }
@@ -482,8 +485,7 @@ TEST(ShardedConvert, EveryDirection) {
   EXPECT_EQ(st->to, Format::kTsafe);
   auto ck = sharded::Open(out.path().string());
   ASSERT_TRUE(ck.ok()) << ck.status().ToString();
-  EXPECT_EQ(ck->index.shards,
-            (std::vector<std::string>{"model-00001-of-00002.tsafe", "model-00002-of-00002.tsafe"}));
+  EXPECT_EQ(ck->index.shards, (std::vector<std::string>{"model-00001-of-00002.tsafe", "model-00002-of-00002.tsafe"}));
   EXPECT_EQ(ck->shard_of, (std::vector<std::uint32_t>{0, 0, 1}));
   EXPECT_EQ(ck->index.metadata_json, R"({"total_size":16})");  // kept as it was
   // ... and back: byte-identical shards.
@@ -522,12 +524,12 @@ TEST(ShardedConvert, EveryDirection) {
 
 TEST(ShardedConvert, DisagreeingMetadataNeedsConsent) {
   TempDir dir;
-  ASSERT_TRUE(safetensors::WriteFile(dir.File("s1.safetensors"),
-                                     Set({MakeTensor("a", DType::kU8, {1}, "x")}, R"({"k":"1"})"))
-                  .ok());
-  ASSERT_TRUE(safetensors::WriteFile(dir.File("s2.safetensors"),
-                                     Set({MakeTensor("b", DType::kU8, {1}, "y")}, R"({"k":"2"})"))
-                  .ok());
+  ASSERT_TRUE(
+      safetensors::WriteFile(dir.File("s1.safetensors"), Set({MakeTensor("a", DType::kU8, {1}, "x")}, R"({"k":"1"})"))
+          .ok());
+  ASSERT_TRUE(
+      safetensors::WriteFile(dir.File("s2.safetensors"), Set({MakeTensor("b", DType::kU8, {1}, "y")}, R"({"k":"2"})"))
+          .ok());
   WriteFileBytes(dir.File("m.safetensors.index.json"),
                  R"({"weight_map": {"a": "s1.safetensors", "b": "s2.safetensors"}})");
   EXPECT_STATUS(Convert(dir.path().string(), dir.File("o.safetensors")), StatusCode::kUnsupported,

@@ -118,8 +118,7 @@ TEST(TenbinChunks, PayloadsAreTheTensorcomFrames) {
   auto frames = tenbin::EncodePayloads(Vec2x3());
   ASSERT_TRUE(frames.ok()) << frames.status().ToString();
   ASSERT_EQ(frames->size(), 2u);
-  EXPECT_EQ((*frames)[0], std::string("f4\0\0\0\0\0\0x\0\0\0\0\0\0\0", 16) +
-                              Raw<std::int64_t>({2, 2, 3}));
+  EXPECT_EQ((*frames)[0], std::string("f4\0\0\0\0\0\0x\0\0\0\0\0\0\0", 16) + Raw<std::int64_t>({2, 2, 3}));
   EXPECT_EQ((*frames)[1], (Raw<float>({1, 2, 3, 4, 5, 6})));
   EXPECT_EQ(tenbin::JoinChunks(*frames), SharedFixture(kWds));
 
@@ -150,8 +149,7 @@ TEST(TenbinChunks, MisalignedPayloadIsCopiedAlignedPayloadIsViewed) {
   ASSERT_TRUE(header.ok());
   alignas(16) char buf[24] = {};
   std::memcpy(buf + 1, Raw<double>({1.5, 2.5}).data(), 16);
-  std::vector<std::span<const std::byte>> views = {
-      Bytes(*header), std::as_bytes(std::span<const char>(buf + 1, 16))};
+  std::vector<std::span<const std::byte>> views = {Bytes(*header), std::as_bytes(std::span<const char>(buf + 1, 16))};
   auto set = tenbin::DecodePayloads(views, nullptr, "frames");
   ASSERT_TRUE(set.ok()) << set.status().ToString();
   EXPECT_NE(set->tensors[0].data.data(), views[1].data());
@@ -268,13 +266,16 @@ std::string Chunk(const std::string& payload) {
 
 TEST(TenbinNames, InfosHoldingNulBytesAreReadAndRewrittenAsWebdatasetWritesThem) {
   const std::string ndim1 = std::string("\x01", 1) + std::string(7, '\0');
-  const std::string file =
-      Chunk(std::string("i4\0\0\0\0\0\0" "\0x\0\0\0\0\0\0", 16) + ndim1 + std::string("\x03", 1) +
-            std::string(7, '\0')) +
-      Chunk(Raw<std::int32_t>({7, 8, 9})) +
-      Chunk(std::string("u1\0\0\0\0\0\0" "a\0b\0\0\0\0\0", 16) + ndim1 + std::string("\x02", 1) +
-            std::string(7, '\0')) +
-      Chunk(std::string("\x01\x02", 2));
+  const std::string file = Chunk(std::string("i4\0\0\0\0\0\0"
+                                             "\0x\0\0\0\0\0\0",
+                                             16) +
+                                 ndim1 + std::string("\x03", 1) + std::string(7, '\0')) +
+                           Chunk(Raw<std::int32_t>({7, 8, 9})) +
+                           Chunk(std::string("u1\0\0\0\0\0\0"
+                                             "a\0b\0\0\0\0\0",
+                                             16) +
+                                 ndim1 + std::string("\x02", 1) + std::string(7, '\0')) +
+                           Chunk(std::string("\x01\x02", 2));
   ASSERT_EQ(file.size(), 320u);
   auto got = DecodeStr(file);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -329,33 +330,39 @@ TEST(TenbinInvalid, NamedDefects) {
        "chunk 0 at offset 0: padding byte at offset 60 is not zero", strict},
       {"dangling header", [](std::string& s) { s.resize(80); }, StatusCode::kCorruption,
        "chunk 0 at offset 0: header chunk without a data chunk"},
-      {"unknown dtype", [](std::string& s) { s[16] = 'c'; s[17] = '8'; }, StatusCode::kUnsupported,
-       "chunk 0 at offset 0 (array 0): unknown dtype \"c8\""},
-      {"webdataset's typo as dtype", [](std::string& s) { s.replace(16, 6, "unit32"); },
-       StatusCode::kUnsupported, "unknown dtype \"unit32\""},
-      {"negative ndim", [](std::string& s) { Set64(s, 32, -1); }, StatusCode::kCorruption,
-       "negative ndim -1"},
+      {"unknown dtype",
+       [](std::string& s) {
+         s[16] = 'c';
+         s[17] = '8';
+       },
+       StatusCode::kUnsupported, "chunk 0 at offset 0 (array 0): unknown dtype \"c8\""},
+      {"webdataset's typo as dtype", [](std::string& s) { s.replace(16, 6, "unit32"); }, StatusCode::kUnsupported,
+       "unknown dtype \"unit32\""},
+      {"negative ndim", [](std::string& s) { Set64(s, 32, -1); }, StatusCode::kCorruption, "negative ndim -1"},
       {"rank too large", [](std::string& s) { Set64(s, 32, 65); }, StatusCode::kLimitExceeded,
        "ndim 65 exceeds the limit of 64"},
-      {"rank above a lowered limit", [](std::string&) {}, StatusCode::kLimitExceeded,
-       "ndim 2 exceeds the limit of 1", rank1},
-      {"header size disagrees with ndim", [](std::string& s) { Set64(s, 32, 3); },
-       StatusCode::kCorruption, "header payload is 40 bytes, but ndim 3 needs 48"},
+      {"rank above a lowered limit", [](std::string&) {}, StatusCode::kLimitExceeded, "ndim 2 exceeds the limit of 1",
+       rank1},
+      {"header size disagrees with ndim", [](std::string& s) { Set64(s, 32, 3); }, StatusCode::kCorruption,
+       "header payload is 40 bytes, but ndim 3 needs 48"},
       {"short header payload", [](std::string& s) { Set64(s, 8, 8); }, StatusCode::kCorruption,
        "header payload is 8 bytes, shorter than the 24 bytes"},
       {"negative dimension", [](std::string& s) { Set64(s, 40, -2); }, StatusCode::kCorruption,
        "dimension 0 is negative (-2)"},
-      {"data size disagrees with shape", [](std::string& s) { Set64(s, 48, 4); },
-       StatusCode::kCorruption,
+      {"data size disagrees with shape", [](std::string& s) { Set64(s, 48, 4); }, StatusCode::kCorruption,
        "chunk 1 at offset 80 (array 0): data chunk has 24 bytes, but shape [2, 4] of f4 needs 32"},
-      {"shape product overflows", [](std::string& s) { Set64(s, 40, 1LL << 62); Set64(s, 48, 1LL << 62); },
+      {"shape product overflows",
+       [](std::string& s) {
+         Set64(s, 40, 1LL << 62);
+         Set64(s, 48, 1LL << 62);
+       },
        StatusCode::kCorruption, "overflows 64 bits"},
       {"non-ASCII info", [](std::string& s) { s[24] = '\xc3'; }, StatusCode::kCorruption,
        "chunk 0 at offset 0 (array 0): info \"\\xc3\" is not ASCII"},
       {"NUL inside dtype", [](std::string& s) { s[16] = 0; }, StatusCode::kCorruption,
        "dtype \"\\x004\" is not ASCII text followed by NUL padding"},
-      {"too many arrays", [](std::string&) {}, StatusCode::kLimitExceeded,
-       "chunk 0 at offset 0: more than 0 arrays", no_tensors},
+      {"too many arrays", [](std::string&) {}, StatusCode::kLimitExceeded, "chunk 0 at offset 0: more than 0 arrays",
+       no_tensors},
   };
   for (const Defect& d : defects) {
     SCOPED_TRACE(d.name);
@@ -375,13 +382,11 @@ TEST(TenbinInvalid, NonzeroPaddingIsIgnoredByDefault) {
 TEST(TenbinInvalid, EncodeErrors) {
   TensorSet set;
   set.tensors.push_back(MakeTensor("h", DType::kBF16, {1}, "ab"));
-  EXPECT_STATUS(tenbin::Encode(set), StatusCode::kUnsupported,
-                "tensor 0 \"h\": dtype bf16 has no tenbin code");
+  EXPECT_STATUS(tenbin::Encode(set), StatusCode::kUnsupported, "tensor 0 \"h\": dtype bf16 has no tenbin code");
   set.tensors[0] = MakeTensor("b", DType::kBool, {1}, "\x01");
   EXPECT_STATUS(tenbin::Encode(set), StatusCode::kUnsupported, "dtype bool has no tenbin code");
   set.tensors[0] = MakeTensor("r", DType::kU8, Shape(10, 1), "\x01");
-  EXPECT_STATUS(tenbin::Encode(set), StatusCode::kUnsupported,
-                "rank 10 exceeds the tenbin limit of 9");
+  EXPECT_STATUS(tenbin::Encode(set), StatusCode::kUnsupported, "rank 10 exceeds the tenbin limit of 9");
   set.tensors[0] = MakeTensor("n", DType::kF32, {2, 3}, Raw<float>({1, 2}));
   EXPECT_STATUS(tenbin::Encode(set), StatusCode::kInvalidArgument,
                 "tensor 0 \"n\": 8 data bytes, but shape [2, 3] of f32 needs 24");
@@ -405,7 +410,7 @@ TEST(TenbinInvalid, EveryTruncationIsAnErrorNeverACrash) {
 
 TEST(TenbinRandom, RoundTripsEveryDtype) {
   std::mt19937_64 rng(testing::TestSeed());
-  const DType dtypes[] = {DType::kF16, DType::kF32, DType::kF64, DType::kI8, DType::kI16, DType::kI32,
+  const DType dtypes[] = {DType::kF16, DType::kF32, DType::kF64, DType::kI8,  DType::kI16, DType::kI32,
                           DType::kI64, DType::kU8,  DType::kU16, DType::kU32, DType::kU64};
   const char* pool[] = {"", "a", "b", "xs", "12345678", "0", "3"};
   for (DType dt : dtypes) {

@@ -196,17 +196,16 @@ TEST(ZioTens, OrderAndAscendAreHonoured) {
     const char* extra;
     std::string stored;
   } cases[] = {
-      {R"("order":[1,0])", c},                                                  // C order, explicit
-      {R"("order":[0,1])", Raw<float>({1, 4, 2, 5, 3, 6})},                     // Fortran
-      {R"("ascend":[false,true])", Raw<float>({4, 5, 6, 1, 2, 3})},             // rows reversed
-      {R"("ascend":[true,false])", Raw<float>({3, 2, 1, 6, 5, 4})},             // columns reversed
+      {R"("order":[1,0])", c},                                       // C order, explicit
+      {R"("order":[0,1])", Raw<float>({1, 4, 2, 5, 3, 6})},          // Fortran
+      {R"("ascend":[false,true])", Raw<float>({4, 5, 6, 1, 2, 3})},  // rows reversed
+      {R"("ascend":[true,false])", Raw<float>({3, 2, 1, 6, 5, 4})},  // columns reversed
       {R"("order":[0,1],"ascend":[false,false])", Raw<float>({6, 3, 5, 2, 4, 1})},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.extra);
-    auto set = DecodeLabel(std::string(R"({"TENS":{"tensors":[{"dtype":"f","word":4,"shape":[2,3],)") +
-                               k.extra + "}]}}",
-                           {k.stored});
+    auto set = DecodeLabel(
+        std::string(R"({"TENS":{"tensors":[{"dtype":"f","word":4,"shape":[2,3],)") + k.extra + "}]}}", {k.stored});
     ASSERT_TRUE(set.ok()) << set.status().ToString();
     EXPECT_EQ(Str(set->tensors[0].data), c);
   }
@@ -218,8 +217,7 @@ TEST(ZioTens, OrderAndAscendAreHonoured) {
         stored[i + 2 * j + 4 * k] = static_cast<char>(100 * i + 10 * j + k);
         want[4 * i + 2 * j + k] = static_cast<char>(100 * i + 10 * j + k);
       }
-  auto set = DecodeLabel(R"({"TENS":{"tensors":[{"dtype":"i","word":1,"shape":[2,2,2],"order":[0,1,2]}]}})",
-                         {stored});
+  auto set = DecodeLabel(R"({"TENS":{"tensors":[{"dtype":"i","word":1,"shape":[2,2,2],"order":[0,1,2]}]}})", {stored});
   ASSERT_TRUE(set.ok()) << set.status().ToString();
   EXPECT_EQ(Str(set->tensors[0].data), want);
 }
@@ -230,7 +228,7 @@ TEST(ZioTens, PackUsesLongLengthsFrom255AndAcceptsAnEmptyLastPart) {
   m.payload = {Bytes(small), Bytes(big), {}};
   auto packed = zio::Pack(m);
   ASSERT_TRUE(packed.ok());
-  EXPECT_EQ(packed->substr(9 + 25, 1), "\xfe");                           // 254: one byte
+  EXPECT_EQ(packed->substr(9 + 25, 1), "\xfe");                                        // 254: one byte
   EXPECT_EQ(packed->substr(9 + 25 + 255, 5), std::string("\xff\x00\x00\x00\xff", 5));  // 255: long form
   EXPECT_EQ(packed->back(), '\0');  // the empty last part (ZIO's Python rejects it)
   auto back = zio::Unpack(Bytes(*packed), nullptr, "p");
@@ -287,7 +285,9 @@ TEST(ZioInvalid, FrameDefects) {
 TEST(ZioInvalid, PackingDefects) {
   const std::pair<std::string, const char*> defects[] = {
       {std::string("\xff\x00", 2), "p: part 0 at offset 0: the 0xFF length marker needs 4 more bytes, 1 remain"},
-      {"\x05" "ab", "p: part 0 at offset 0: length 5 exceeds the 2 bytes that remain"},
+      {"\x05"
+       "ab",
+       "p: part 0 at offset 0: length 5 exceeds the 2 bytes that remain"},
       {std::string("\x01Z\xff\x00\x00\x01\x00", 7), "part 1 at offset 2: length 256 exceeds the 0 bytes"},
   };
   for (const auto& [bytes, message] : defects) {
@@ -381,7 +381,8 @@ TEST(ZioInvalid, EncodeErrors) {
   EXPECT_STATUS(zio::FromTensorSet(md), StatusCode::kInvalidArgument, "tensor 0 \"0\" metadata is not a JSON object");
   TensorSet size = Vec2x3();
   size.tensors[0].info.shape = {2, 4};
-  EXPECT_STATUS(zio::FromTensorSet(size), StatusCode::kInvalidArgument, "tensor 0 \"0\": 24 data bytes, but shape [2, 4] of f32 needs 32");
+  EXPECT_STATUS(zio::FromTensorSet(size), StatusCode::kInvalidArgument,
+                "tensor 0 \"0\": 24 data bytes, but shape [2, 4] of f32 needs 32");
   TensorSet utf = Vec2x3("bad\xff");
   EXPECT_STATUS(zio::FromTensorSet(utf), StatusCode::kInvalidArgument, "cannot build the TENS label");
 }
@@ -399,9 +400,8 @@ TEST(ZioInvalid, EveryTruncationIsAnErrorNeverACrash) {
 
 TEST(ZioRandom, RoundTripsEveryDtypeBothEncodings) {
   std::mt19937_64 rng(testing::TestSeed());
-  const DType dtypes[] = {DType::kF16, DType::kF32, DType::kF64, DType::kI8,  DType::kI16,
-                          DType::kI32, DType::kI64, DType::kU8,  DType::kU16, DType::kU32,
-                          DType::kU64, DType::kBool, DType::kC64, DType::kC128};
+  const DType dtypes[] = {DType::kF16, DType::kF32, DType::kF64, DType::kI8,  DType::kI16,  DType::kI32, DType::kI64,
+                          DType::kU8,  DType::kU16, DType::kU32, DType::kU64, DType::kBool, DType::kC64, DType::kC128};
   const char* pool[] = {"", "a", "b", "0", "1", "weights"};
   for (DType dt : dtypes) {
     SCOPED_TRACE(std::string(DTypeName(dt)));
@@ -410,8 +410,8 @@ TEST(ZioRandom, RoundTripsEveryDtypeBothEncodings) {
       const int n = static_cast<int>(rng() % 4);
       for (int i = 0; i < n; ++i) {
         Shape shape = testing::RandomShape(rng, 4, 5);
-        set.tensors.push_back(MakeTensor(pool[rng() % 6], dt, shape,
-                                         testing::RandomBytes(rng, *DenseByteSize(dt, shape))));
+        set.tensors.push_back(
+            MakeTensor(pool[rng() % 6], dt, shape, testing::RandomBytes(rng, *DenseByteSize(dt, shape))));
       }
       if (rng() % 2) set.metadata_json = R"({"seq":)" + std::to_string(iter) + "}";
       auto m = zio::FromTensorSet(set);

@@ -8,9 +8,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <future>
 #include <mutex>
-#include <cstring>
 #include <string>
 #include <thread>
 
@@ -213,7 +213,10 @@ TEST(BackgroundAppender, StartHashGivesTheDigestAndKeepsOrder) {
 
 TEST(BackgroundAppender, NoThreadUntilTheFirstSubmit) {
   RecordingFile file;
-  { BackgroundAppender bg(&file, kSize); EXPECT_TRUE(bg.Wait().ok()); }
+  {
+    BackgroundAppender bg(&file, kSize);
+    EXPECT_TRUE(bg.Wait().ok());
+  }
   EXPECT_EQ(file.appends, 0);
 }
 

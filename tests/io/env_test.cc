@@ -74,7 +74,8 @@ class TempFilePreallocation : public ::testing::TestWithParam<bool> {};
 TEST_P(TempFilePreallocation, ReservesAheadAndGivesBackTheRest) {
   const bool sync_first = GetParam();
   TempDir dir;
-  if (!CanPreallocate(dir)) GTEST_SKIP() << dir.path() << ": the filesystem cannot reserve blocks (fallocate), or has under 2 GiB free";
+  if (!CanPreallocate(dir))
+    GTEST_SKIP() << dir.path() << ": the filesystem cannot reserve blocks (fallocate), or has under 2 GiB free";
   std::string tmp;
   auto f = Env::Default()->NewTempFile(dir.File("out"), &tmp);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
@@ -112,7 +113,8 @@ INSTANTIATE_TEST_SUITE_P(CloseOrSyncThenClose, TempFilePreallocation, ::testing:
 // and no reserved blocks, and reads back whole.
 TEST(TempFilePreallocationWriter, FinishedFileHoldsNoBlocksPastItsEnd) {
   TempDir dir;
-  if (!CanPreallocate(dir)) GTEST_SKIP() << dir.path() << ": the filesystem cannot reserve blocks (fallocate), or has under 2 GiB free";
+  if (!CanPreallocate(dir))
+    GTEST_SKIP() << dir.path() << ": the filesystem cannot reserve blocks (fallocate), or has under 2 GiB free";
   const std::string path = dir.File("w.tsafe");
   auto data = Pattern(6 * kMiB, 7);
   auto w = Writer::Create(path);

@@ -31,7 +31,8 @@ class PatternFile final : public RandomAccessFile {
   PatternFile(std::uint64_t size, std::uint64_t fail_from) : size_(size), fail_from_(fail_from) {}
   Status ReadAt(std::uint64_t offset, std::span<std::byte> out) const override {
     reads_.fetch_add(1);
-    if (offset + out.size() > fail_from_) return IOError(name_ + ": injected failure at " + std::to_string(offset), EIO);
+    if (offset + out.size() > fail_from_)
+      return IOError(name_ + ": injected failure at " + std::to_string(offset), EIO);
     if (offset + out.size() > size_) return Corruption(name_ + ": past the end");
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = At(offset + i);
     return Status::OK();
@@ -100,19 +101,20 @@ TEST(ReadAtParallel, ReaderReadsOfLargeTensorsAreExact) {
     ASSERT_TRUE((*w)->Add("x", TensorView::Contiguous(DType::kU8, {data.size()}, data)).ok());
     ASSERT_TRUE((*w)->Finish().ok());
   }
-  for (auto access : {ReaderOptions::Access::kMmap, ReaderOptions::Access::kPread}) for (unsigned threads : {0u, 1u, 3u}) {
-    ReaderOptions o;
-    o.access = access;
-    o.read_threads = threads;
-    auto r = Reader::Open(path, o);
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    std::vector<std::byte> out(data.size());
-    ASSERT_TRUE((*r)->ReadInto("x", out, /*verify=*/true).ok());
-    EXPECT_TRUE(out == data);
-    auto t = (*r)->Get("x");
-    ASSERT_TRUE(t.ok()) << t.status().ToString();
-    EXPECT_TRUE(std::equal(t->data.begin(), t->data.end(), data.begin(), data.end()));
-  }
+  for (auto access : {ReaderOptions::Access::kMmap, ReaderOptions::Access::kPread})
+    for (unsigned threads : {0u, 1u, 3u}) {
+      ReaderOptions o;
+      o.access = access;
+      o.read_threads = threads;
+      auto r = Reader::Open(path, o);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      std::vector<std::byte> out(data.size());
+      ASSERT_TRUE((*r)->ReadInto("x", out, /*verify=*/true).ok());
+      EXPECT_TRUE(out == data);
+      auto t = (*r)->Get("x");
+      ASSERT_TRUE(t.ok()) << t.status().ToString();
+      EXPECT_TRUE(std::equal(t->data.begin(), t->data.end(), data.begin(), data.end()));
+    }
 }
 
 }  // namespace

@@ -113,7 +113,8 @@ TEST_F(NativeLimits, Rank) {
 TEST_F(NativeLimits, NameBytes) {
   ReaderOptions opt;
   opt.limits.max_name_bytes = 0;
-  ExpectRefused([&] { return Open(Base(), opt); }, StatusCode::kLimitExceeded, "name of 1 bytes exceeds the limit of 0");
+  ExpectRefused([&] { return Open(Base(), opt); }, StatusCode::kLimitExceeded,
+                "name of 1 bytes exceeds the limit of 0");
 }
 
 TEST_F(NativeLimits, MetadataBytes) {
@@ -127,7 +128,8 @@ TEST_F(NativeLimits, MetadataBytes) {
   ASSERT_TRUE(w.ok());
   const std::uint8_t x = 1;
   ASSERT_TRUE((*w)->Add("x", TensorView{DType::kU8, {}, reinterpret_cast<const std::byte*>(&x), {}},
-                        R"({"note":"thirty bytes of it!"})").ok());
+                        R"({"note":"thirty bytes of it!"})")
+                  .ok());
   ASSERT_TRUE((*w)->Finish().ok());
   opt.limits.max_metadata_bytes = 20;
   ExpectRefused([&] { return Open(ReadFileBytes(path), opt); }, StatusCode::kLimitExceeded,
@@ -207,7 +209,8 @@ TEST(CodecLimits, NpyRank) {
 TEST(CodecLimits, NpyHugeShapeAllocatesNothing) {
   // 2^40 big-endian f8 elements (a byte swap would need a buffer) in a tiny file.
   for (const char* descr : {"<f8", ">f8"}) {
-    std::string dict = std::string("{'descr': '") + descr + "', 'fortran_order': True, 'shape': (1048576, 1048576), }\n";
+    std::string dict =
+        std::string("{'descr': '") + descr + "', 'fortran_order': True, 'shape': (1048576, 1048576), }\n";
     std::string f = NpyV2(dict, static_cast<std::uint32_t>(dict.size())) + std::string(64, '\0');
     ExpectRefused([&] { return npy::Decode(B(f), nullptr, "f.npy").status(); }, StatusCode::kCorruption, "");
   }
@@ -265,10 +268,12 @@ TEST(CodecLimits, NpzDeclaredSizeBeyondDeflateRatio) {
 // ---- gguf (ReadOptions) ----
 
 TEST(CodecLimits, GgufCounts) {
-  ExpectRefused([&] { return gguf::Decode(B(GgufBuilder().Header(std::uint64_t{1} << 60, 0).str()), nullptr, "g").status(); },
-                StatusCode::kLimitExceeded, "");
-  ExpectRefused([&] { return gguf::Decode(B(GgufBuilder().Header(0, std::uint64_t{1} << 60).str()), nullptr, "g").status(); },
-                StatusCode::kLimitExceeded, "");
+  ExpectRefused(
+      [&] { return gguf::Decode(B(GgufBuilder().Header(std::uint64_t{1} << 60, 0).str()), nullptr, "g").status(); },
+      StatusCode::kLimitExceeded, "");
+  ExpectRefused(
+      [&] { return gguf::Decode(B(GgufBuilder().Header(0, std::uint64_t{1} << 60).str()), nullptr, "g").status(); },
+      StatusCode::kLimitExceeded, "");
   gguf::ReadOptions opt;
   opt.max_tensor_count = 0;
   const std::string one = GgufBuilder().Header(1, 0).Info("t", {1}, 0, 0).PadTo(32).Zeros(32).str();
@@ -291,8 +296,11 @@ TEST(CodecLimits, GgufStringsAndArrays) {
                 "cannot fit in the 0 bytes remaining");
   gguf::ReadOptions opt;
   opt.max_string_bytes = 3;
-  ExpectRefused([&] { return gguf::Decode(B(GgufBuilder().Header(0, 1).Key("a", 8).Str("abcd").str()), nullptr, "g", opt).status(); },
-                StatusCode::kLimitExceeded, "");
+  ExpectRefused(
+      [&] {
+        return gguf::Decode(B(GgufBuilder().Header(0, 1).Key("a", 8).Str("abcd").str()), nullptr, "g", opt).status();
+      },
+      StatusCode::kLimitExceeded, "");
   opt = {};
   opt.max_array_elems = 2;
   const std::string arr = GgufBuilder().Header(0, 1).Key("a", 9).U32(4).U64(3).U32(1).U32(2).U32(3).str();

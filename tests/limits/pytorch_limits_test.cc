@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "io/string_file.h"
 #include "formats/npy/zip.h"
-#include "tensorsafe/env.h"
+#include "io/string_file.h"
 #include "limits/alloc_probe.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/formats/pytorch.h"
 
 namespace tensorsafe::testing {
@@ -75,7 +75,11 @@ TEST(CodecLimits, PytorchValuesAndVisits) {
   // A billion laughs: 60 levels of a list holding the previous one twice
   // would be visited 2^60 times; the walk stops at twice the values made.
   std::string laughs = "\x80\x02](" + U("lol") + "e";
-  for (int i = 0; i < 60; ++i) laughs += std::string("q\x00" "0(h\x00h\x00l", 9);
+  for (int i = 0; i < 60; ++i)
+    laughs += std::string(
+        "q\x00"
+        "0(h\x00h\x00l",
+        9);
   ExpectRefused(Archive(laughs + "."), {}, StatusCode::kLimitExceeded, "twice the values the pickle made");
 }
 
@@ -88,13 +92,13 @@ TEST(CodecLimits, PytorchMemoEntries) {
 }
 
 TEST(CodecLimits, PytorchDepthOfMarksAndOfContainers) {
-  ExpectRefused(Archive("\x80\x02" + std::string(3000, '(')), {}, StatusCode::kLimitExceeded,
-                "(Limits::max_depth)");
+  ExpectRefused(Archive("\x80\x02" + std::string(3000, '(')), {}, StatusCode::kLimitExceeded, "(Limits::max_depth)");
   pytorch::ReadOptions o;
   o.limits.max_depth = 8;
   // [[[[...[t]...]]]] 20 deep, built without MARKs: the walk stops.
   std::string p = "\x80\x02](" + Tensor(1, {1}, {1}) + "e";
-  for (int i = 0; i < 20; ++i) p += "q" + std::string(1, static_cast<char>(i)) + "0]h" + std::string(1, static_cast<char>(i)) + "a";
+  for (int i = 0; i < 20; ++i)
+    p += "q" + std::string(1, static_cast<char>(i)) + "0]h" + std::string(1, static_cast<char>(i)) + "a";
   ExpectRefused(Archive(p + "."), o, StatusCode::kLimitExceeded, "(Limits::max_depth");
 }
 

@@ -24,8 +24,9 @@ class StreamCliTest : public ::testing::Test {
     ASSERT_TRUE(w.ok());
     const TensorSet b = testing::AllDTypesBatch(7);
     for (const Tensor& t : b.tensors) {
-      ASSERT_TRUE((*w)->Add(t.info.name, TensorView::Contiguous(t.info.dtype, t.info.shape, t.data),
-                            t.info.metadata_json).ok());
+      ASSERT_TRUE(
+          (*w)->Add(t.info.name, TensorView::Contiguous(t.info.dtype, t.info.shape, t.data), t.info.metadata_json)
+              .ok());
     }
     ASSERT_TRUE((*w)->SetMetadata(b.metadata_json).ok());
     ASSERT_TRUE((*w)->Finish().ok());

@@ -86,18 +86,32 @@ TEST(StreamCodec, GoldenMessage) {
   ASSERT_TRUE(m.ok());
   ASSERT_EQ(m->size(), 256u);
   const std::string want_header_prefix =
-      "54534d47" "01" "00" "4000"                 // magic, kind 1, reserved, header_size 64
-      "0000000000000000"                          // sequence 0
-      "01000000" "00000000"                       // 1 tensor, flags 0
-      "8000000000000000" "4000000000000000";      // descriptor_bytes 128, data_bytes 64
+      "54534d47"
+      "01"
+      "00"
+      "4000"              // magic, kind 1, reserved, header_size 64
+      "0000000000000000"  // sequence 0
+      "01000000"
+      "00000000"  // 1 tensor, flags 0
+      "8000000000000000"
+      "4000000000000000";  // descriptor_bytes 128, data_bytes 64
   EXPECT_EQ(Hex(m->substr(0, 40)), want_header_prefix);
   const std::string want_block =
-      "00000000" "00000000"                       // no batch metadata, reserved
-      "0000000000000000" "1800000000000000"       // data_offset 0, data_length 24
-      + Hex(m->substr(64 + 24, 8)) +              // data_checksum (checked below)
-      "0c" "00" "0100" "00000000" "0200" "0000" "00000000"  // f32, dense, name 1, no md, rank 2
-      "0200000000000000" "0300000000000000"       // dims
-      "78";                                       // "x"
+      "00000000"
+      "00000000"  // no batch metadata, reserved
+      "0000000000000000"
+      "1800000000000000"              // data_offset 0, data_length 24
+      + Hex(m->substr(64 + 24, 8)) +  // data_checksum (checked below)
+      "0c"
+      "00"
+      "0100"
+      "00000000"
+      "0200"
+      "0000"
+      "00000000"  // f32, dense, name 1, no md, rank 2
+      "0200000000000000"
+      "0300000000000000"  // dims
+      "78";               // "x"
   EXPECT_EQ(Hex(m->substr(64, 65)), want_block);
   EXPECT_EQ(m->substr(64 + 65, 63), std::string(63, '\0'));
   const float v[6] = {1, 2, 3, 4, 5, 6};
@@ -171,7 +185,8 @@ TEST(StreamCodec, EveryReaderCheck) {
       {"H6 overflow", [&](std::string& m) { p64(m, 32, ~std::uint64_t{63}); }, true, StatusCode::kLimitExceeded,
        "2^64"},
       {"H7 end with body", [&](std::string& m) { p8(m, 4, 2); }, true, StatusCode::kCorruption, "end-of-stream"},
-      {"H9 count", [&](std::string& m) { p32(m, 16, 0xFFFFFFFF); }, true, StatusCode::kLimitExceeded, "max_tensor_count"},
+      {"H9 count", [&](std::string& m) { p32(m, 16, 0xFFFFFFFF); }, true, StatusCode::kLimitExceeded,
+       "max_tensor_count"},
       {"size mismatch", [&](std::string& m) { p64(m, 32, 64); }, true, StatusCode::kCorruption, "header says"},
       {"D1 descriptor checksum", [&](std::string& m) { m[d0 + 30] ^= 1; }, false, StatusCode::kCorruption,
        "descriptor block checksum"},
@@ -306,9 +321,9 @@ TEST(StreamCodec, DataVerifierPiecesAgreeWithTheWhole) {
     std::string c = *m;
     c[data_at + q] ^= 0x10;
     const bool padding = (q >= 24 && q < 64) || q >= 64 + 131;
-    const std::string want = padding ? "data padding byte at " + std::to_string(q) + " is not zero"
-                                     : std::string(q < 24 ? "tensor \"x\"" : "tensor \"odd\"") +
-                                           ": data checksum mismatch";
+    const std::string want = padding
+                                 ? "data padding byte at " + std::to_string(q) + " is not zero"
+                                 : std::string(q < 24 ? "tensor \"x\"" : "tensor \"odd\"") + ": data checksum mismatch";
     for (std::size_t piece : {1, 7, 1000}) {
       Status st = run(c, piece);
       EXPECT_EQ(st.code(), StatusCode::kCorruption) << q << " " << piece;

@@ -166,16 +166,18 @@ TEST(StreamFd, MissingEndMarkerIsTruncation) {
   auto b = (*r)->Next();
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), StatusCode::kCorruption);
-  EXPECT_NE(b.status().message().find("without the end-of-stream marker"), std::string::npos)
-      << b.status().ToString();
+  EXPECT_NE(b.status().message().find("without the end-of-stream marker"), std::string::npos) << b.status().ToString();
   EXPECT_EQ((*r)->Next().status().code(), StatusCode::kFailedPrecondition);
 }
 
 TEST(StreamFd, OutOfSequenceMessageIsRejected) {
   Pipe p;
-  std::string bytes = internal::EncodePreamble() + *EncodeMessage(AllDTypesBatch(), 0) +
-                      *EncodeMessage(AllDTypesBatch(), 2);
-  std::thread t([&] { ASSERT_EQ(::write(p.w.get(), bytes.data(), bytes.size()), (ssize_t)bytes.size()); p.w.reset(); });
+  std::string bytes =
+      internal::EncodePreamble() + *EncodeMessage(AllDTypesBatch(), 0) + *EncodeMessage(AllDTypesBatch(), 2);
+  std::thread t([&] {
+    ASSERT_EQ(::write(p.w.get(), bytes.data(), bytes.size()), (ssize_t)bytes.size());
+    p.w.reset();
+  });
   auto r = StreamReader::FromFd(p.r.get());
   ASSERT_TRUE((*r)->Next().ok());
   auto b = (*r)->Next();
@@ -190,7 +192,10 @@ TEST(StreamFd, CorruptByteInStreamDeliversNoBatch) {
     std::string bytes = good;
     bytes[at] ^= 0x40;
     Pipe p;
-    std::thread t([&] { (void)!::write(p.w.get(), bytes.data(), bytes.size()); p.w.reset(); });
+    std::thread t([&] {
+      (void)!::write(p.w.get(), bytes.data(), bytes.size());
+      p.w.reset();
+    });
     auto r = StreamReader::FromFd(p.r.get());
     auto b = (*r)->Next();
     t.join();
@@ -215,7 +220,10 @@ TEST(StreamFd, CorruptByteInALaterPieceIsFound) {
   std::string bytes = internal::EncodePreamble() + *EncodeMessage(b, 0);
   bytes[bytes.size() - 1000] ^= 0x01;  // in the 4th 256 KiB piece of the data
   Pipe p;
-  std::thread w([&] { (void)!::write(p.w.get(), bytes.data(), bytes.size()); p.w.reset(); });
+  std::thread w([&] {
+    (void)!::write(p.w.get(), bytes.data(), bytes.size());
+    p.w.reset();
+  });
   auto r = StreamReader::FromFd(p.r.get());
   auto got = (*r)->Next();
   w.join();
@@ -276,8 +284,7 @@ TEST(StreamFd, SenderKilledMidMessage) {
   auto b = (*r)->Next();
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), StatusCode::kCorruption);
-  EXPECT_NE(b.status().message().find("truncated: the stream ended after"), std::string::npos)
-      << b.status().ToString();
+  EXPECT_NE(b.status().message().find("truncated: the stream ended after"), std::string::npos) << b.status().ToString();
   EXPECT_EQ((*r)->batches_read(), 1u);
 }
 
@@ -360,7 +367,8 @@ TEST(StreamFd, TenbinWireIsTheTenbinCodecsBytes) {
 }
 
 TEST(StreamFd, TenbinFixtureThroughAPipe) {
-  const std::string fixture = testing::ReadFileBytes(std::string(TS_SHARED_DIR) + "/fixtures/tenbin/vec_wds_2x3f4_x.ten");
+  const std::string fixture =
+      testing::ReadFileBytes(std::string(TS_SHARED_DIR) + "/fixtures/tenbin/vec_wds_2x3f4_x.ten");
   ASSERT_EQ(fixture.size(), 160u);
   Pipe p;
   ASSERT_EQ(::write(p.w.get(), fixture.data(), fixture.size()), 160);
@@ -389,7 +397,10 @@ TEST(StreamFd, TenbinArraysPerBatchAndTruncation) {
   const std::string ten = testing::ReadFileBytes(std::string(TS_SHARED_DIR) + "/fixtures/tenbin/000000.ten");
   for (std::uint32_t per : {0u, 1u, 2u}) {
     Pipe p;
-    std::thread t([&] { (void)!::write(p.w.get(), ten.data(), ten.size()); p.w.reset(); });
+    std::thread t([&] {
+      (void)!::write(p.w.get(), ten.data(), ten.size());
+      p.w.reset();
+    });
     StreamReaderOptions o;
     o.tenbin_arrays_per_batch = per;
     auto got = ReceiveAll(p.r.get(), o);
@@ -399,7 +410,10 @@ TEST(StreamFd, TenbinArraysPerBatchAndTruncation) {
   // Cut inside the second array's data chunk.
   Pipe p;
   const std::string cut = ten.substr(0, ten.size() - 100);
-  std::thread t([&] { (void)!::write(p.w.get(), cut.data(), cut.size()); p.w.reset(); });
+  std::thread t([&] {
+    (void)!::write(p.w.get(), cut.data(), cut.size());
+    p.w.reset();
+  });
   auto r = StreamReader::FromFd(p.r.get());
   auto b = (*r)->Next();
   t.join();

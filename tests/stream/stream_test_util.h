@@ -15,8 +15,7 @@
 namespace tensorsafe::testing {
 
 // A tensor owning `n` pseudo-random bytes from `seed`.
-inline Tensor RandomTensor(std::string name, DType dtype, Shape shape, std::uint32_t seed,
-                           std::string metadata = {}) {
+inline Tensor RandomTensor(std::string name, DType dtype, Shape shape, std::uint32_t seed, std::string metadata = {}) {
   const std::uint64_t n = *DenseByteSize(dtype, shape);
   auto buf = std::shared_ptr<std::byte[]>(new std::byte[n == 0 ? 1 : n]);
   std::mt19937 rng(seed);

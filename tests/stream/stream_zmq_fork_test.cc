@@ -61,8 +61,8 @@ TEST(ZmqFork, ChildOpensItsOwnSocketsAndLeavesTheParentsAlone) {
     if (code == 0) code = RoundTrip(*child, 2);
     // The inherited sender and receiver refuse, naming the fork.
     Status s = parent->tx->Send(testing::AllDTypesBatch(3));
-    if (code == 0 && (s.code() != StatusCode::kFailedPrecondition ||
-                      s.message().find("do not cross fork()") == std::string::npos)) {
+    if (code == 0 &&
+        (s.code() != StatusCode::kFailedPrecondition || s.message().find("do not cross fork()") == std::string::npos)) {
       code = 30;
     }
     if (code == 0 && parent->rx->Receive().status().code() != StatusCode::kFailedPrecondition) code = 31;

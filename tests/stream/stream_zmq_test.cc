@@ -109,16 +109,16 @@ TEST_P(ZmqEncodings, RoundTripEverySupportedDType) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    All, ZmqEncodings,
-    ::testing::Combine(::testing::Values(ZmqEncoding::kNative, ZmqEncoding::kTensorcom,
-                                         ZmqEncoding::kTensorcomSingle, ZmqEncoding::kZio),
-                       ::testing::Values(ZmqPattern::kPushPull, ZmqPattern::kPubSub)),
-    [](const auto& info) {
-      std::string n(ZmqEncodingName(std::get<0>(info.param)));
-      for (char& c : n) if (c == '-') c = '_';
-      return n + (std::get<1>(info.param) == ZmqPattern::kPushPull ? "_push" : "_pub");
-    });
+INSTANTIATE_TEST_SUITE_P(All, ZmqEncodings,
+                         ::testing::Combine(::testing::Values(ZmqEncoding::kNative, ZmqEncoding::kTensorcom,
+                                                              ZmqEncoding::kTensorcomSingle, ZmqEncoding::kZio),
+                                            ::testing::Values(ZmqPattern::kPushPull, ZmqPattern::kPubSub)),
+                         [](const auto& info) {
+                           std::string n(ZmqEncodingName(std::get<0>(info.param)));
+                           for (char& c : n)
+                             if (c == '-') c = '_';
+                           return n + (std::get<1>(info.param) == ZmqPattern::kPushPull ? "_push" : "_pub");
+                         });
 
 // ---- byte exactness ----
 

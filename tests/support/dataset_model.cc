@@ -68,7 +68,8 @@ ModelSample RandomSample(std::mt19937_64& rng, const Schema& schema, std::size_t
           std::int64_t dim = f.shape[d];
           if (dim == kAnyDim) {
             dim = static_cast<std::int64_t>(rng() % 5);
-            if (d + 1 == f.shape.size() && info.block_elems > 1) dim = info.block_elems * static_cast<std::int64_t>(rng() % 3);
+            if (d + 1 == f.shape.size() && info.block_elems > 1)
+              dim = info.block_elems * static_cast<std::int64_t>(rng() % 3);
           }
           v.shape.push_back(dim);
           elems *= static_cast<std::uint64_t>(dim);
@@ -76,9 +77,7 @@ ModelSample RandomSample(std::mt19937_64& rng, const Schema& schema, std::size_t
         v.bytes = rand_bytes(elems / info.block_elems * info.block_bytes);
         break;
       }
-      case FieldKind::kBytes:
-        v.bytes = rand_bytes(rng() % (max_bytes + 1));
-        break;
+      case FieldKind::kBytes: v.bytes = rand_bytes(rng() % (max_bytes + 1)); break;
       case FieldKind::kStr: {
         static const char* kTexts[] = {"", "hello", "ünïcödé ✓", "a\nb\"c", "日本語"};
         v.bytes = kTexts[rng() % 5];
@@ -145,8 +144,8 @@ std::string Diff(const Schema& schema, const ModelSample& want, const dataset::S
     if (g.spec != &got.owner->schema().fields[k]) return label + ": spec pointer";
     if (g.spec->name != schema.fields[k].name) return label + ": name";
     std::string bytes(reinterpret_cast<const char*>(g.bytes.data()), g.bytes.size());
-    if (bytes != w.bytes) return label + ": bytes differ (" + std::to_string(bytes.size()) + " vs " +
-                                 std::to_string(w.bytes.size()) + ")";
+    if (bytes != w.bytes)
+      return label + ": bytes differ (" + std::to_string(bytes.size()) + " vs " + std::to_string(w.bytes.size()) + ")";
     if (w.kind == FieldKind::kTensor) {
       if (g.shape != w.shape) return label + ": shape";
       const std::uint32_t e = ElementSize(w.dtype);

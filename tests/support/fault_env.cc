@@ -11,8 +11,7 @@ namespace {
 
 class FaultFile final : public WritableFile {
  public:
-  FaultFile(std::unique_ptr<WritableFile> base, FaultEnv* env)
-      : base_(std::move(base)), env_(env) {}
+  FaultFile(std::unique_ptr<WritableFile> base, FaultEnv* env) : base_(std::move(base)), env_(env) {}
   // Kills the process when the crash point is reached; `partial` does half
   // of the write first.
   void MaybeCrash(const std::function<void()>& partial) {
@@ -50,7 +49,8 @@ class FaultFile final : public WritableFile {
   // One write: the bytes of the mapping are written by whoever holds it.
   Result<std::span<std::byte>> MapForWrite(std::uint64_t size) override {
     MaybeCrash(nullptr);
-    if (++env_->writes == env_->fail_write) return IOError(name() + ": fallocate: injected failure", env_->error_number);
+    if (++env_->writes == env_->fail_write)
+      return IOError(name() + ": fallocate: injected failure", env_->error_number);
     return base_->MapForWrite(size);
   }
 
@@ -79,8 +79,7 @@ class ShortReadFile final : public RandomAccessFile {
 
 }  // namespace
 
-Result<std::unique_ptr<WritableFile>> FaultEnv::NewTempFile(const std::string& final_path,
-                                                                      std::string* tmp_path) {
+Result<std::unique_ptr<WritableFile>> FaultEnv::NewTempFile(const std::string& final_path, std::string* tmp_path) {
   TS_ASSIGN_OR_RETURN(auto f, Env::NewTempFile(final_path, tmp_path));
   return std::unique_ptr<WritableFile>(std::make_unique<FaultFile>(std::move(f), this));
 }

@@ -33,8 +33,7 @@ class FaultEnv : public Env {
   std::int64_t syncs = 0;
   std::int64_t ops = 0;
 
-  Result<std::unique_ptr<WritableFile>> NewTempFile(const std::string& final_path,
-                                                              std::string* tmp_path) override;
+  Result<std::unique_ptr<WritableFile>> NewTempFile(const std::string& final_path, std::string* tmp_path) override;
   Result<std::unique_ptr<WritableFile>> OpenForUpdate(const std::string& path) override;
   Result<std::unique_ptr<RandomAccessFile>> OpenRead(const std::string& path) override;
   Status Rename(const std::string& from, const std::string& to) override;

@@ -36,7 +36,7 @@ void WriteZstdMds(const std::string& dir, std::int64_t first_x, const std::strin
   const nlohmann::json names = {"s", "x"}, encodings = {"str", "int64"}, sizes = {nullptr, 8};
   const std::string config =
       nlohmann::json{{"column_encodings", encodings}, {"column_names", names}, {"column_sizes", sizes},
-                     {"compression", "zstd"}, {"format", "mds"}, {"version", 2}}
+                     {"compression", "zstd"},         {"format", "mds"},       {"version", 2}}
           .dump();
   std::string body;
   std::vector<std::uint32_t> offsets;

@@ -72,9 +72,10 @@ NginxServer::NginxServer(std::string root, NginxOptions options)
   if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = tmpl;
   if (options_.tls) {
-    const std::string cmd = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2"
-                            " -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout " +
-                            dir_ + "/key.pem -out " + dir_ + "/cert.pem >" + dir_ + "/openssl.log 2>&1";
+    const std::string cmd =
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2"
+        " -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout " +
+        dir_ + "/key.pem -out " + dir_ + "/cert.pem >" + dir_ + "/openssl.log 2>&1";
     if (std::system(cmd.c_str()) != 0) {
       const std::string log = Slurp(dir_ + "/openssl.log");
       std::filesystem::remove_all(dir_);
@@ -128,8 +129,8 @@ void NginxServer::WriteConfig() {
     << "    listen 127.0.0.1:" << port_ << ";\n"
     << "    server_name localhost;\n"
     << "    location /data/ { alias " << root_ << "/; }\n"
-    << "    location /slow/ { alias " << root_ << "/; limit_rate " << options_.limit_rate
-    << "; limit_rate_after " << options_.limit_rate_after << "; }\n"
+    << "    location /slow/ { alias " << root_ << "/; limit_rate " << options_.limit_rate << "; limit_rate_after "
+    << options_.limit_rate_after << "; }\n"
     << "    location /error500/ { return 500; }\n"
     << "    location /redirect/ { return 302 http://127.0.0.1:1/elsewhere; }\n"
     << "  }\n";

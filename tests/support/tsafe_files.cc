@@ -11,8 +11,8 @@ std::string MakeBaseFile(const TempDir& dir, const WriterOptions& opt) {
   const float a[6] = {1, 2, 3, 4, 5, 6};
   const std::int32_t b[6] = {-1, 0, 1, 2, 3, 0x7fffffff};
   const std::uint8_t c = 7;
-  EXPECT_TRUE((*w)->Add("a", TensorView::Contiguous(DType::kF32, {2, 3}, std::as_bytes(std::span(a))),
-                        R"({"unit":"m"})").ok());
+  EXPECT_TRUE(
+      (*w)->Add("a", TensorView::Contiguous(DType::kF32, {2, 3}, std::as_bytes(std::span(a))), R"({"unit":"m"})").ok());
   EXPECT_TRUE((*w)->Add("b", TensorView::Contiguous(DType::kI32, {6}, std::as_bytes(std::span(b)))).ok());
   EXPECT_TRUE((*w)->Add("c", TensorView{DType::kU8, {}, reinterpret_cast<const std::byte*>(&c), {}}).ok());
   EXPECT_TRUE((*w)->Add("d", TensorView{DType::kBF16, {0}, nullptr, {}}).ok());

@@ -40,9 +40,8 @@ Result<Model> LoadModel(const std::string& path, ReaderOptions opt) {
       return false;
     }
     m.order.push_back(t.name);
-    m.tensors[t.name] = ModelTensor{t.dtype, t.shape,
-                                    std::string(reinterpret_cast<const char*>(g->data.data()), g->data.size()),
-                                    t.metadata_json};
+    m.tensors[t.name] = ModelTensor{
+        t.dtype, t.shape, std::string(reinterpret_cast<const char*>(g->data.data()), g->data.size()), t.metadata_json};
     return true;
   }));
   TS_RETURN_IF_ERROR(inner);

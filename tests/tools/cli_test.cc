@@ -146,7 +146,7 @@ TEST_F(CliTest, CatDecodesSmallFloats) {
   // e4m3fn: 1, -2, 448 (max), NaN; e5m2: 1, inf, 2^-16 (smallest subnormal).
   const std::uint8_t e4[] = {0x38, 0xc0, 0x7e, 0x7f}, e5[] = {0x3c, 0x7c, 0x01};
   const std::uint16_t h[] = {0x3c00, 0xc100, 0x0001};  // f16: 1, -2.5, 2^-24
-  const std::uint8_t f4[] = {0x72};                       // e2m1: low nibble 2 -> 1, high 7 -> 6
+  const std::uint8_t f4[] = {0x72};                    // e2m1: low nibble 2 -> 1, high 7 -> 6
   ASSERT_TRUE((*w)->Add("e4", TensorView::Contiguous(DType::kF8E4M3FN, {4}, std::as_bytes(std::span(e4)))).ok());
   ASSERT_TRUE((*w)->Add("e5", TensorView::Contiguous(DType::kF8E5M2, {3}, std::as_bytes(std::span(e5)))).ok());
   ASSERT_TRUE((*w)->Add("h", TensorView::Contiguous(DType::kF16, {3}, std::as_bytes(std::span(h)))).ok());
@@ -159,7 +159,8 @@ TEST_F(CliTest, CatDecodesSmallFloats) {
   ASSERT_TRUE((*w)->Finish().ok());
   EXPECT_EQ(Run("cat " + path + " f6").out, "dtype: f6_e2m3\nshape: [4]\n[    1,    -1,   7.5, 0.125]\n");
   EXPECT_EQ(Run("cat " + path + " e4").out, "dtype: f8_e4m3fn\nshape: [4]\n[  1,  -2, 448, nan]\n");
-  EXPECT_EQ(Run("cat " + path + " e5").out, "dtype: f8_e5m2\nshape: [3]\n[                1,               inf, 1.52587890625e-05]\n");
+  EXPECT_EQ(Run("cat " + path + " e5").out,
+            "dtype: f8_e5m2\nshape: [3]\n[                1,               inf, 1.52587890625e-05]\n");
   EXPECT_EQ(Run("cat " + path + " h").out, "dtype: f16\nshape: [3]\n[            1,          -2.5, 5.9604645e-08]\n");
   EXPECT_EQ(Run("cat " + path + " f4").out, "dtype: f4_e2m1\nshape: [2]\n[1, 6]\n");
 }

@@ -136,9 +136,10 @@ TEST_F(DatasetCliTest, CreateRefusesInconsistentSamples) {
   fs::remove(src + "/b.cls");
   Output c = Run("dataset create " + dir_.File("ds") + " " + src);
   EXPECT_EQ(c.rc, 7);
-  EXPECT_NE(c.err.find("sample b has the fields img.npy meta.json t/p t/q but the first sample has cls img.npy meta.json "
-                      "t/p t/q"),
-            std::string::npos)
+  EXPECT_NE(
+      c.err.find("sample b has the fields img.npy meta.json t/p t/q but the first sample has cls img.npy meta.json "
+                 "t/p t/q"),
+      std::string::npos)
       << c.err;
   EXPECT_FALSE(fs::exists(dir_.File("ds/index.json")));
   Output none = Run("dataset info " + dir_.File("nothing"));
@@ -156,7 +157,7 @@ TEST_F(DatasetCliTest, CatPrintsTensorsAsJsonArrays) {
                         -std::numeric_limits<float>::infinity()};
     const float c[4] = {1, -2, 0.5f, 3};
     const std::uint8_t b[3] = {1, 0, 1};
-    const std::uint8_t i4[2] = {0x8f, 0x07};  // -1, -8, 7, 0
+    const std::uint8_t i4[2] = {0x8f, 0x07};       // -1, -8, 7, 0
     const std::uint16_t bf[2] = {0x3fc0, 0xc000};  // 1.5, -2
     std::vector<std::int16_t> big(2 * 1001);
     for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<std::int16_t>(i);
@@ -184,7 +185,8 @@ TEST_F(DatasetCliTest, CatPrintsTensorsAsJsonArrays) {
   EXPECT_EQ(j["s"]["values"], 0);
   EXPECT_EQ(j["e"]["values"], nlohmann::json::parse("[[], [], []]"));
   EXPECT_FALSE(j["big"].contains("values"));
-  EXPECT_EQ(j["big"]["preview"], "[[   0,    1,    2, ...,  998,  999, 1000],\n [1001, 1002, 1003, ..., 1999, 2000, 2001]]");
+  EXPECT_EQ(j["big"]["preview"],
+            "[[   0,    1,    2, ...,  998,  999, 1000],\n [1001, 1002, 1003, ..., 1999, 2000, 2001]]");
   Output all = Run("dataset cat " + out + " 0 --all");
   auto ja = nlohmann::json::parse(all.out);
   ASSERT_EQ(ja["big"]["values"].size(), 2u);

@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/sample_json.h"
-#include "support/nginx_server.h"
 #include "support/cli_runner.h"
+#include "support/nginx_server.h"
 #include "support/temp_dir.h"
 #include "tensorsafe/dataset/dataset.h"
 

@@ -113,9 +113,10 @@ TEST_F(GgufCli, MetaErrorsLeaveTheFileAlone) {
   const std::string before = ReadFileBytes(path_);
   CliOutput o = Run("meta " + path_ + " --set general.name=foo");
   EXPECT_EQ(o.rc, 7);
-  EXPECT_EQ(o.err,
-            "tensorsafe meta: invalid argument: " + path_ +
-                ": \"general.name=foo\": expected KEY=TYPE:VALUE (a type is needed: str, u32, f32, bool, str[], ...)\n");
+  EXPECT_EQ(
+      o.err,
+      "tensorsafe meta: invalid argument: " + path_ +
+          ": \"general.name=foo\": expected KEY=TYPE:VALUE (a type is needed: str, u32, f32, bool, str[], ...)\n");
   o = Run("meta " + path_ + " --del nothing.here");
   EXPECT_EQ(o.rc, 3);
   EXPECT_EQ(o.err, "tensorsafe meta: not found: " + path_ + ": no key \"nothing.here\"\n");

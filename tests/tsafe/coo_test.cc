@@ -6,10 +6,10 @@
 #include <cstring>
 #include <random>
 
+#include <filesystem>
 #include "support/temp_dir.h"
 #include "support/tsafe_files.h"
 #include "support/tsafe_image.h"
-#include <filesystem>
 
 #include "tensorsafe/convert.h"
 #include "tensorsafe/reader.h"
@@ -28,8 +28,9 @@ std::string MakeCooFile(const TempDir& dir, bool coalesced = true, std::uint32_t
   EXPECT_TRUE(w.ok());
   const std::int64_t idx[] = {0, 1, 2, 0, 2, 3};
   const float val[] = {1.5f, -2.0f, 4.0f};
-  EXPECT_TRUE((*w)->AddCoo("s", DType::kF32, {3, 4}, idx, std::as_bytes(std::span(val)), coalesced,
-                           R"({"kind":"sparse"})").ok());
+  EXPECT_TRUE(
+      (*w)->AddCoo("s", DType::kF32, {3, 4}, idx, std::as_bytes(std::span(val)), coalesced, R"({"kind":"sparse"})")
+          .ok());
   const std::int32_t d[2] = {7, 8};
   EXPECT_TRUE((*w)->Add("d", TensorView::Contiguous(DType::kI32, {2}, std::as_bytes(std::span(d)))).ok());
   EXPECT_TRUE((*w)->Finish().ok());
@@ -96,7 +97,8 @@ TEST(Coo, RandomRoundTripsAndCompaction) {
     for (std::size_t d = 0; d < rank; ++d) t.shape.push_back(1 + rng() % 6);
     std::uint64_t nnz = (rank == 0 ? rng() % 2 : rng() % 8) * di.block_elems;
     if (rank == 0) nnz = di.block_elems * (rng() % 2);
-    for (std::uint64_t k = 0; k < nnz * rank; ++k) t.idx.push_back(static_cast<std::int64_t>(rng() % t.shape[k % rank]));
+    for (std::uint64_t k = 0; k < nnz * rank; ++k)
+      t.idx.push_back(static_cast<std::int64_t>(rng() % t.shape[k % rank]));
     t.values.resize(nnz / di.block_elems * di.block_bytes);
     for (auto& c : t.values) c = static_cast<char>(rng());
     const std::string name = "s" + std::to_string(i);
@@ -126,8 +128,8 @@ TEST(Coo, RandomRoundTripsAndCompaction) {
     EXPECT_EQ(parts->indices.size(), t.idx.size() * 8);
     // Compared as containers: with nnz == 0 both spans may be null, and
     // memcmp(nullptr, ..., 0) is undefined behaviour (UBSan reports it).
-    EXPECT_TRUE(std::equal(parts->indices.begin(), parts->indices.end(),
-                           reinterpret_cast<const std::byte*>(t.idx.data())));
+    EXPECT_TRUE(
+        std::equal(parts->indices.begin(), parts->indices.end(), reinterpret_cast<const std::byte*>(t.idx.data())));
     EXPECT_EQ(std::string(parts->values.size() == 0 ? "" : reinterpret_cast<const char*>(parts->values.data()),
                           parts->values.size()),
               t.values);

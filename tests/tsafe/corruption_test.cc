@@ -36,8 +36,7 @@ TEST_F(Corruption, R1_TooSmall) {
   // The constructor would read past the end; build by hand instead.
   Status s = OpenAndVerify(dir_, base_.substr(0, 175));
   EXPECT_EQ(s.code(), StatusCode::kCorruption);
-  EXPECT_NE(s.message().find("file is 175 bytes, smaller than the 176-byte minimum"), std::string::npos)
-      << s.message();
+  EXPECT_NE(s.message().find("file is 175 bytes, smaller than the 176-byte minimum"), std::string::npos) << s.message();
 }
 
 TEST_F(Corruption, R2_Magic) {
@@ -137,7 +136,8 @@ TEST_F(Corruption, R12_IndexOffset) {
     auto img = Img();
     img.Set64(32 + 16, off);
     img.Reseal();
-    Expect(img, StatusCode::kCorruption, "index offset " + std::to_string(off) + " is inside the header or not a multiple of 8");
+    Expect(img, StatusCode::kCorruption,
+           "index offset " + std::to_string(off) + " is inside the header or not a multiple of 8");
   }
 }
 
@@ -196,12 +196,9 @@ TEST_F(Corruption, R18_RootLayout) {
     std::uint64_t value;
     const char* what;
   } cases[] = {
-      {8, 1'000'000, "index claims 1000000 tensors"},
-      {48, 16, "hash table capacity 16 is not 8 for 4 tensors"},
-      {16, 136, "entries offset 136 is not 128"},
-      {24, 12, "entries length 12 is impossible"},
-      {40, 8, "hash table offset 8 is not"},
-      {64, 8, "metadata offset 8 is not"},
+      {8, 1'000'000, "index claims 1000000 tensors"}, {48, 16, "hash table capacity 16 is not 8 for 4 tensors"},
+      {16, 136, "entries offset 136 is not 128"},     {24, 12, "entries length 12 is impossible"},
+      {40, 8, "hash table offset 8 is not"},          {64, 8, "metadata offset 8 is not"},
       {72, 300, "does not match its sections"},
   };
   for (const Case& c : cases) {
@@ -352,8 +349,9 @@ TEST_F(Corruption, R29_TensorMetadata) {
     auto w = Writer::Create(path);
     ASSERT_TRUE(w.ok());
     const std::uint8_t v = 1;
-    ASSERT_TRUE((*w)->Add("x", TensorView{DType::kU8, {}, reinterpret_cast<const std::byte*>(&v), {}},
-                          R"({"a":{"b":[1]}})").ok());
+    ASSERT_TRUE(
+        (*w)->Add("x", TensorView{DType::kU8, {}, reinterpret_cast<const std::byte*>(&v), {}}, R"({"a":{"b":[1]}})")
+            .ok());
     ASSERT_TRUE((*w)->Finish().ok());
     TsafeImage img(ReadFileBytes(path));
     ReaderOptions opt;
@@ -368,8 +366,7 @@ TEST_F(Corruption, R30_DataLength) {
   auto img = Img();
   img.Set64(img.entry(1) + 24, 20);
   img.Reseal();
-  Expect(img, StatusCode::kCorruption,
-         "entry 1 \"b\": data length 20 does not match shape [6] of i32 (24 bytes)");
+  Expect(img, StatusCode::kCorruption, "entry 1 \"b\": data length 20 does not match shape [6] of i32 (24 bytes)");
 }
 
 TEST_F(Corruption, R30_ShapeOverflow) {

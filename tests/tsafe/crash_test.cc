@@ -25,8 +25,8 @@ namespace {
 constexpr int kMaxTxnsPerChild = 12;
 
 // The child: never returns.
-[[noreturn]] void RunChild(const std::string& path, const std::string& log, std::uint64_t seed,
-                           std::int64_t crash_at, bool torn, bool sync) {
+[[noreturn]] void RunChild(const std::string& path, const std::string& log, std::uint64_t seed, std::int64_t crash_at,
+                           bool torn, bool sync) {
   FaultEnv env;
   env.crash_at = crash_at;
   env.crash_torn = torn;
@@ -114,15 +114,15 @@ TEST(Crash, KilledUpdatersLeaveACommittedState) {
         newer += access == ReaderOptions::Access::kMmap;
       } else {
         ++failures;
-        ADD_FAILURE() << "round " << round << " (mode " << mode << ", op " << crash_at << ", committed "
-                      << committed << "): content is neither state\n got " << Describe(*got) << "\nlast "
-                      << Describe(before);
+        ADD_FAILURE() << "round " << round << " (mode " << mode << ", op " << crash_at << ", committed " << committed
+                      << "): content is neither state\n got " << Describe(*got) << "\nlast " << Describe(before);
       }
     }
     if (failures > 5) break;
   }
-  std::printf("crash test: %d files checked, %d failures (%d killed, %d at the last commit, %d at the interrupted one)\n",
-              checked, failures, killed, older, newer);
+  std::printf(
+      "crash test: %d files checked, %d failures (%d killed, %d at the last commit, %d at the interrupted one)\n",
+      checked, failures, killed, older, newer);
   EXPECT_EQ(failures, 0);
   EXPECT_GE(killed, rounds / 2);
 }

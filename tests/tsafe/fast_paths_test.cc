@@ -16,9 +16,9 @@
 #include <set>
 
 #include "support/temp_dir.h"
-#include "util/hash.h"
 #include "tensorsafe/reader.h"
 #include "tensorsafe/writer.h"
+#include "util/hash.h"
 
 namespace tensorsafe {
 namespace {
@@ -35,8 +35,7 @@ void WriteMany(const std::string& path, int n, std::vector<float>& data) {
   auto w = Writer::Create(path, o);
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   for (int i = 0; i < n; ++i) {
-    auto s = (*w)->Add(Name(i), TensorView::Contiguous(DType::kF32, {2, 2},
-                                                       Bytes(data).subspan(16 * i, 16)));
+    auto s = (*w)->Add(Name(i), TensorView::Contiguous(DType::kF32, {2, 2}, Bytes(data).subspan(16 * i, 16)));
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
   ASSERT_TRUE((*w)->Finish().ok());
@@ -285,10 +284,10 @@ TEST(FastPaths, SpanAddGivesTheViewAddsBytesAndChecksTheSize) {
     std::string metadata;
   };
   const std::vector<Item> items = {
-      {"scalar", DType::kF64, {}, ""},           {"empty", DType::kF32, {0, 3}, ""},
-      {"f4", DType::kF4E2M1, {2, 4}, ""},        {"small", DType::kF32, {5, 7}, ""},
-      {"meta", DType::kI16, {9}, R"({"k":1})"},  {"big", DType::kU8, {600 * 1024}, ""},
-      {"bigger", DType::kF32, {2, 300000}, ""},  {"last", DType::kBF16, {3}, ""},
+      {"scalar", DType::kF64, {}, ""},          {"empty", DType::kF32, {0, 3}, ""},
+      {"f4", DType::kF4E2M1, {2, 4}, ""},       {"small", DType::kF32, {5, 7}, ""},
+      {"meta", DType::kI16, {9}, R"({"k":1})"}, {"big", DType::kU8, {600 * 1024}, ""},
+      {"bigger", DType::kF32, {2, 300000}, ""}, {"last", DType::kBF16, {3}, ""},
   };
   for (std::uint32_t alignment : {64u, 4096u}) {
     SCOPED_TRACE(alignment);
@@ -441,8 +440,8 @@ TEST(FastPaths, DispatchedHashEqualsPortableXxh3) {
   std::vector<std::byte> buf(3 << 20);
   std::mt19937_64 rng(7);
   for (auto& b : buf) b = static_cast<std::byte>(rng());
-  for (std::size_t n : {0ul, 1ul, 16ul, 17ul, 128ul, 129ul, 240ul, 241ul, 1023ul, 1024ul, 1025ul, 4096ul,
-                        100000ul, (1ul << 20) + 5, buf.size()}) {
+  for (std::size_t n : {0ul, 1ul, 16ul, 17ul, 128ul, 129ul, 240ul, 241ul, 1023ul, 1024ul, 1025ul, 4096ul, 100000ul,
+                        (1ul << 20) + 5, buf.size()}) {
     const std::uint64_t want = XXH3_64bits(buf.data(), n);
     EXPECT_EQ(internal::Hash64(std::span<const std::byte>(buf.data(), n)), want) << n;
     internal::StreamingHash h;

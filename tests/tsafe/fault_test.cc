@@ -5,10 +5,10 @@
 
 #include <filesystem>
 
-#include "tensorsafe/reader.h"
-#include "tensorsafe/writer.h"
 #include "support/fault_env.h"
 #include "support/temp_dir.h"
+#include "tensorsafe/reader.h"
+#include "tensorsafe/writer.h"
 
 namespace tensorsafe::testing {
 namespace {
@@ -19,9 +19,11 @@ Status WriteSome(const std::string& path, Env* env) {
   auto w = Writer::Create(path, wo);
   if (!w.ok()) return w.status();
   std::vector<float> big(5 << 18, 2.5f);  // 5 MiB: hashed on the background thread while it is written
-  TS_RETURN_IF_ERROR((*w)->Add("big", TensorView::Contiguous(DType::kF32, {big.size()}, std::as_bytes(std::span(big)))));
+  TS_RETURN_IF_ERROR(
+      (*w)->Add("big", TensorView::Contiguous(DType::kF32, {big.size()}, std::as_bytes(std::span(big)))));
   std::vector<float> mid(1 << 19, 1.5f);  // 2 MiB: several writes, hashed here
-  TS_RETURN_IF_ERROR((*w)->Add("mid", TensorView::Contiguous(DType::kF32, {mid.size()}, std::as_bytes(std::span(mid)))));
+  TS_RETURN_IF_ERROR(
+      (*w)->Add("mid", TensorView::Contiguous(DType::kF32, {mid.size()}, std::as_bytes(std::span(mid)))));
   const std::uint8_t b = 1;
   TS_RETURN_IF_ERROR((*w)->Add("small", TensorView{DType::kU8, {}, reinterpret_cast<const std::byte*>(&b), {}}));
   return (*w)->Finish();
@@ -41,12 +43,14 @@ Status WriteMany(const std::string& path, Env* env, int* failed_at) {
   std::vector<float> v(256);
   for (int i = 0; i < kMany; ++i) {
     v[0] = static_cast<float>(i);
-    Status s = (*w)->Add("t" + std::to_string(i), TensorView::Contiguous(DType::kF32, {256}, std::as_bytes(std::span(v))));
+    Status s =
+        (*w)->Add("t" + std::to_string(i), TensorView::Contiguous(DType::kF32, {256}, std::as_bytes(std::span(v))));
     if (!s.ok()) {
       *failed_at = i;
       // The writer is done for: later calls say so instead of writing.
       Status next = (*w)->Add("after", TensorView::Contiguous(DType::kF32, {256}, std::as_bytes(std::span(v))));
-      if (next.code() != StatusCode::kFailedPrecondition) return Internal("Add after a failed write: " + next.ToString());
+      if (next.code() != StatusCode::kFailedPrecondition)
+        return Internal("Add after a failed write: " + next.ToString());
       return s;
     }
   }

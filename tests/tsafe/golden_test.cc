@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "tsafe/layout.h"
 #include "support/temp_dir.h"
-#include "util/hash.h"
 #include "tensorsafe/reader.h"
 #include "tensorsafe/writer.h"
+#include "tsafe/layout.h"
+#include "util/hash.h"
 
 namespace tensorsafe::testing {
 namespace {

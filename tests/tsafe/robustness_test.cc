@@ -7,10 +7,10 @@
 #include <cstring>
 #include <vector>
 
-#include "tsafe/layout.h"
 #include "support/temp_dir.h"
 #include "support/tsafe_files.h"
 #include "support/tsafe_image.h"
+#include "tsafe/layout.h"
 #include "util/hash.h"
 
 namespace tensorsafe::testing {
@@ -121,10 +121,12 @@ TEST(Robustness, DataFlipsNameTheDamagedTensorAndSpareTheOthers) {
   {
     auto r = Reader::Open(path);
     ASSERT_TRUE(r.ok());
-    ASSERT_TRUE((*r)->ForEach([&](const TensorInfo& t) {
-      tensors.push_back({t.name, t.data_offset, t.data_length, base.substr(t.data_offset, t.data_length)});
-      return true;
-    }).ok());
+    ASSERT_TRUE(
+        (*r)->ForEach([&](const TensorInfo& t) {
+              tensors.push_back({t.name, t.data_offset, t.data_length, base.substr(t.data_offset, t.data_length)});
+              return true;
+            })
+            .ok());
   }
   std::size_t flips = 0;
   for (const T& hit : tensors) {
@@ -142,7 +144,8 @@ TEST(Robustness, DataFlipsNameTheDamagedTensorAndSpareTheOthers) {
           std::vector<std::string> damaged;
           Status v = (*r)->Verify(&damaged);
           ASSERT_EQ(v.code(), StatusCode::kCorruption) << "byte " << byte << " bit " << bit;
-          EXPECT_NE(v.message().find("\"" + hit.name + "\": data checksum mismatch"), std::string::npos) << v.ToString();
+          EXPECT_NE(v.message().find("\"" + hit.name + "\": data checksum mismatch"), std::string::npos)
+              << v.ToString();
           ASSERT_EQ(damaged, std::vector<std::string>{hit.name});
           for (const T& t : tensors) {
             std::vector<std::byte> out(t.len);

@@ -1,7 +1,7 @@
 // Random round trips against an in-memory model (seed printed), and the
 // writer's API contract: strided views, streaming, file descriptors, errors.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -54,8 +54,10 @@ TEST(RoundTrip, RandomFilesMatchModel) {
       for (std::size_t d = 0; d < rank; ++d) t.shape.push_back(rng() % 5);
       // Packed types need whole blocks: make the last dim a multiple.
       if (info.block_elems > 1) {
-        if (rank == 0) t.shape.push_back(info.block_elems);
-        else t.shape.back() *= info.block_elems;
+        if (rank == 0)
+          t.shape.push_back(info.block_elems);
+        else
+          t.shape.back() *= info.block_elems;
       }
       const std::uint64_t n = *DenseByteSize(t.dtype, t.shape);
       for (std::uint64_t k = 0; k < n; ++k) t.bytes.push_back(static_cast<char>(rng()));
@@ -71,9 +73,9 @@ TEST(RoundTrip, RandomFilesMatchModel) {
         }
         ASSERT_TRUE((*w)->EndTensor().ok());
       } else {
-        ASSERT_TRUE((*w)->Add(name, TensorView::Contiguous(t.dtype, t.shape,
-                                                           std::as_bytes(std::span(t.bytes))),
-                              t.metadata).ok());
+        ASSERT_TRUE(
+            (*w)->Add(name, TensorView::Contiguous(t.dtype, t.shape, std::as_bytes(std::span(t.bytes))), t.metadata)
+                .ok());
       }
       model[name] = t;
       order.push_back(name);
@@ -125,8 +127,9 @@ TEST(RoundTrip, SameInputSameBytes) {
     ASSERT_TRUE(w.ok());
     std::vector<double> v(100, 1.5);
     for (int i = 0; i < 50; ++i) {
-      ASSERT_TRUE((*w)->Add("t" + std::to_string(i), TensorView::Contiguous(DType::kF64, {10, 10},
-                                                                            std::as_bytes(std::span(v)))).ok());
+      ASSERT_TRUE(
+          (*w)->Add("t" + std::to_string(i), TensorView::Contiguous(DType::kF64, {10, 10}, std::as_bytes(std::span(v))))
+              .ok());
     }
     ASSERT_TRUE((*w)->Finish().ok());
     files[k] = ReadFileBytes(path);
@@ -205,8 +208,7 @@ TEST(Writer, RejectsBadInputAndKeepsGoing) {
   ASSERT_TRUE((*w)->Append(std::as_bytes(std::span(b)).first(2)).ok());
   Status short_end = (*w)->EndTensor();
   EXPECT_EQ(short_end.message(), "tensor \"s\": 2 of 4 bytes were never appended");
-  EXPECT_EQ((*w)->Append(std::as_bytes(std::span(b))).message(),
-            "tensor \"s\": 4 more bytes but only 2 remain of 4");
+  EXPECT_EQ((*w)->Append(std::as_bytes(std::span(b))).message(), "tensor \"s\": 4 more bytes but only 2 remain of 4");
   ASSERT_TRUE((*w)->Append(std::as_bytes(std::span(b)).first(2)).ok());
   ASSERT_TRUE((*w)->EndTensor().ok());
   ASSERT_TRUE((*w)->Finish().ok());

@@ -6,8 +6,8 @@
 
 #include "support/fault_env.h"
 #include "support/status_matchers.h"
-#include "support/tsafe_image.h"
 #include "support/temp_dir.h"
+#include "support/tsafe_image.h"
 #include "support/update_model.h"
 #include "tensorsafe/updater.h"
 #include "tensorsafe/writer.h"
@@ -141,8 +141,9 @@ TEST(Updater, LastSequenceRefusesToCommitAndCompactResets) {
     std::vector<float> x = {1, 2};
     ASSERT_TRUE((*u)->Add("x", TensorView::Contiguous(DType::kF32, {2}, std::as_bytes(std::span(x)))).ok());
     EXPECT_STATUS((*u)->Commit(), StatusCode::kOutOfRange,
-                  path + ": the live header slot's sequence is 18446744073709551615, the last one: no commit can "
-                         "follow it (`tensorsafe compact` rewrites the file from sequence 1)");
+                  path +
+                      ": the live header slot's sequence is 18446744073709551615, the last one: no commit can "
+                      "follow it (`tensorsafe compact` rewrites the file from sequence 1)");
   }
   EXPECT_EQ(ReadFileBytes(path), before);
   ASSERT_TRUE(Compact(path, Fast()).ok());

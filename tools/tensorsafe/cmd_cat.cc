@@ -30,8 +30,8 @@ int Run(const Args& a) {
     set.tensors.push_back(*t);
     Status s = npy::WriteFile(a.out, set);
     if (!s.ok()) return Fail("cat", s.WithContext(a.out));
-    fmt::print("wrote {} ({} {}, {} bytes of data)\n", a.out, DTypeName(t->info.dtype),
-               ShapeToString(t->info.shape), t->info.data_length);
+    fmt::print("wrote {} ({} {}, {} bytes of data)\n", a.out, DTypeName(t->info.dtype), ShapeToString(t->info.shape),
+               t->info.data_length);
     return kExitOk;
   }
   fmt::print("dtype: {}\nshape: {}\n", DTypeName(t->info.dtype), ShapeToString(t->info.shape));

@@ -83,7 +83,8 @@ std::function<int()> SetupCommand(CLI::App& sub) {
   sub.add_option("--dtype", a->dtype,
                  "Floating tensors as f32, f16 or bf16 (rounded as torch's .to(); GGUF blocks dequantised)")
       ->type_name("DTYPE");
-  sub.add_option("--gguf-kv", o.gguf_kv, "gguf: set a key/value, KEY=TYPE:VALUE (repeatable), e.g. general.architecture=str:llama")
+  sub.add_option("--gguf-kv", o.gguf_kv,
+                 "gguf: set a key/value, KEY=TYPE:VALUE (repeatable), e.g. general.architecture=str:llama")
       ->type_name("KEY=TYPE:VALUE")
       ->expected(1)
       ->allow_extra_args(false)

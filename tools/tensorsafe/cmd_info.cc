@@ -15,8 +15,11 @@ namespace tensorsafe::cli {
 namespace {
 
 nlohmann::json TensorJson(const TensorInfo& t) {
-  nlohmann::json j = {{"name", t.name}, {"dtype", std::string(DTypeName(t.dtype))}, {"shape", t.shape},
-                      {"offset", t.data_offset}, {"nbytes", t.data_length}};
+  nlohmann::json j = {{"name", t.name},
+                      {"dtype", std::string(DTypeName(t.dtype))},
+                      {"shape", t.shape},
+                      {"offset", t.data_offset},
+                      {"nbytes", t.data_length}};
   if (t.layout == Layout::kCoo) {  // FORMAT.md §6.2: the shape is the dense one
     j["layout"] = "coo";
     j["nnz"] = t.nnz;
@@ -38,9 +41,8 @@ nlohmann::json OrNull(const std::optional<T>& v) {
 // A sharded checkpoint's index metadata and shards (docs/SHARDED.md).
 void AddShardedInfo(nlohmann::json& j, const FileDescription& d) {
   j["sharded"] = true;
-  j["index_metadata"] = d.index_metadata_json->empty()
-                            ? nlohmann::json::object()
-                            : nlohmann::json::parse(*d.index_metadata_json, nullptr, false);
+  j["index_metadata"] = d.index_metadata_json->empty() ? nlohmann::json::object()
+                                                       : nlohmann::json::parse(*d.index_metadata_json, nullptr, false);
   nlohmann::json shards = nlohmann::json::array();
   for (const FileDescription::Shard& s : d.shards) {
     shards.push_back({{"name", s.name}, {"file_size", s.file_size}, {"tensor_count", s.tensor_count}});
@@ -64,7 +66,7 @@ int Run(const std::string& path, bool json, bool full, Format from) {
   j["index_offset"] = OrNull(d->index_offset);
   j["index_length"] = OrNull(d->index_length);
   j["unused_bytes"] = OrNull(d->unused_bytes);
-  j["header_slot"] = !d->header_sequence         ? nlohmann::json()
+  j["header_slot"] = !d->header_sequence        ? nlohmann::json()
                      : *d->header_sequence == 0 ? nlohmann::json("streamed (trailer)")
                                                 : nlohmann::json(*d->header_sequence);
   // In file order, for the listing and the summary (j sorts its keys).

@@ -63,8 +63,7 @@ Status Get(const Args& a) {
   fmt::print("key: {}\ntensors: {}\nmetadata: {}\n", a.key, b.tensors.size(),
              b.metadata_json.empty() ? "{}" : b.metadata_json);
   for (const Tensor& t : b.tensors) {
-    fmt::print("  {}  {}  {}  {}\n", t.info.name, DTypeName(t.info.dtype), ShapeToString(t.info.shape),
-               t.data.size());
+    fmt::print("  {}  {}  {}  {}\n", t.info.name, DTypeName(t.info.dtype), ShapeToString(t.info.shape), t.data.size());
   }
   return Status::OK();
 }
@@ -86,10 +85,14 @@ Status Rm(const Args& a) {
 
 int Run(const Args& a) {
   Status s;
-  if (a.put->parsed()) s = Put(a);
-  else if (a.get->parsed()) s = Get(a);
-  else if (a.ls->parsed()) s = Ls(a);
-  else if (a.rm->parsed()) s = Rm(a);
+  if (a.put->parsed())
+    s = Put(a);
+  else if (a.get->parsed())
+    s = Get(a);
+  else if (a.ls->parsed())
+    s = Ls(a);
+  else if (a.rm->parsed())
+    s = Rm(a);
   if (!s.ok()) return Fail("lmdb", s);
   return kExitOk;
 }

@@ -55,8 +55,8 @@ Status Drain(Next next, const Args& a) {
   }
   if (sink) {
     TS_RETURN_IF_ERROR(sink->Finish());
-    fmt::print(stderr, "tensorsafe recv: wrote {} ({} batches, {} tensors, {} bytes of data)\n", a.out, n,
-               tensors, bytes);
+    fmt::print(stderr, "tensorsafe recv: wrote {} ({} batches, {} tensors, {} bytes of data)\n", a.out, n, tensors,
+               bytes);
   }
   return Status::OK();
 }

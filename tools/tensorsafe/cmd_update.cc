@@ -9,9 +9,9 @@
 #include "command.h"
 #include "exit_codes.h"
 #include "tensorsafe/formats/registry.h"
-#include "typed_meta.h"
 #include "tensorsafe/reader.h"
 #include "tensorsafe/updater.h"
+#include "typed_meta.h"
 
 namespace tensorsafe::cli {
 namespace {
@@ -41,8 +41,8 @@ Result<Tensor> LoadSource(const std::string& source) {
   }
   TS_ASSIGN_OR_RETURN(TensorSet set, ReadTensorSet(source));
   if (set.tensors.size() != 1) {
-    return InvalidArgument(source + ": holds " + std::to_string(set.tensors.size()) +
-                           " tensors; name one as " + source + ":NAME");
+    return InvalidArgument(source + ": holds " + std::to_string(set.tensors.size()) + " tensors; name one as " +
+                           source + ":NAME");
   }
   return std::move(set.tensors.front());
 }

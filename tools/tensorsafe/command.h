@@ -29,6 +29,6 @@ bool RegisterCommand(std::string name, std::string description, Setup setup);
 
 #define TS_CLI_CONCAT_INNER_(a, b) a##b
 #define TS_CLI_CONCAT_(a, b) TS_CLI_CONCAT_INNER_(a, b)
-#define TS_REGISTER_COMMAND(name, description, setup)                    \
+#define TS_REGISTER_COMMAND(name, description, setup)                  \
   static const bool TS_CLI_CONCAT_(ts_registered_command_, __LINE__) = \
       ::tensorsafe::cli::RegisterCommand(name, description, setup)

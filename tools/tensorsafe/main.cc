@@ -32,8 +32,9 @@ int main(int argc, char** argv) {
   CLI::App app{"tensorsafe: inspect, verify, extract and convert tensor files", "tensorsafe"};
   app.set_version_flag("--version", "tensorsafe " TS_VERSION);
   app.require_subcommand(1);
-  app.footer("Exit codes: 0 ok, 1 corruption, 2 usage, 3 not found, 4 I/O, 5 unsupported,\n"
-             "6 limit exceeded, 7 invalid argument, 8 other (docs/ERRORS.md).");
+  app.footer(
+      "Exit codes: 0 ok, 1 corruption, 2 usage, 3 not found, 4 I/O, 5 unsupported,\n"
+      "6 limit exceeded, 7 invalid argument, 8 other (docs/ERRORS.md).");
   auto commands = Registry();
   std::sort(commands.begin(), commands.end(), [](const Command& a, const Command& b) { return a.name < b.name; });
   std::map<CLI::App*, std::function<int()>> actions;

@@ -50,8 +50,8 @@ std::string ValueText(const Json& v, bool full) {
 
 Json SummariseMetadata(const Json& md) {
   if (!md.is_object()) return md;
-  const Json types = md.contains(kTypesKey) && md[std::string(kTypesKey)].is_object() ? md[std::string(kTypesKey)]
-                                                                                       : Json::object();
+  const Json types =
+      md.contains(kTypesKey) && md[std::string(kTypesKey)].is_object() ? md[std::string(kTypesKey)] : Json::object();
   Json out = Json::object();
   for (auto it = md.begin(); it != md.end(); ++it) {
     if (it.key() == kTypesKey && it->is_object()) {

@@ -14,8 +14,7 @@ ProgressBar::ProgressBar(std::string label, bool quiet, std::string unit)
 std::string ProgressLine(const std::string& label, std::uint64_t done, std::uint64_t total, bool final,
                          const std::string& unit) {
   constexpr int kWidth = 30;
-  const double frac =
-      final || total == 0 ? 1.0 : std::min(1.0, static_cast<double>(done) / static_cast<double>(total));
+  const double frac = final || total == 0 ? 1.0 : std::min(1.0, static_cast<double>(done) / static_cast<double>(total));
   const int filled = static_cast<int>(frac * kWidth);
   std::string bar(static_cast<std::size_t>(filled), '#');
   bar.append(static_cast<std::size_t>(kWidth - filled), '.');
@@ -25,8 +24,8 @@ std::string ProgressLine(const std::string& label, std::uint64_t done, std::uint
     amount = HumanBytes(shown) + " of " + HumanBytes(total);
   } else {
     // Counts are exact: the count done (the total when final), never a share.
-    amount = HumanCount(final ? std::max(done, total) : std::min(done, total)) + " of " + HumanCount(total) + " " +
-             unit;
+    amount =
+        HumanCount(final ? std::max(done, total) : std::min(done, total)) + " of " + HumanCount(total) + " " + unit;
   }
   return fmt::format("{} [{}] {:3.0f}%  {}", label, bar, frac * 100, amount);
 }

@@ -44,8 +44,8 @@ Status TsafeSink::Add(const TensorSet& batch) {
     have_metadata_ = true;
   }
   for (const Tensor& t : batch.tensors) {
-    TS_RETURN_IF_ERROR(writer_->Add(t.info.name, TensorView::Contiguous(t.info.dtype, t.info.shape, t.data),
-                                    t.info.metadata_json));
+    TS_RETURN_IF_ERROR(
+        writer_->Add(t.info.name, TensorView::Contiguous(t.info.dtype, t.info.shape, t.data), t.info.metadata_json));
   }
   return Status::OK();
 }

@@ -12,8 +12,8 @@ namespace tensorsafe::cli {
 int RunTypedMeta(const TypedMetaArgs& a) {
   const FormatInfo& row = InfoOf(a.format);
   if (!a.tensor.empty()) {
-    return Fail("meta", InvalidArgument(a.file + ": " + std::string(row.name) +
-                                            " has no per-tensor key/values (--tensor)"));
+    return Fail("meta",
+                InvalidArgument(a.file + ": " + std::string(row.name) + " has no per-tensor key/values (--tensor)"));
   }
   auto set = ReadTensorSet(a.file, a.format);
   if (!set.ok()) return Fail("meta", set.status());

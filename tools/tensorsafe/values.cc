@@ -26,8 +26,8 @@ double Decode(std::uint32_t bits, int ebits, int mbits, int bias) {
   const bool neg = (bits >> (ebits + mbits)) & 1;
   const int e = static_cast<int>((bits >> mbits) & ((1u << ebits) - 1));
   const std::uint32_t m = bits & ((1u << mbits) - 1);
-  const double v = e == 0 ? std::ldexp(m, 1 - bias - mbits)
-                          : std::ldexp(static_cast<double>(m + (1u << mbits)), e - bias - mbits);
+  const double v =
+      e == 0 ? std::ldexp(m, 1 - bias - mbits) : std::ldexp(static_cast<double>(m + (1u << mbits)), e - bias - mbits);
   return neg ? -v : v;
 }
 
@@ -75,8 +75,7 @@ double MiniFloatToDouble(DType dtype, std::uint32_t bits) {
       return Decode(bits, 5, 2, 15);
     case DType::kF8E4M3FNUZ:  // the negative-zero pattern is the only NaN
       return bits == 0x80 ? kNaN : Decode(bits, 4, 3, 8);
-    case DType::kF8E5M2FNUZ:
-      return bits == 0x80 ? kNaN : Decode(bits, 5, 2, 16);
+    case DType::kF8E5M2FNUZ: return bits == 0x80 ? kNaN : Decode(bits, 5, 2, 16);
     case DType::kF8E8M0:  // exponent only, unsigned; 0xff is NaN
       return bits == 0xff ? kNaN : std::ldexp(1.0, static_cast<int>(bits) - 127);
     case DType::kF6E2M3: return Decode(bits, 2, 3, 1);
@@ -105,13 +104,16 @@ std::string FormatElement(DType dtype, std::span<const std::byte> data, std::uin
     case DType::kF64: return fmt::format("{}", Load<double>(p));
     case DType::kC64: return fmt::format("({}{:+}j)", Load<float>(p), Load<float>(p + 4));
     case DType::kC128: return fmt::format("({}{:+}j)", Load<double>(p), Load<double>(p + 8));
-    case DType::kF8E4M3FN: case DType::kF8E5M2: case DType::kF8E4M3FNUZ: case DType::kF8E5M2FNUZ:
-    case DType::kF8E8M0:
-      return fmt::format("{}", MiniFloatToDouble(dtype, static_cast<std::uint8_t>(*p)));
+    case DType::kF8E4M3FN:
+    case DType::kF8E5M2:
+    case DType::kF8E4M3FNUZ:
+    case DType::kF8E5M2FNUZ:
+    case DType::kF8E8M0: return fmt::format("{}", MiniFloatToDouble(dtype, static_cast<std::uint8_t>(*p)));
     case DType::kU4: return fmt::format("{}", PackedBits(dtype, data, i));
     case DType::kI4: return fmt::format("{}", SignedNibble(PackedBits(dtype, data, i)));
-    case DType::kF4E2M1: case DType::kF6E2M3: case DType::kF6E3M2:
-      return fmt::format("{}", MiniFloatToDouble(dtype, PackedBits(dtype, data, i)));
+    case DType::kF4E2M1:
+    case DType::kF6E2M3:
+    case DType::kF6E3M2: return fmt::format("{}", MiniFloatToDouble(dtype, PackedBits(dtype, data, i)));
   }
   return "?";
 }
@@ -157,9 +159,8 @@ struct Printer {
     out += '[';
     const auto shown = Shown(shape[dim]);
     const std::string indent(dim + 1, ' ');
-    const std::string between = dim + 1 == shape.size()
-                                    ? ", "
-                                    : ",\n" + std::string(shape.size() - dim - 2, '\n') + indent;
+    const std::string between =
+        dim + 1 == shape.size() ? ", " : ",\n" + std::string(shape.size() - dim - 2, '\n') + indent;
     for (std::size_t k = 0; k < shown.size(); ++k) {
       if (k) out += between;
       if (shown[k] == UINT64_MAX) {
@@ -202,7 +203,8 @@ nlohmann::json Nested(DType dtype, const Shape& shape, std::span<const std::byte
   if (dim == shape.size()) return ElementJson(dtype, data, base);
   nlohmann::json a = nlohmann::json::array();
   const std::uint64_t inner = stride / std::max<std::uint64_t>(shape[dim], 1);
-  for (std::uint64_t i = 0; i < shape[dim]; ++i) a.push_back(Nested(dtype, shape, data, dim + 1, base + i * inner, inner));
+  for (std::uint64_t i = 0; i < shape[dim]; ++i)
+    a.push_back(Nested(dtype, shape, data, dim + 1, base + i * inner, inner));
   return a;
 }
 }  // namespace
@@ -225,13 +227,16 @@ nlohmann::json ElementJson(DType dtype, std::span<const std::byte> data, std::ui
     case DType::kF64: return Real(Load<double>(p));
     case DType::kC64: return nlohmann::json::array({Real(Load<float>(p)), Real(Load<float>(p + 4))});
     case DType::kC128: return nlohmann::json::array({Real(Load<double>(p)), Real(Load<double>(p + 8))});
-    case DType::kF8E4M3FN: case DType::kF8E5M2: case DType::kF8E4M3FNUZ: case DType::kF8E5M2FNUZ:
-    case DType::kF8E8M0:
-      return Real(MiniFloatToDouble(dtype, static_cast<std::uint8_t>(*p)));
+    case DType::kF8E4M3FN:
+    case DType::kF8E5M2:
+    case DType::kF8E4M3FNUZ:
+    case DType::kF8E5M2FNUZ:
+    case DType::kF8E8M0: return Real(MiniFloatToDouble(dtype, static_cast<std::uint8_t>(*p)));
     case DType::kU4: return PackedBits(dtype, data, i);
     case DType::kI4: return SignedNibble(PackedBits(dtype, data, i));
-    case DType::kF4E2M1: case DType::kF6E2M3: case DType::kF6E3M2:
-      return Real(MiniFloatToDouble(dtype, PackedBits(dtype, data, i)));
+    case DType::kF4E2M1:
+    case DType::kF6E2M3:
+    case DType::kF6E3M2: return Real(MiniFloatToDouble(dtype, PackedBits(dtype, data, i)));
   }
   return nullptr;
 }

@@ -54,8 +54,8 @@ Result<double> AsFloat(const FieldView& v);
 Result<std::string_view> AsText(const FieldView& v);
 
 // Opens shard `shard_index` of the list; must be thread-safe.
-using ShardOpener = std::function<Result<std::shared_ptr<const ShardSource>>(
-    const ShardInfo& shard, std::size_t shard_index)>;
+using ShardOpener =
+    std::function<Result<std::shared_ptr<const ShardSource>>(const ShardInfo& shard, std::size_t shard_index)>;
 
 // Told which shards will be read soon (nearest first), so it can fetch them
 // in the background; must be thread-safe and must not block on downloads.
@@ -91,18 +91,14 @@ class Dataset {
   // Opens the native dataset in `dir`: reads and checks index.json; shards
   // open on first use. Errors: those of ReadIndexFile (kIOError with ENOENT
   // when `dir` holds no index.json, kCorruption, kUnsupported).
-  static Result<std::shared_ptr<Dataset>> Open(const std::string& dir,
-                                               const DatasetOptions& options = {});
+  static Result<std::shared_ptr<Dataset>> Open(const std::string& dir, const DatasetOptions& options = {});
   // Any shard list with its opener. `location` names the dataset in
   // messages. `prefetch`, when given, is told of the shards about to be read
   // (DatasetOptions::prefetch_shards). Errors: kInvalidArgument (no opener,
   // total overflow).
-  static Result<std::shared_ptr<Dataset>> FromShards(std::string location, Schema schema,
-                                                     std::vector<ShardInfo> shards,
-                                                     ShardOpener opener,
-                                                     const DatasetOptions& options = {},
-                                                     std::string metadata_json = {},
-                                                     ShardPrefetcher prefetch = {});
+  static Result<std::shared_ptr<Dataset>> FromShards(std::string location, Schema schema, std::vector<ShardInfo> shards,
+                                                     ShardOpener opener, const DatasetOptions& options = {},
+                                                     std::string metadata_json = {}, ShardPrefetcher prefetch = {});
   // The opener Open() uses for the native dataset rooted at `root`: resolves
   // the name under root (refusing symlinks that escape it), decompresses zstd
   // shards into options.cache_dir, opens a TsafeShard checked against
@@ -196,8 +192,8 @@ class SampleIterator {
 
  private:
   friend class Dataset;
-  SampleIterator(std::shared_ptr<const Dataset::Impl> ds, std::vector<std::uint64_t> order,
-                 std::uint64_t begin, std::uint64_t end, bool ranged);
+  SampleIterator(std::shared_ptr<const Dataset::Impl> ds, std::vector<std::uint64_t> order, std::uint64_t begin,
+                 std::uint64_t end, bool ranged);
   bool Fail(Status s);
   void Prefetch(std::uint64_t id);
   // Names the next distinct shards after shard `s` in this iterator's order.

@@ -69,8 +69,7 @@ std::string SchemaToJson(const Schema& schema);
 // The inverse, checking every rule of DATASET.md §2.1 (unique UTF-8 names,
 // known kinds and dtypes, dims >= 0 or null, packed dtypes only in shapes
 // whose byte size is whole). kCorruption naming `what` and the field.
-Result<Schema> SchemaFromJson(std::string_view json, std::string_view what,
-                              const IndexLimits& limits = {});
+Result<Schema> SchemaFromJson(std::string_view json, std::string_view what, const IndexLimits& limits = {});
 // Checks a schema given by a caller (the writer's declared schema):
 // kInvalidArgument naming the field.
 Status ValidateSchema(const Schema& schema);
@@ -87,8 +86,7 @@ Status ValidateShardName(std::string_view name, std::string_view what);
 // Parses index.json text; `what` names it in messages (its path or URL).
 // Checks DATASET.md §5.1 rules I1..I10. Errors: kCorruption, kUnsupported
 // (another format or a newer version), kLimitExceeded.
-Result<DatasetIndex> ParseIndex(std::string_view json, std::string_view what,
-                                const IndexLimits& limits = {});
+Result<DatasetIndex> ParseIndex(std::string_view json, std::string_view what, const IndexLimits& limits = {});
 // Deterministic JSON text (keys in a fixed order, one shard per line).
 std::string EncodeIndex(const DatasetIndex& index);
 // Reads and parses `<dir>/index.json`.

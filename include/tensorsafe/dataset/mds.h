@@ -38,7 +38,7 @@ struct Limits {
   std::uint32_t max_json_depth = 32;             // index.json and shard configs
   std::uint64_t max_shards = 1u << 22;
   std::uint32_t max_columns = 4096;
-  std::uint32_t max_name_bytes = 4096;        // column names and basenames
+  std::uint32_t max_name_bytes = 4096;         // column names and basenames
   std::uint64_t max_shard_bytes = 1ull << 32;  // raw shard: u32 offsets cap it at 4 GiB
   std::uint32_t max_rank = 63;                 // the writer's own limit
 };
@@ -131,8 +131,7 @@ struct ShardOptions {
 Result<std::unique_ptr<dataset::ShardSource>> OpenShard(const Dataset& dataset, std::size_t index,
                                                         const ShardOptions& options = {});
 // Opens a raw MDS shard file described by `info` (tests, tools).
-Result<std::unique_ptr<dataset::ShardSource>> OpenShardFile(const std::string& path,
-                                                            const ShardInfo& info,
+Result<std::unique_ptr<dataset::ShardSource>> OpenShardFile(const std::string& path, const ShardInfo& info,
                                                             const Limits& limits = {});
 
 }  // namespace tensorsafe::mds

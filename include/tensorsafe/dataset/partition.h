@@ -57,9 +57,9 @@ struct World {
 // Mode 1: seed (Composer get_partition). PARTITION.md §2.
 
 struct SeedPartition {
-  std::int64_t min_id = 0;        // first sample id of this worker (inclusive)
-  std::int64_t max_id = 0;        // last sample id of this worker (inclusive)
-  std::int64_t shard_begin = 0;   // shards [shard_begin, shard_end) overlap [min_id, max_id]
+  std::int64_t min_id = 0;       // first sample id of this worker (inclusive)
+  std::int64_t max_id = 0;       // last sample id of this worker (inclusive)
+  std::int64_t shard_begin = 0;  // shards [shard_begin, shard_end) overlap [min_id, max_id]
   std::int64_t shard_end = 0;
   // This worker downloads [shard_begin, download_end): the last shard is left
   // to the next worker unless Composer's single-downloader rule says otherwise.
@@ -127,15 +127,15 @@ class ElasticPartition {
  private:
   struct Orig {  // the `orig` partition over `nodes` physical nodes (§3.2–3.5)
     std::int64_t n = 0, ncn = 0, nodes = 0, ranks = 0, workers = 0, bs = 0, drop = 0;
-    bool tiled = false;           // N small: canonical rows tile 0..N-1 (§3.3)
-    std::int64_t spcn = 0;        // samples per canonical node, ceil(N / ncn)
-    std::int64_t padding = 0, width = 0;  // node-ratio padding; padded row width
-    std::int64_t pad_src = 0;     // first source column of the node-ratio padding
-    std::int64_t per_node = 0;    // samples per node after the drop (S)
-    std::int64_t rank_pad = 0;    // repeats appended per node (u)
-    bool rank_pad_tail = true;    // repeats come from the tail (else cyclic)
-    std::int64_t per_rank = 0;    // samples per rank (M)
-    std::int64_t batches = 0;     // batches per worker
+    bool tiled = false;                            // N small: canonical rows tile 0..N-1 (§3.3)
+    std::int64_t spcn = 0;                         // samples per canonical node, ceil(N / ncn)
+    std::int64_t padding = 0, width = 0;           // node-ratio padding; padded row width
+    std::int64_t pad_src = 0;                      // first source column of the node-ratio padding
+    std::int64_t per_node = 0;                     // samples per node after the drop (S)
+    std::int64_t rank_pad = 0;                     // repeats appended per node (u)
+    bool rank_pad_tail = true;                     // repeats come from the tail (else cyclic)
+    std::int64_t per_rank = 0;                     // samples per rank (M)
+    std::int64_t batches = 0;                      // batches per worker
     std::int64_t Canonical(std::int64_t t) const;  // element t of the flattened canonical matrix
     std::int64_t AtRank(std::int64_t node, std::int64_t rank, std::int64_t i) const;  // -1 past M
     std::int64_t At(std::int64_t node, std::int64_t rank, std::int64_t worker, std::int64_t batch,

@@ -13,8 +13,8 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "tensorsafe/dataset/partition.h"
 #include "tensorsafe/dataset/shuffle.h"

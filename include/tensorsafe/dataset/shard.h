@@ -58,14 +58,11 @@ class TsafeShard : public ShardSource {
   // (from an index) the schema and sample count must match it. Errors:
   // kIOError, kCorruption (naming shard, field, sample and numbers),
   // kUnsupported (a newer shard version), kLimitExceeded.
-  static Result<std::shared_ptr<TsafeShard>> Open(const std::string& path,
-                                                  const ShardOptions& options = {},
-                                                  const Schema* expected_schema = nullptr,
-                                                  std::string display = {});
+  static Result<std::shared_ptr<TsafeShard>> Open(const std::string& path, const ShardOptions& options = {},
+                                                  const Schema* expected_schema = nullptr, std::string display = {});
   // The same over bytes already in memory, kept alive by `owner`.
   static Result<std::shared_ptr<TsafeShard>> OpenBuffer(std::span<const std::byte> bytes,
-                                                        std::shared_ptr<const void> owner,
-                                                        std::string display,
+                                                        std::shared_ptr<const void> owner, std::string display,
                                                         const ShardOptions& options = {},
                                                         const Schema* expected_schema = nullptr);
 

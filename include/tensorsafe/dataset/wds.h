@@ -34,21 +34,20 @@
 namespace tensorsafe::wds {
 
 struct ReadOptions {
-  std::uint64_t max_members = 1u << 24;         // regular members per shard
-  std::uint32_t max_path_bytes = 65536;         // GNU long name / pax path
+  std::uint64_t max_members = 1u << 24;                // regular members per shard
+  std::uint32_t max_path_bytes = 65536;                // GNU long name / pax path
   std::uint64_t max_extended_header_bytes = 1u << 20;  // one pax record block
-  std::uint32_t max_rank = 64;                  // .npy / .ten arrays
-  std::uint32_t max_arrays_per_member = 256;    // arrays in one .ten member
-  std::uint32_t max_fields = 4096;              // fields per sample
+  std::uint32_t max_rank = 64;                         // .npy / .ten arrays
+  std::uint32_t max_arrays_per_member = 256;           // arrays in one .ten member
+  std::uint32_t max_fields = 4096;                     // fields per sample
   // Add the "__key__" field (kStr) first in the schema.
   bool key_field = true;
 };
 
 // Maps `path` and opens it as a shard. The source keeps the mapping alive.
-// Errors: those of the tar walk (docs/formats/wds.md, "Tar reader checks"), kIOError, kCorruption for a duplicate suffix in a
-// sample (as WebDataset raises).
-Result<std::unique_ptr<dataset::ShardSource>> OpenShard(const std::string& path,
-                                                        const ReadOptions& options = {});
+// Errors: those of the tar walk (docs/formats/wds.md, "Tar reader checks"), kIOError, kCorruption for a duplicate
+// suffix in a sample (as WebDataset raises).
+Result<std::unique_ptr<dataset::ShardSource>> OpenShard(const std::string& path, const ReadOptions& options = {});
 // The same over bytes the caller keeps alive as long as the source lives.
 Result<std::unique_ptr<dataset::ShardSource>> OpenShardBytes(std::span<const std::byte> tar,
                                                              std::shared_ptr<const void> owner,

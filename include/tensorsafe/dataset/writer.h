@@ -33,14 +33,13 @@ namespace tensorsafe::dataset {
 // stay valid during the Add() call only.
 struct FieldValue {
   FieldKind kind = FieldKind::kBytes;
-  DType dtype = DType::kU8;           // kTensor
-  std::vector<std::int64_t> shape;    // kTensor: every dim >= 0
-  std::span<const std::byte> bytes;   // kTensor (row-major LE), kBytes, kStr, kJson
-  std::int64_t int_value = 0;         // kInt
-  double float_value = 0;             // kFloat
+  DType dtype = DType::kU8;          // kTensor
+  std::vector<std::int64_t> shape;   // kTensor: every dim >= 0
+  std::span<const std::byte> bytes;  // kTensor (row-major LE), kBytes, kStr, kJson
+  std::int64_t int_value = 0;        // kInt
+  double float_value = 0;            // kFloat
 
-  static FieldValue Tensor(DType dtype, std::vector<std::int64_t> shape,
-                           std::span<const std::byte> bytes);
+  static FieldValue Tensor(DType dtype, std::vector<std::int64_t> shape, std::span<const std::byte> bytes);
   static FieldValue Bytes(std::span<const std::byte> bytes);
   static FieldValue Str(std::string_view text);
   static FieldValue Json(std::string_view json);

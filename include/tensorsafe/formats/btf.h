@@ -24,8 +24,8 @@
 #include <variant>
 #include <vector>
 
-#include "tensorsafe/limits.h"
 #include "tensorsafe/env.h"
+#include "tensorsafe/limits.h"
 #include "tensorsafe/status.h"
 #include "tensorsafe/tensor_set.h"
 
@@ -78,7 +78,7 @@ struct Record {
   std::uint8_t layout_code = 0;
   std::array<std::uint8_t, 6> reserved{};  // ignored on read, zero on write
   bool coo = false;
-  Tensor dense;         // when !coo: shape = dims, data_offset = data start
+  Tensor dense;          // when !coo: shape = dims, data_offset = data start
   CooTensor coo_tensor;  // when coo
   // When coo: the same record as one Layout::kCoo tensor named "i" whose
   // region runs from the indices to the values' end (coo_values_offset =
@@ -91,10 +91,8 @@ struct Record {
 // a copy. Errors: kCorruption (table or data past the end, negative dims,
 // COO shapes that disagree, indices out of bounds), kUnsupported (dtype code
 // above 9, unknown layout), kLimitExceeded (count or rank above the limits).
-Result<std::vector<Record>> DecodeRecords(std::span<const std::byte> bytes,
-                                          std::shared_ptr<const void> owner,
-                                          const std::string& display_name,
-                                          const ReadOptions& options = {});
+Result<std::vector<Record>> DecodeRecords(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
+                                          const std::string& display_name, const ReadOptions& options = {});
 // DecodeRecords mapped to a TensorSet as described above.
 Result<TensorSet> Decode(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
                          const std::string& display_name, const ReadOptions& options = {});

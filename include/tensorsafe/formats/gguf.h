@@ -80,8 +80,8 @@ inline constexpr std::uint32_t kMaxDims = 4;
 // One ggml tensor type. Codes are ggml's (persisted in GGUF files).
 struct GgmlType {
   std::uint32_t code;
-  std::string_view name;       // ggml's spelling: "F32", "Q4_K", "IQ2_XXS"
-  std::uint32_t block_elems;   // 1 for plain types
+  std::string_view name;      // ggml's spelling: "F32", "Q4_K", "IQ2_XXS"
+  std::uint32_t block_elems;  // 1 for plain types
   std::uint32_t block_bytes;
   std::optional<DType> dtype;  // the tensorsafe dtype of a plain type
 };
@@ -118,9 +118,9 @@ Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& options =
 // quantized tensor survives Decode -> Encode byte for byte (an unknown type
 // is kUnsupported; a tensor that is not u8 [bytes], a missing or bad
 // "gguf.shape", block fields that disagree with the type, or a byte count
-// that is not the shape's whole blocks are kInvalidArgument). The metadata JSON follows docs/formats/gguf.md; keys without a
-// type in "tensorsafe.gguf_types" get an inferred type; general.alignment, if
-// present, must be a uint32 power of two and sets the alignment.
+// that is not the shape's whole blocks are kInvalidArgument). The metadata JSON follows docs/formats/gguf.md; keys
+// without a type in "tensorsafe.gguf_types" get an inferred type; general.alignment, if present, must be a uint32 power
+// of two and sets the alignment.
 Result<std::string> Encode(const TensorSet& set, const WriteOptions& options = {});
 
 // Like Encode, streamed to a temporary file next to `path` that is renamed

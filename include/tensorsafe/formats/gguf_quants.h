@@ -51,8 +51,8 @@ bool CanQuantize(const GgmlType& type);
 // blocks ("145 bytes are not a whole number of 144-byte Q4_K blocks") or
 // `out` does not hold exactly their elements. `out` must not overlap
 // `blocks`.
-Status Dequantize(const GgmlType& type, std::span<const std::byte> blocks, DType dtype,
-                  std::span<std::byte> out, const QuantOptions& options = {});
+Status Dequantize(const GgmlType& type, std::span<const std::byte> blocks, DType dtype, std::span<std::byte> out,
+                  const QuantOptions& options = {});
 
 // Encodes `values` (a whole number of blocks of elements) into `out`, which
 // must hold exactly their blocks. Errors: kUnsupported for a type gguf-py

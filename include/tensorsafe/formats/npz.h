@@ -15,8 +15,8 @@
 #include <span>
 #include <string>
 
-#include "tensorsafe/formats/npy.h"
 #include "tensorsafe/env.h"
+#include "tensorsafe/formats/npy.h"
 #include "tensorsafe/status.h"
 #include "tensorsafe/tensor_set.h"
 

@@ -95,8 +95,7 @@ std::optional<DType> DTypeFromName(std::string_view name);
 //   kCorruption      per tensor in data order: offsets not contiguous from 0,
 //                    size overflow, bits not a whole byte, size mismatch;
 //                    then data not ending exactly at the end of the file
-Result<Header> ParseHeader(std::span<const std::byte> prefix, std::uint64_t file_size,
-                           const ReadOptions& options = {});
+Result<Header> ParseHeader(std::span<const std::byte> prefix, std::uint64_t file_size, const ReadOptions& options = {});
 // The same, for a whole file in memory.
 Result<Header> ParseHeader(std::span<const std::byte> file, const ReadOptions& options = {});
 

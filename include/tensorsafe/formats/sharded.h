@@ -43,8 +43,8 @@ struct ReadOptions {
 
 // What an index file says, checked (SHARDED.md §2).
 struct Index {
-  std::string path;       // the index file
-  std::string directory;  // shard names are relative to it
+  std::string path;                  // the index file
+  std::string directory;             // shard names are relative to it
   Format format = Format::kUnknown;  // of the shards: kSafetensors or kTsafe, from the index's name
   // The "metadata" object as compact JSON, keys in file order ("" when absent).
   std::string metadata_json;

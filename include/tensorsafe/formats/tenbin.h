@@ -26,14 +26,14 @@
 #include <string_view>
 #include <vector>
 
-#include "tensorsafe/limits.h"
 #include "tensorsafe/env.h"
+#include "tensorsafe/limits.h"
 #include "tensorsafe/status.h"
 #include "tensorsafe/tensor_set.h"
 
 namespace tensorsafe::tenbin {
 
-inline constexpr std::size_t kChunkAlignment = 64;  // payloads are padded to this
+inline constexpr std::size_t kChunkAlignment = 64;   // payloads are padded to this
 inline constexpr std::size_t kChunkHeaderSize = 16;  // magic + int64 length
 inline constexpr std::size_t kInfoBytes = 8;
 
@@ -119,15 +119,12 @@ Result<std::string> EncodeHeaderPayload(const ArrayHeader& header, const WriteOp
 std::string NameOfInfo(std::string_view info);
 // Parses a header payload. Errors: kCorruption (size, negative ndim or dims),
 // kUnsupported (dtype), kLimitExceeded (rank). Messages carry no context.
-Result<ArrayHeader> DecodeHeaderPayload(std::span<const std::byte> payload,
-                                        const ReadOptions& options = {});
+Result<ArrayHeader> DecodeHeaderPayload(std::span<const std::byte> payload, const ReadOptions& options = {});
 
 // The payloads [header0, data0, header1, data1, ...] (tensorcom multipart
 // frames). Data payloads are copies, converted to little-endian.
-Result<std::vector<std::string>> EncodePayloads(std::span<const ArrayRef> arrays,
-                                                const WriteOptions& options = {});
-Result<std::vector<std::string>> EncodePayloads(const TensorSet& set,
-                                                const WriteOptions& options = {});
+Result<std::vector<std::string>> EncodePayloads(std::span<const ArrayRef> arrays, const WriteOptions& options = {});
+Result<std::vector<std::string>> EncodePayloads(const TensorSet& set, const WriteOptions& options = {});
 // Frames payloads as chunks: magic, length, payload, zero padding to 64.
 std::string JoinChunks(std::span<const std::string> payloads);
 
@@ -140,7 +137,7 @@ Result<std::vector<std::span<const std::byte>>> SplitChunks(std::span<const std:
 // Tensors view the payloads (sharing `owner`) as Decode does. An odd count is
 // kCorruption (a header without data).
 Result<TensorSet> DecodePayloads(std::span<const std::span<const std::byte>> payloads,
-                                 std::shared_ptr<const void> owner,
-                                 const std::string& display_name, const ReadOptions& options = {});
+                                 std::shared_ptr<const void> owner, const std::string& display_name,
+                                 const ReadOptions& options = {});
 
 }  // namespace tensorsafe::tenbin

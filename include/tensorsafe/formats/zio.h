@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "tensorsafe/limits.h"
 #include "tensorsafe/env.h"
+#include "tensorsafe/limits.h"
 #include "tensorsafe/status.h"
 #include "tensorsafe/tensor_set.h"
 
@@ -75,9 +75,8 @@ Result<std::vector<std::string>> EncodeFrames(const Message& message);
 // Parses multipart frames; the payload spans view `frames` and the message
 // shares `owner`. Errors: kCorruption (fewer than 2 frames, bad "ZIO"
 // prefix or level, coordinate frame not 24 bytes), kLimitExceeded (label).
-Result<Message> DecodeFrames(std::span<const std::span<const std::byte>> frames,
-                             std::shared_ptr<const void> owner, const std::string& display_name,
-                             const ReadOptions& options = {});
+Result<Message> DecodeFrames(std::span<const std::span<const std::byte>> frames, std::shared_ptr<const void> owner,
+                             const std::string& display_name, const ReadOptions& options = {});
 
 // The single-frame (CLIENT/SERVER) encoding. Errors as EncodeFrames, and
 // kInvalidArgument for a frame of 4 GiB or more.
@@ -94,8 +93,7 @@ Result<Message> Unpack(std::span<const std::byte> bytes, std::shared_ptr<const v
 // (label not JSON, malformed entries, parts out of range, frame sizes that
 // disagree with shape and word), kUnsupported (dtype/word pairs without a
 // tensorsafe dtype, "packing" other than dense, "pointer"), kLimitExceeded.
-Result<TensorSet> ToTensorSet(const Message& message, const std::string& display_name,
-                              const ReadOptions& options = {});
+Result<TensorSet> ToTensorSet(const Message& message, const std::string& display_name, const ReadOptions& options = {});
 // Appends the tensors of `set` to `base` as ZIO's tens::append does: each
 // becomes a payload frame (viewing the tensor's bytes; the result's owner
 // keeps them alive) and an entry {"dtype","metadata"?,"part","shape","word"}

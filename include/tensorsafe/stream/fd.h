@@ -125,8 +125,7 @@ class StreamReader {
 
 // The whole native message of `batch` (header, descriptors, aligned data)
 // with sequence number `sequence`, without the stream preamble.
-Result<std::string> EncodeMessage(const TensorSet& batch, std::uint64_t sequence = 0,
-                                  const Limits& limits = {});
+Result<std::string> EncodeMessage(const TensorSet& batch, std::uint64_t sequence = 0, const Limits& limits = {});
 // Decodes one native batch message that fills `bytes` exactly. Tensors view
 // `bytes` and share `owner` when the data is aligned to its element type
 // (always when `bytes` starts 64-byte aligned); otherwise they own a copy.

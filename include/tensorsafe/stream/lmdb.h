@@ -139,7 +139,6 @@ Result<std::uint64_t> LoadTsafeFile(LmdbStore& store, const std::string& path, c
 // Loads every *.tsafe file of `dir` (not recursive) in name order. For
 // tensors_per_batch >= 1 each file's keys get "<file name without .tsafe>/"
 // after the prefix.
-Result<std::uint64_t> LoadTsafeDirectory(LmdbStore& store, const std::string& dir,
-                                         const LmdbLoadOptions& options = {});
+Result<std::uint64_t> LoadTsafeDirectory(LmdbStore& store, const std::string& dir, const LmdbLoadOptions& options = {});
 
 }  // namespace tensorsafe

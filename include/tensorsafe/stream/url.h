@@ -42,14 +42,14 @@ struct StreamUrl {
   StreamRole role = StreamRole::kRecv;
   // Listen (byte streams) or bind (ZeroMQ) by default.
   bool binds = false;
-  int fd = -1;              // kStdio (0 or 1 by role), kFd
-  std::string host;         // kTcpRaw: without brackets
-  std::uint16_t port = 0;   // kTcpRaw
-  std::string path;         // kUnix
+  int fd = -1;                                 // kStdio (0 or 1 by role), kFd
+  std::string host;                            // kTcpRaw: without brackets
+  std::uint16_t port = 0;                      // kTcpRaw
+  std::string path;                            // kUnix
   ZmqPattern pattern = ZmqPattern::kPushPull;  // kZmq
-  std::string endpoint;     // kZmq: tcp://HOST:PORT, ipc://PATH or inproc://NAME
-  std::string topic;        // kZmq SUB: the #fragment ("" = everything)
-  std::string canonical;    // the address in the current spelling
+  std::string endpoint;                        // kZmq: tcp://HOST:PORT, ipc://PATH or inproc://NAME
+  std::string topic;                           // kZmq SUB: the #fragment ("" = everything)
+  std::string canonical;                       // the address in the current spelling
   // Set for an old spelling: "unix-raw://... is deprecated: use unix://...".
   std::string deprecation;
 };

@@ -61,7 +61,7 @@ std::optional<ZmqEncoding> ParseZmqEncoding(std::string_view name);
 struct ZmqSenderOptions {
   ZmqPattern pattern = ZmqPattern::kPushPull;
   ZmqEncoding encoding = ZmqEncoding::kNative;
-  bool bind = true;  // else connect
+  bool bind = true;   // else connect
   int send_hwm = 16;  // messages (ZMQ_SNDHWM)
   // Bytes of frames handed to libzmq and not yet released; 0 = no bound.
   std::uint64_t max_queued_bytes = std::uint64_t{256} << 20;
@@ -98,8 +98,7 @@ class ZmqSender {
  public:
   // Creates the socket and binds or connects. Errors: kInvalidArgument (bad
   // endpoint or options), kIOError (bind/connect failed, with errno).
-  static Result<std::unique_ptr<ZmqSender>> Create(const std::string& endpoint,
-                                                   const ZmqSenderOptions& options = {});
+  static Result<std::unique_ptr<ZmqSender>> Create(const std::string& endpoint, const ZmqSenderOptions& options = {});
   ~ZmqSender();  // queued messages are still delivered (see linger_ms above)
   ZmqSender(const ZmqSender&) = delete;
   ZmqSender& operator=(const ZmqSender&) = delete;

@@ -56,8 +56,7 @@ class HttpClient {
   // Errors: kNotFound (404, 410), kIOError (other statuses, transport errors
   // after the last attempt; errno from the socket when curl has one),
   // kCorruption / kLimitExceeded (from `expect`, not retried), the sink's own.
-  Status Get(const std::string& url, HttpSink& sink, const HttpExpect& expect,
-             const std::atomic<bool>* cancel) const;
+  Status Get(const std::string& url, HttpSink& sink, const HttpExpect& expect, const std::atomic<bool>* cancel) const;
 
  private:
   void* TakeHandle() const;

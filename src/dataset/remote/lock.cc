@@ -67,8 +67,8 @@ Result<PathLock> PathLock::Acquire(const std::string& path, std::chrono::millise
     if (lock) return std::move(*lock);
     if (cancel != nullptr && cancel->load()) return FailedPrecondition(path + ": cancelled while waiting for the lock");
     if (std::chrono::steady_clock::now() >= deadline) {
-      return FailedPrecondition(path + ": still locked by another download after " +
-                                std::to_string(timeout.count()) + " ms");
+      return FailedPrecondition(path + ": still locked by another download after " + std::to_string(timeout.count()) +
+                                " ms");
     }
     // Polling rather than a blocking flock keeps the timeout and the cancel
     // flag honest; 20 ms is nothing next to a shard download.

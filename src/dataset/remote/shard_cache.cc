@@ -173,9 +173,7 @@ bool ParseTempName(const std::string& name, std::string* key, std::uint64_t* byt
 
 }  // namespace
 
-CachedFile::CachedFile(CachedFile&& o) noexcept : path_(std::move(o.path_)), fd_(o.fd_), size_(o.size_) {
-  o.fd_ = -1;
-}
+CachedFile::CachedFile(CachedFile&& o) noexcept : path_(std::move(o.path_)), fd_(o.fd_), size_(o.size_) { o.fd_ = -1; }
 
 CachedFile& CachedFile::operator=(CachedFile&& o) noexcept {
   if (this != &o) {
@@ -331,8 +329,8 @@ struct ShardCache::Impl {
       }
       if (usage + bytes > opt.cache_limit_bytes) {
         return LimitExceeded("GET " + url + ": cache limit of " + std::to_string(opt.cache_limit_bytes) +
-                             " bytes leaves no room for " + std::to_string(bytes) + " bytes: " +
-                             std::to_string(usage) + " bytes in use, of which " + std::to_string(pinned) +
+                             " bytes leaves no room for " + std::to_string(bytes) + " bytes: " + std::to_string(usage) +
+                             " bytes in use, of which " + std::to_string(pinned) +
                              " pinned by open files and the rest by downloads in progress");
       }
     }
@@ -458,12 +456,11 @@ Result<std::unique_ptr<ShardCache>> ShardCache::Open(std::string_view base_url, 
     return InvalidArgument("shard cache: max_attempts " + std::to_string(options.max_attempts) + " is not in 1..100");
   }
   if (options.max_concurrent_downloads < 1 || options.max_concurrent_downloads > 256) {
-    return InvalidArgument("shard cache: max_concurrent_downloads " +
-                           std::to_string(options.max_concurrent_downloads) + " is not in 1..256");
+    return InvalidArgument("shard cache: max_concurrent_downloads " + std::to_string(options.max_concurrent_downloads) +
+                           " is not in 1..256");
   }
-  if (options.initial_backoff.count() < 0 || options.max_backoff.count() < 0 ||
-      options.connect_timeout.count() < 0 || options.transfer_timeout.count() < 0 ||
-      options.lock_timeout.count() < 0) {
+  if (options.initial_backoff.count() < 0 || options.max_backoff.count() < 0 || options.connect_timeout.count() < 0 ||
+      options.transfer_timeout.count() < 0 || options.lock_timeout.count() < 0) {
     return InvalidArgument("shard cache: negative timeout or backoff");
   }
   auto impl = std::make_unique<Impl>();
@@ -512,7 +509,9 @@ Result<std::unique_ptr<ShardCache>> ShardCache::Open(std::string_view base_url, 
 
 const std::string& ShardCache::base_url() const { return impl_->base.full; }
 
-Result<std::string> ShardCache::UrlFor(std::string_view name) const { return tensorsafe::internal::JoinUrl(impl_->base, name); }
+Result<std::string> ShardCache::UrlFor(std::string_view name) const {
+  return tensorsafe::internal::JoinUrl(impl_->base, name);
+}
 
 Result<std::string> ShardCache::LocalPathFor(const RemoteFile& file) const {
   TS_RETURN_IF_ERROR(ValidateRelativeName(file.name));

@@ -46,8 +46,7 @@ Status World::Validate() const {
     return InvalidArgument("rank_of_node " + S(rank_of_node) + " is outside [0, " + S(ranks_per_node) + ")");
   }
   if (worker_of_rank < 0 || worker_of_rank >= workers_per_rank) {
-    return InvalidArgument("worker_of_rank " + S(worker_of_rank) + " is outside [0, " + S(workers_per_rank) +
-                           ")");
+    return InvalidArgument("worker_of_rank " + S(worker_of_rank) + " is outside [0, " + S(workers_per_rank) + ")");
   }
   return Status::OK();
 }
@@ -118,9 +117,9 @@ Result<SeedPartition> GetSeedPartition(std::span<const std::int64_t> samples_per
   }
   if (min_id > max_id || min_id < 0 || max_id >= total) {
     return InvalidArgument("seed partition: worker " + S(worker) + " of device " + S(world.global_rank()) +
-                           " gets an empty range (samples [" + S(min_id) + ", " + S(max_id) + "] of " +
-                           S(total) + "; " + S(num_devices) + " devices x " + S(workers) +
-                           " workers x batch " + S(bs) + " needs more samples)");
+                           " gets an empty range (samples [" + S(min_id) + ", " + S(max_id) + "] of " + S(total) +
+                           "; " + S(num_devices) + " devices x " + S(workers) + " workers x batch " + S(bs) +
+                           " needs more samples)");
   }
 
   // §2.5: shards overlapping the range, and the single-downloader rule.
@@ -156,8 +155,8 @@ Result<PartitionAlgo> ParsePartitionAlgo(std::string_view name) {
   return InvalidArgument("unknown partition algorithm \"" + std::string(name) + "\" (expected orig or relaxed)");
 }
 
-Result<ElasticPartition::Orig> ElasticPartition::MakeOrig(i64 n, i64 ncn, i64 nodes, i64 ranks, i64 workers,
-                                                          i64 bs, i64 drop) {
+Result<ElasticPartition::Orig> ElasticPartition::MakeOrig(i64 n, i64 ncn, i64 nodes, i64 ranks, i64 workers, i64 bs,
+                                                          i64 drop) {
   // §3.1: one of the node counts divides the other.
   if ((ncn < nodes && nodes % ncn != 0) || (nodes < ncn && ncn % nodes != 0)) {
     return InvalidArgument("num_canonical_nodes " + S(ncn) + " and physical nodes " + S(nodes) +
@@ -188,9 +187,8 @@ Result<ElasticPartition::Orig> ElasticPartition::MakeOrig(i64 n, i64 ncn, i64 no
     const i64 len = std::max<i64>(0, stop - start);
     if (len != o.padding) {  // numpy broadcasts only equal lengths (or 1, impossible here: §3.6)
       return InvalidArgument("orig partition of " + S(n) + " samples: " + S(o.spcn) +
-                             " samples per canonical node cannot be padded by " + S(o.padding) +
-                             " over " + S(nodes) + " physical nodes (" + S(ncn) +
-                             " canonical); MosaicML fails to broadcast here too");
+                             " samples per canonical node cannot be padded by " + S(o.padding) + " over " + S(nodes) +
+                             " physical nodes (" + S(ncn) + " canonical); MosaicML fails to broadcast here too");
     }
     o.pad_src = start;
   }
@@ -292,9 +290,7 @@ Result<ElasticPartition> ElasticPartition::Create(const ElasticParams& p) {
   return out;
 }
 
-std::int64_t ElasticPartition::size() const {
-  return shape_[0] * shape_[1] * shape_[2] * shape_[3] * shape_[4];
-}
+std::int64_t ElasticPartition::size() const { return shape_[0] * shape_[1] * shape_[2] * shape_[3] * shape_[4]; }
 
 std::int64_t ElasticPartition::At(i64 node, i64 rank, i64 worker, i64 batch, i64 slot) const {
   if (!relaxed_) return orig_.At(node, rank, worker, batch, slot);
@@ -323,8 +319,7 @@ std::vector<std::int64_t> ElasticPartition::WorkerIds(i64 node, i64 rank, i64 wo
 
 Result<std::vector<std::int64_t>> ElasticPartition::Materialize(std::int64_t max_elements) const {
   if (size() > max_elements) {
-    return LimitExceeded("elastic partition has " + S(size()) + " elements, more than the limit " +
-                         S(max_elements));
+    return LimitExceeded("elastic partition has " + S(size()) + " elements, more than the limit " + S(max_elements));
   }
   std::vector<i64> out;
   out.reserve(static_cast<std::size_t>(size()));

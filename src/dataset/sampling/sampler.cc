@@ -18,8 +18,8 @@ using Kind = SamplerValue::Kind;
 // The state's keys in encoding order (PARTITION.md §5.1): version 1 has the
 // first kV1Keys, version 2 all of them.
 constexpr std::string_view kKeys[] = {"version", "mode", "partition", "epoch", "sample_in_epoch", "seed",
-                                      "num_canonical_nodes", "global_batch_size", "shuffle",
-                                      "shuffle_block_size", "initial_nodes",
+                                      "num_canonical_nodes", "global_batch_size", "shuffle", "shuffle_block_size",
+                                      "initial_nodes",
                                       // version 2: WorkerPosition, all null or all set
                                       "worker_num_nodes", "worker_ranks_per_node", "worker_workers_per_rank",
                                       "worker_node", "worker_rank_of_node", "worker_of_rank", "worker_samples"};
@@ -73,13 +73,18 @@ SamplerFields FieldsOfJson(const json& j) {
   for (const auto& item : j.items()) {
     const json& v = item.value();
     SamplerValue f;
-    if (v.is_null()) f = SamplerValue::Null();
-    else if (v.is_boolean()) f = SamplerValue::Bool(v.get<bool>());
+    if (v.is_null())
+      f = SamplerValue::Null();
+    else if (v.is_boolean())
+      f = SamplerValue::Bool(v.get<bool>());
     else if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
       f = SamplerValue::UInt(v.get<std::uint64_t>());
-    else if (v.is_number_integer()) f = SamplerValue::Int(v.get<i64>());
-    else if (v.is_string()) f = SamplerValue::String(v.get<std::string>());
-    else f = SamplerValue::Other(std::string(v.type_name()) + " " + v.dump());
+    else if (v.is_number_integer())
+      f = SamplerValue::Int(v.get<i64>());
+    else if (v.is_string())
+      f = SamplerValue::String(v.get<std::string>());
+    else
+      f = SamplerValue::Other(std::string(v.type_name()) + " " + v.dump());
     out.emplace_back(item.key(), std::move(f));
   }
   return out;
@@ -107,8 +112,9 @@ Result<PartitionMode> ParsePartitionMode(std::string_view name) {
 
 SamplerFields SamplerStateToFields(const SamplerState& s) {
   const auto opt = [](const std::optional<i64>& v) { return v ? SamplerValue::Int(*v) : SamplerValue::Null(); };
-  const SamplerValue seed = s.seed > static_cast<std::uint64_t>(INT64_MAX) ? SamplerValue::UInt(s.seed)
-                                                                            : SamplerValue::Int(static_cast<i64>(s.seed));
+  const SamplerValue seed = s.seed > static_cast<std::uint64_t>(INT64_MAX)
+                                ? SamplerValue::UInt(s.seed)
+                                : SamplerValue::Int(static_cast<i64>(s.seed));
   SamplerFields f = {
       {"version", SamplerValue::Int(SamplerState::kVersion)},
       {"mode", SamplerValue::String(std::string(PartitionModeName(s.mode)))},
@@ -123,9 +129,8 @@ SamplerFields SamplerStateToFields(const SamplerState& s) {
       {"initial_nodes", opt(s.initial_nodes)},
   };
   const std::optional<WorkerPosition>& w = s.worker;
-  const i64 vals[] = {w ? w->world.num_nodes : 0,    w ? w->world.ranks_per_node : 0,
-                      w ? w->world.workers_per_rank : 0, w ? w->world.node : 0,
-                      w ? w->world.rank_of_node : 0,  w ? w->world.worker_of_rank : 0,
+  const i64 vals[] = {w ? w->world.num_nodes : 0, w ? w->world.ranks_per_node : 0, w ? w->world.workers_per_rank : 0,
+                      w ? w->world.node : 0,      w ? w->world.rank_of_node : 0,   w ? w->world.worker_of_rank : 0,
                       w ? w->samples : 0};
   for (std::size_t k = kV1Keys; k < kNumKeys; ++k) {
     f.emplace_back(std::string(kKeys[k]), w ? SamplerValue::Int(vals[k - kV1Keys]) : SamplerValue::Null());
@@ -230,7 +235,7 @@ std::string EncodeSamplerState(const SamplerState& s) {
       case Kind::kInt: out += std::to_string(v.integer); break;
       case Kind::kUInt: out += std::to_string(v.uinteger); break;
       case Kind::kString: out += "\"" + v.text + "\""; break;  // mode and partition names: no escapes needed
-      case Kind::kOther: break;  // never produced by SamplerStateToFields
+      case Kind::kOther: break;                                // never produced by SamplerStateToFields
     }
   }
   return out + "}";
@@ -260,7 +265,8 @@ Result<SamplerState> DecodeSamplerState(std::string_view text) {
   } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers past a double
     return InvalidArgument(std::string("sampler state: not valid JSON: ") + e.what());
   }
-  if (!j.is_object()) return InvalidArgument(std::string("sampler state: expected a JSON object, got ") + j.type_name());
+  if (!j.is_object())
+    return InvalidArgument(std::string("sampler state: expected a JSON object, got ") + j.type_name());
   if (!duplicate.empty()) return BadKey(duplicate, "appears more than once");
   return SamplerStateFromFields(FieldsOfJson(j));
 }
@@ -297,8 +303,7 @@ Result<EpochPlan> EpochPlan::Create(std::span<const std::int64_t> samples_per_sh
   }
   const i64 ranks = counts.num_ranks();
   if (state.global_batch_size < 0 || state.global_batch_size > kMaxGlobalBatch ||
-      state.global_batch_size % ranks != 0 ||
-      (state.mode == PartitionMode::kElastic && state.global_batch_size == 0)) {
+      state.global_batch_size % ranks != 0 || (state.mode == PartitionMode::kElastic && state.global_batch_size == 0)) {
     return InvalidArgument("sampler: global batch size " + std::to_string(state.global_batch_size) +
                            " is not a positive multiple of the " + std::to_string(ranks) + " ranks (" +
                            std::to_string(counts.num_nodes) + " nodes x " + std::to_string(counts.ranks_per_node) +
@@ -342,9 +347,9 @@ Result<std::vector<std::int64_t>> EpochPlan::WorkerIds(const World& world, bool 
   TS_RETURN_IF_ERROR(world.Validate());
   if (world.num_nodes != world_.num_nodes || world.ranks_per_node != world_.ranks_per_node ||
       world.workers_per_rank != world_.workers_per_rank) {
-    return InvalidArgument("sampler: the world's counts differ from the plan's (" +
-                           std::to_string(world_.num_nodes) + " nodes x " + std::to_string(world_.ranks_per_node) +
-                           " ranks x " + std::to_string(world_.workers_per_rank) + " workers)");
+    return InvalidArgument("sampler: the world's counts differ from the plan's (" + std::to_string(world_.num_nodes) +
+                           " nodes x " + std::to_string(world_.ranks_per_node) + " ranks x " +
+                           std::to_string(world_.workers_per_rank) + " workers)");
   }
   if (state_.worker) {
     const World& saved = state_.worker->world;

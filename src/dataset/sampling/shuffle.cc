@@ -63,9 +63,8 @@ std::uint64_t SplitMix64::Bounded(std::uint64_t bound) {
   return static_cast<u64>(m >> 64);
 }
 
-Result<EpochShuffle> EpochShuffle::Create(std::span<const std::int64_t> shard_sizes,
-                                          std::int64_t num_canonical_nodes, std::uint64_t seed,
-                                          std::uint64_t epoch, std::int64_t block_size) {
+Result<EpochShuffle> EpochShuffle::Create(std::span<const std::int64_t> shard_sizes, std::int64_t num_canonical_nodes,
+                                          std::uint64_t seed, std::uint64_t epoch, std::int64_t block_size) {
   constexpr i64 kMaxSamples = i64{1} << 48, kMaxNodes = i64{1} << 20;
   EpochShuffle s;
   std::vector<i64> first(shard_sizes.size());

@@ -11,9 +11,9 @@
 
 #include "dataset/internal.h"
 #include "tensorsafe/dataset/dataset.h"
+#include "tensorsafe/dataset/mds.h"
 #include "tensorsafe/dataset/remote.h"
 #include "tensorsafe/dataset/shard.h"
-#include "tensorsafe/dataset/mds.h"
 #include "tensorsafe/dataset/wds.h"
 #include "util/text.h"
 
@@ -131,7 +131,7 @@ Result<std::shared_ptr<Dataset>> OpenRemote(const std::string& url, const Datase
                  .string();
       if (!fs::exists(path, ec)) {
         TS_RETURN_IF_ERROR(internal::ZstdDecompressFile(cached.path(), {all[s].bytes, all[s].xxh3}, path,
-                                                           {info.bytes, HexValue(info.xxh3)}, display));
+                                                        {info.bytes, HexValue(info.xxh3)}, display));
       }
     }
     TS_ASSIGN_OR_RETURN(auto shard, TsafeShard::Open(path, options.shard, schema.get(), display));
@@ -220,8 +220,8 @@ Result<std::shared_ptr<Dataset>> OpenMds(const std::string& dir, const DatasetOp
     TS_RETURN_IF_ERROR(MergeInto(schema, src->schema(), dir, QuoteName(m.raw.basename)));
   }
   auto shared_schema = std::make_shared<const Schema>(schema);
-  ShardOpener opener = [ds, mopt, shared_schema, mds_index](const ShardInfo&,
-                                                           std::size_t s) -> Result<std::shared_ptr<const ShardSource>> {
+  ShardOpener opener = [ds, mopt, shared_schema, mds_index](
+                           const ShardInfo&, std::size_t s) -> Result<std::shared_ptr<const ShardSource>> {
     TS_ASSIGN_OR_RETURN(auto src, mds::OpenShard(*ds, mds_index.at(s), mopt));
     return Adapt(std::shared_ptr<const ShardSource>(std::move(src)), shared_schema);
   };
@@ -306,10 +306,12 @@ Result<std::shared_ptr<Dataset>> OpenAny(const std::string& location, const Data
   }
   if (fs::is_regular_file(location, ec)) {
     if (EndsWith(location, ".tar")) return OpenWds(location, {location}, options);
-    return InvalidArgument(location + ": a file that is not a .tar shard; give a dataset directory, a .tar "
+    return InvalidArgument(location +
+                           ": a file that is not a .tar shard; give a dataset directory, a .tar "
                            "file, a brace pattern or an http(s) URL");
   }
-  if (!fs::is_directory(location, ec)) return IOError(location + ": no such dataset file, directory or pattern", ENOENT);
+  if (!fs::is_directory(location, ec))
+    return IOError(location + ": no such dataset file, directory or pattern", ENOENT);
   if (fs::exists(fs::path(location) / kIndexFileName, ec)) {
     TS_ASSIGN_OR_RETURN(std::string kind, IndexKind(location, options));
     if (kind == "mds") return OpenMds(location, options);

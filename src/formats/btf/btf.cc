@@ -52,8 +52,8 @@ class RecordReader {
   Result<std::span<const std::byte>> Take(std::uint64_t n, std::string_view what) {
     const std::uint64_t remain = bytes_.size() - pos_;
     if (n > remain) {
-      return Error(std::string(what) + " of " + N(n) + " bytes at offset " + N(pos_) +
-                   " exceeds the " + N(remain) + " bytes that remain");
+      return Error(std::string(what) + " of " + N(n) + " bytes at offset " + N(pos_) + " exceeds the " + N(remain) +
+                   " bytes that remain");
     }
     auto s = bytes_.subspan(pos_, n);
     pos_ += n;
@@ -85,8 +85,7 @@ class RecordReader {
   std::string where_;
 };
 
-TensorInfo MakeInfo(std::string name, DType dtype, Shape shape, std::uint64_t offset,
-                    std::uint64_t length) {
+TensorInfo MakeInfo(std::string name, DType dtype, Shape shape, std::uint64_t offset, std::uint64_t length) {
   TensorInfo info;
   info.name = std::move(name);
   info.dtype = dtype;
@@ -96,16 +95,16 @@ TensorInfo MakeInfo(std::string name, DType dtype, Shape shape, std::uint64_t of
   return info;
 }
 
-Status CheckCooIndices(std::span<const std::byte> idx, std::span<const std::uint64_t> dims,
-                       std::uint64_t nnz, const std::string& where, StatusCode code) {
+Status CheckCooIndices(std::span<const std::byte> idx, std::span<const std::uint64_t> dims, std::uint64_t nnz,
+                       const std::string& where, StatusCode code) {
   const std::uint64_t rank = dims.size();
   for (std::uint64_t k = 0; k < nnz; ++k) {
     for (std::uint64_t j = 0; j < rank; ++j) {
       const auto v = static_cast<std::int64_t>(Load64(idx.data() + 8 * (k * rank + j)));
       // TFRT's check is signed, so it lets negative indices through.
       if (v < 0 || static_cast<std::uint64_t>(v) >= dims[j]) {
-        return Status(code, where + ": nonzero " + N(k) + " has index " + std::to_string(v) +
-                                " in dimension " + N(j) + ", outside [0, " + N(dims[j]) + ")");
+        return Status(code, where + ": nonzero " + N(k) + " has index " + std::to_string(v) + " in dimension " + N(j) +
+                                ", outside [0, " + N(dims[j]) + ")");
       }
     }
   }
@@ -128,9 +127,8 @@ bool RowsIncreasing(std::span<const std::byte> idx, std::uint64_t nnz, std::uint
   return true;
 }
 
-Result<Record> DecodeRecord(std::span<const std::byte> bytes, std::uint64_t index,
-                            std::uint64_t offset, std::uint64_t table_end,
-                            const std::shared_ptr<const void>& owner, const std::string& ctx,
+Result<Record> DecodeRecord(std::span<const std::byte> bytes, std::uint64_t index, std::uint64_t offset,
+                            std::uint64_t table_end, const std::shared_ptr<const void>& owner, const std::string& ctx,
                             const ReadOptions& opt) {
   RecordReader r(bytes, offset, ctx + "record " + N(index) + " at offset " + N(offset));
   if (offset < table_end) return r.Error("overlaps the offset table, which ends at " + N(table_end));
@@ -158,8 +156,7 @@ Result<Record> DecodeRecord(std::span<const std::byte> bytes, std::uint64_t inde
              (rec.layout_code == kLayoutCooDocumented && opt.accept_documented_coo_layout)) {
     rec.coo = true;
   } else {
-    return Unsupported(r.where() + ": layout code " + N(rec.layout_code) +
-                       " is unknown (0 = dense, 1 = COO" +
+    return Unsupported(r.where() + ": layout code " + N(rec.layout_code) + " is unknown (0 = dense, 1 = COO" +
                        (opt.accept_documented_coo_layout ? ", 2 = COO as documented)" : ")"));
   }
   TS_ASSIGN_OR_RETURN(Shape dims, r.Dims(rank, "dims"));
@@ -195,18 +192,16 @@ Result<Record> DecodeRecord(std::span<const std::byte> bytes, std::uint64_t inde
     native.coalesced = RowsIncreasing(idx, nnz, rank);
     rec.coo_native = internal::ViewOrCopy(std::move(native), bytes.subspan(iat, vat + nv - iat), owner, 8);
     rec.coo_tensor.dense_shape = dims;
-    rec.coo_tensor.indices = internal::ViewOrCopy(
-        MakeInfo(N(index) + ".indices", DType::kI64, std::move(idims), iat, ni), idx, owner, 8);
-    rec.coo_tensor.values = internal::ViewOrCopy(
-        MakeInfo(N(index) + ".values", dtype, std::move(vdims), vat, nv), vals, owner, itemsize);
+    rec.coo_tensor.indices =
+        internal::ViewOrCopy(MakeInfo(N(index) + ".indices", DType::kI64, std::move(idims), iat, ni), idx, owner, 8);
+    rec.coo_tensor.values =
+        internal::ViewOrCopy(MakeInfo(N(index) + ".values", dtype, std::move(vdims), vat, nv), vals, owner, itemsize);
   }
   rec.end = r.pos();
   return rec;
 }
 
-std::string CooMetadata(const Shape& shape) {
-  return nlohmann::json{{"layout", "coo"}, {"shape", shape}}.dump();
-}
+std::string CooMetadata(const Shape& shape) { return nlohmann::json{{"layout", "coo"}, {"shape", shape}}.dump(); }
 
 // The dense shape of a tensor marked {"layout":"coo","shape":[...]}, nullopt
 // for any other tensor.
@@ -219,8 +214,10 @@ Result<std::optional<Shape>> CooShapeOf(const Tensor& t, const std::string& what
   bool ok = s.is_array();
   if (ok) {
     for (const auto& d : s) {
-      if (!d.is_number_unsigned()) ok = false;
-      else shape.push_back(d.get<std::uint64_t>());
+      if (!d.is_number_unsigned())
+        ok = false;
+      else
+        shape.push_back(d.get<std::uint64_t>());
     }
   }
   if (!ok) return InvalidArgument(what + ": COO metadata needs \"shape\": an array of non-negative integers");
@@ -280,8 +277,7 @@ Status EncodeCoo(internal::Pieces& out, const CooTensor& c, const std::string& w
                            std::string(DTypeName(c.indices.info.dtype)) + " " + ShapeToString(is));
   }
   if (c.values.info.shape != Shape{is[0]}) {
-    return InvalidArgument(what + ": COO values must be [" + N(is[0]) + "], not " +
-                           ShapeToString(c.values.info.shape));
+    return InvalidArgument(what + ": COO values must be [" + N(is[0]) + "], not " + ShapeToString(c.values.info.shape));
   }
   TS_RETURN_IF_ERROR(CheckData(c.indices, what + " indices"));
   TS_RETURN_IF_ERROR(CheckData(c.values, what + " values"));
@@ -301,8 +297,7 @@ Status EncodeCoo(internal::Pieces& out, const CooTensor& c, const std::string& w
 
 }  // namespace
 
-Result<std::vector<Record>> DecodeRecords(std::span<const std::byte> bytes,
-                                          std::shared_ptr<const void> owner,
+Result<std::vector<Record>> DecodeRecords(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
                                           const std::string& display_name, const ReadOptions& opt) {
   const std::string ctx = internal::Context(display_name);
   if (bytes.size() < 8) {
@@ -310,13 +305,12 @@ Result<std::vector<Record>> DecodeRecords(std::span<const std::byte> bytes,
   }
   const std::uint64_t n = Load64(bytes.data());
   if (n > opt.limits.max_tensor_count) {
-    return LimitExceeded(ctx + "tensor count " + N(n) + " exceeds the limit of " +
-                         N(opt.limits.max_tensor_count));
+    return LimitExceeded(ctx + "tensor count " + N(n) + " exceeds the limit of " + N(opt.limits.max_tensor_count));
   }
   const auto table_end = CheckedAdd(8, CheckedMul(n, 8).value_or(UINT64_MAX));
   if (!table_end || *table_end > bytes.size()) {
-    return Corruption(ctx + "offset table of " + N(n) + " records runs past the end of the file (" +
-                      N(bytes.size()) + " bytes)");
+    return Corruption(ctx + "offset table of " + N(n) + " records runs past the end of the file (" + N(bytes.size()) +
+                      " bytes)");
   }
   std::vector<Record> records;  // not reserved: n is bounded by the file, not by memory
   for (std::uint64_t i = 0; i < n; ++i) {
@@ -383,8 +377,8 @@ Result<CooTensor> FromNative(const Tensor& t, const std::string& what) {
   if (!parts.ok()) return InvalidArgument(what + ": " + parts.status().message());
   CooTensor c;
   c.dense_shape = t.info.shape;
-  c.indices.info = MakeInfo(t.info.name + ".indices", DType::kI64, Shape{t.info.nnz, t.info.shape.size()}, 0,
-                            parts->indices.size());
+  c.indices.info =
+      MakeInfo(t.info.name + ".indices", DType::kI64, Shape{t.info.nnz, t.info.shape.size()}, 0, parts->indices.size());
   c.indices.data = parts->indices;
   c.indices.owner = t.owner;
   c.values.info = MakeInfo(t.info.name + ".values", t.info.dtype, Shape{t.info.nnz}, 0, parts->values.size());
@@ -422,8 +416,7 @@ Result<std::vector<Item>> ItemsOf(const TensorSet& set) {
     auto& c = std::get<CooTensor>(items[it->second]);
     Tensor& slot = is_idx ? c.indices : c.values;
     if (!slot.info.name.empty() || c.dense_shape != *coo_shape) {
-      return InvalidArgument(what + ": duplicate COO part or shapes that disagree for " +
-                             internal::QuoteName(base));
+      return InvalidArgument(what + ": duplicate COO part or shapes that disagree for " + internal::QuoteName(base));
     }
     slot = t;
   }

@@ -24,8 +24,19 @@ inline constexpr std::string_view kAlignmentKey = "general.alignment";
 
 // GGUF metadata value types (persisted: codes are the spec's).
 enum class ValueType : std::uint32_t {
-  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6,
-  kBool = 7, kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
 };
 inline constexpr std::uint32_t kMaxValueType = 12;
 
@@ -38,8 +49,7 @@ std::uint32_t ValueTypeSize(ValueType t);
 // A read position in untrusted bytes. Load* do not check: call Need first.
 class Cursor {
  public:
-  Cursor(std::span<const std::byte> bytes, const std::string& file)
-      : bytes_(bytes), file_(file) {}
+  Cursor(std::span<const std::byte> bytes, const std::string& file) : bytes_(bytes), file_(file) {}
   std::uint64_t pos() const { return pos_; }
   std::uint64_t size() const { return bytes_.size(); }
   std::uint64_t remaining() const { return bytes_.size() - pos_; }
@@ -74,7 +84,7 @@ class Cursor {
 
 // The key/value section decoded into the metadata JSON of docs/formats/gguf.md.
 struct KeyValues {
-  std::string json;                       // "" when there are no pairs
+  std::string json;  // "" when there are no pairs
   std::uint32_t alignment = kDefaultAlignment;
 };
 // Reads `count` pairs starting at the cursor.
@@ -86,8 +96,7 @@ struct EncodedKeyValues {
   std::uint64_t count = 0;
   std::uint32_t alignment = kDefaultAlignment;
 };
-Result<EncodedKeyValues> EncodeKeyValues(std::string_view metadata_json,
-                                         const WriteOptions& options);
+Result<EncodedKeyValues> EncodeKeyValues(std::string_view metadata_json, const WriteOptions& options);
 
 // `metadata_json` without the "tensorsafe.gguf_types" entries a writer
 // would infer anyway (strings typed "string"), and without the member when

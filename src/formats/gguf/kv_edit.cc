@@ -15,9 +15,8 @@ using Json = nlohmann::ordered_json;
 using tensorsafe::internal::QuoteName;
 
 constexpr std::string_view kShort[][2] = {
-    {"u8", "uint8"},   {"i8", "int8"},   {"u16", "uint16"},   {"i16", "int16"},
-    {"u32", "uint32"}, {"i32", "int32"}, {"u64", "uint64"},   {"i64", "int64"},
-    {"f32", "float32"}, {"f64", "float64"}, {"str", "string"},
+    {"u8", "uint8"},   {"i8", "int8"},   {"u16", "uint16"},  {"i16", "int16"},   {"u32", "uint32"}, {"i32", "int32"},
+    {"u64", "uint64"}, {"i64", "int64"}, {"f32", "float32"}, {"f64", "float64"}, {"str", "string"},
 };
 
 // The spec name of a scalar type name or short form; "" when unknown.
@@ -29,9 +28,7 @@ std::string ScalarType(std::string_view name) {
   return {};
 }
 
-Status Bad(std::string_view arg, const std::string& why) {
-  return InvalidArgument(QuoteName(arg) + ": " + why);
-}
+Status Bad(std::string_view arg, const std::string& why) { return InvalidArgument(QuoteName(arg) + ": " + why); }
 
 // A scalar VALUE as the JSON value of its type.
 Result<Json> ScalarValue(std::string_view arg, const std::string& type, std::string_view v) {

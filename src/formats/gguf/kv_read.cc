@@ -51,8 +51,8 @@ void AppendHex(std::string& out, std::uint64_t v, int digits) {
 
 // Non-finite values are strings; a NaN other than the canonical quiet NaN
 // keeps its bits ("nan:0x7fc00001").
-bool AppendNonFinite(std::string& out, bool nan, bool negative, std::uint64_t bits,
-                     std::uint64_t canonical_nan, int hex_digits) {
+bool AppendNonFinite(std::string& out, bool nan, bool negative, std::uint64_t bits, std::uint64_t canonical_nan,
+                     int hex_digits) {
   if (nan) {
     if (bits == canonical_nan) {
       out += "\"nan\"";
@@ -82,8 +82,8 @@ std::uint32_t ValueTypeSize(ValueType t) { return kTypeSizes[static_cast<std::ui
 
 Status Cursor::Need(std::uint64_t n, std::string_view what) const {
   if (n <= remaining()) return Status::OK();
-  return Corruption(file_ + ": " + std::string(what) + " at offset " + Str(pos_) + " needs " +
-                    Str(n) + " bytes, " + Str(remaining()) + " remain");
+  return Corruption(file_ + ": " + std::string(what) + " at offset " + Str(pos_) + " needs " + Str(n) + " bytes, " +
+                    Str(remaining()) + " remain");
 }
 
 Result<std::string_view> Cursor::String(std::string_view what, std::uint64_t max_bytes) {
@@ -91,12 +91,12 @@ Result<std::string_view> Cursor::String(std::string_view what, std::uint64_t max
   const std::uint64_t at = pos_;
   const std::uint64_t len = Load64();
   if (len > remaining()) {
-    return Corruption(file_ + ": " + std::string(what) + ": length " + Str(len) + " at offset " +
-                      Str(at) + " exceeds the " + Str(remaining()) + " bytes remaining");
+    return Corruption(file_ + ": " + std::string(what) + ": length " + Str(len) + " at offset " + Str(at) +
+                      " exceeds the " + Str(remaining()) + " bytes remaining");
   }
   if (len > max_bytes) {
-    return LimitExceeded(file_ + ": " + std::string(what) + ": length " + Str(len) +
-                         " exceeds the limit of " + Str(max_bytes) + " bytes");
+    return LimitExceeded(file_ + ": " + std::string(what) + ": length " + Str(len) + " exceeds the limit of " +
+                         Str(max_bytes) + " bytes");
   }
   return std::string_view(reinterpret_cast<const char*>(Take(len)), len);
 }
@@ -146,8 +146,7 @@ void AppendF32(std::string& out, float v) {
 
 void AppendF64(std::string& out, double v) {
   if (!std::isfinite(v)) {
-    AppendNonFinite(out, std::isnan(v), v < 0, std::bit_cast<std::uint64_t>(v),
-                    0x7ff8000000000000ull, 16);
+    AppendNonFinite(out, std::isnan(v), v < 0, std::bit_cast<std::uint64_t>(v), 0x7ff8000000000000ull, 16);
     return;
   }
   char buf[64];
@@ -168,15 +167,15 @@ class KvReader {
     json_ = "{";
     types_ = "{";
     for (std::uint64_t i = 0; i < count; ++i) {
-      TS_ASSIGN_OR_RETURN(std::string_view key,
-                          c_.String("key " + Str(i), opt_.max_string_bytes));
+      TS_ASSIGN_OR_RETURN(std::string_view key, c_.String("key " + Str(i), opt_.max_string_bytes));
       if (key.empty()) return Fail(Corruption, "key " + Str(i) + " is empty");
       ctx_ = "key " + Str(i) + " " + QuoteName(key);
       ctx_string_ = ctx_ + " string";  // built once, not per array element
       if (!IsValidUtf8(key)) return Fail(Corruption, ctx_ + " is not valid UTF-8");
       if (key == kTypesKey) {
-        return Fail(Unsupported, ctx_ + " is reserved by tensorsafe for the GGUF types of the "
-                                        "other keys");
+        return Fail(Unsupported, ctx_ +
+                                     " is reserved by tensorsafe for the GGUF types of the "
+                                     "other keys");
       }
       auto [it, inserted] = seen.emplace(key, i);
       if (!inserted) {
@@ -201,12 +200,10 @@ class KvReader {
         // ggml's rule: a u32 power of two (the spec's "multiple of 8" is not
         // enforced by any reader).
         if (static_cast<ValueType>(t) != ValueType::kU32) {
-          return Fail(Corruption, ctx_ + " has type " +
-                                      std::string(ValueTypeName(static_cast<ValueType>(t))) +
+          return Fail(Corruption, ctx_ + " has type " + std::string(ValueTypeName(static_cast<ValueType>(t))) +
                                       "; it must be uint32");
         }
-        const std::uint32_t a =
-            tensorsafe::internal::Load32(c_.bytes().data() + value_pos);
+        const std::uint32_t a = tensorsafe::internal::Load32(c_.bytes().data() + value_pos);
         if (!IsPowerOfTwo(a)) {
           return Fail(Corruption, ctx_ + ": alignment " + Str(a) + " is not a power of two");
         }
@@ -224,15 +221,13 @@ class KvReader {
   }
 
  private:
-  Status Fail(Status (*make)(std::string), const std::string& msg) const {
-    return make(c_.file() + ": " + msg);
-  }
+  Status Fail(Status (*make)(std::string), const std::string& msg) const { return make(c_.file() + ": " + msg); }
 
   Status CheckSize() const {
     const std::uint64_t n = json_.size() + types_.size() + pending_;
     if (n <= opt_.max_metadata_bytes) return Status::OK();
-    return Fail(LimitExceeded, ctx_ + ": the metadata JSON grows past the limit of " +
-                                   Str(opt_.max_metadata_bytes) + " bytes");
+    return Fail(LimitExceeded,
+                ctx_ + ": the metadata JSON grows past the limit of " + Str(opt_.max_metadata_bytes) + " bytes");
   }
 
   void Scalar(ValueType t) {
@@ -291,8 +286,7 @@ class KvReader {
     const std::uint8_t b = c_.Load8();
     // 0/1 only, so that the value round-trips through a JSON bool.
     if (b > 1) {
-      return Fail(Corruption, ctx_ + ": bool value " + Str(b) + " at offset " + Str(at) +
-                                  " is neither 0 nor 1");
+      return Fail(Corruption, ctx_ + ": bool value " + Str(b) + " at offset " + Str(at) + " is neither 0 nor 1");
     }
     json_ += b ? "true" : "false";
     return Status::OK();
@@ -307,24 +301,20 @@ class KvReader {
     }
     const auto e = static_cast<ValueType>(et);
     if (e == ValueType::kArray && depth + 2 > opt_.max_array_depth) {
-      return Fail(LimitExceeded, ctx_ + ": arrays nested deeper than the limit of " +
-                                     Str(opt_.max_array_depth));
+      return Fail(LimitExceeded, ctx_ + ": arrays nested deeper than the limit of " + Str(opt_.max_array_depth));
     }
     // Every element takes at least this many bytes: a count the file cannot
     // hold is refused before any work or allocation.
-    const std::uint64_t min = e == ValueType::kString ? 8 : e == ValueType::kArray ? 12
-                                                                                   : ValueTypeSize(e);
+    const std::uint64_t min = e == ValueType::kString ? 8 : e == ValueType::kArray ? 12 : ValueTypeSize(e);
     auto need = CheckedMul(count, min);
     if (!need || *need > c_.remaining()) {
-      return Fail(Corruption, ctx_ + ": array of " + Str(count) + " " +
-                                  std::string(ValueTypeName(e)) + " at offset " +
-                                  Str(c_.pos() - 12) + " cannot fit in the " +
-                                  Str(c_.remaining()) + " bytes remaining");
+      return Fail(Corruption, ctx_ + ": array of " + Str(count) + " " + std::string(ValueTypeName(e)) + " at offset " +
+                                  Str(c_.pos() - 12) + " cannot fit in the " + Str(c_.remaining()) +
+                                  " bytes remaining");
     }
     if (count > opt_.max_array_elems) {
-      return Fail(LimitExceeded, ctx_ + ": array of " + Str(count) +
-                                     " elements exceeds the limit of " +
-                                     Str(opt_.max_array_elems));
+      return Fail(LimitExceeded,
+                  ctx_ + ": array of " + Str(count) + " elements exceeds the limit of " + Str(opt_.max_array_elems));
     }
     json_ += '[';
     // Element descriptors of an array of arrays: kept as one list text, with

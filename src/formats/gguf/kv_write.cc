@@ -180,13 +180,25 @@ class KvWriter {
     std::uint64_t hi = 0;
     switch (t) {
       case ValueType::kU8: hi = UINT8_MAX; break;
-      case ValueType::kI8: lo = INT8_MIN; hi = INT8_MAX; break;
+      case ValueType::kI8:
+        lo = INT8_MIN;
+        hi = INT8_MAX;
+        break;
       case ValueType::kU16: hi = UINT16_MAX; break;
-      case ValueType::kI16: lo = INT16_MIN; hi = INT16_MAX; break;
+      case ValueType::kI16:
+        lo = INT16_MIN;
+        hi = INT16_MAX;
+        break;
       case ValueType::kU32: hi = UINT32_MAX; break;
-      case ValueType::kI32: lo = INT32_MIN; hi = INT32_MAX; break;
+      case ValueType::kI32:
+        lo = INT32_MIN;
+        hi = INT32_MAX;
+        break;
       case ValueType::kU64: hi = UINT64_MAX; break;
-      default: lo = INT64_MIN; hi = INT64_MAX; break;  // kI64
+      default:
+        lo = INT64_MIN;
+        hi = INT64_MAX;
+        break;  // kI64
     }
     std::uint64_t bits;
     if (v.is_number_unsigned()) {
@@ -263,8 +275,8 @@ class KvWriter {
   Status ArrayBody(const Json& desc, const Json& v) {
     if (desc.is_array()) {  // ["array", d0, d1, ...]: one descriptor per element
       if (desc.size() != v.size() + 1) {
-        return Bad("type " + desc.dump() + " lists " + std::to_string(desc.size() - 1) +
-                   " element types for " + std::to_string(v.size()) + " elements");
+        return Bad("type " + desc.dump() + " lists " + std::to_string(desc.size() - 1) + " element types for " +
+                   std::to_string(v.size()) + " elements");
       }
       Put32(out_, static_cast<std::uint32_t>(ValueType::kArray));
       Put64(out_, v.size());
@@ -277,7 +289,7 @@ class KvWriter {
     }
     const auto& s = desc.get_ref<const std::string&>();
     const Json elem(s.substr(6, s.size() - 7));  // "array<X>" -> "X"
-    if (elem == "array") {  // an empty array of arrays: no element to describe
+    if (elem == "array") {                       // an empty array of arrays: no element to describe
       if (!v.empty()) return Bad("type \"array<array>\" needs an empty array");
       Put32(out_, static_cast<std::uint32_t>(ValueType::kArray));
       Put64(out_, 0);
@@ -298,8 +310,7 @@ class KvWriter {
 
 }  // namespace
 
-Result<EncodedKeyValues> EncodeKeyValues(std::string_view metadata_json,
-                                         const WriteOptions& options) {
+Result<EncodedKeyValues> EncodeKeyValues(std::string_view metadata_json, const WriteOptions& options) {
   EncodedKeyValues out;
   if (metadata_json.empty()) return out;
   bool too_deep = false;
@@ -312,8 +323,7 @@ Result<EncodedKeyValues> EncodeKeyValues(std::string_view metadata_json,
     j = Json::parse(metadata_json.begin(), metadata_json.end(), cb);
   } catch (const Json::exception& e) {
     if (too_deep) {
-      return LimitExceeded("metadata JSON nested deeper than " +
-                           std::to_string(options.max_json_depth));
+      return LimitExceeded("metadata JSON nested deeper than " + std::to_string(options.max_json_depth));
     }
     return InvalidArgument(std::string("metadata is not valid JSON: ") + e.what());
   }
@@ -375,11 +385,10 @@ Result<EncodedKeyValues> EncodeKeyValues(std::string_view metadata_json,
       if (desc != "uint32") {
         return InvalidArgument("general.alignment must have type uint32, not " + desc.dump());
       }
-      const std::uint32_t a = tensorsafe::internal::Load32(
-          reinterpret_cast<const std::byte*>(out.bytes.data() + value_at));
+      const std::uint32_t a =
+          tensorsafe::internal::Load32(reinterpret_cast<const std::byte*>(out.bytes.data() + value_at));
       if (!tensorsafe::internal::IsPowerOfTwo(a)) {
-        return InvalidArgument("general.alignment " + std::to_string(a) +
-                               " is not a power of two");
+        return InvalidArgument("general.alignment " + std::to_string(a) + " is not a power of two");
       }
       out.alignment = a;
     }

@@ -82,8 +82,8 @@ Status Dequantize(const GgmlType& type, std::span<const std::byte> blocks, DType
   if (k == nullptr) return NoDequantizer(type);
   if (!IsTarget(dtype)) return BadTarget(dtype);
   if (blocks.size() % type.block_bytes != 0) {
-    return InvalidArgument(Str(blocks.size()) + " bytes are not a whole number of " + Str(type.block_bytes) +
-                           "-byte " + Name(type) + " blocks");
+    return InvalidArgument(Str(blocks.size()) + " bytes are not a whole number of " + Str(type.block_bytes) + "-byte " +
+                           Name(type) + " blocks");
   }
   const std::size_t n = blocks.size() / type.block_bytes;
   const std::size_t be = type.block_elems;
@@ -118,8 +118,7 @@ Status Dequantize(const GgmlType& type, std::span<const std::byte> blocks, DType
       }
     }
   };
-  tensorsafe::internal::ParallelFor(n, std::max<std::size_t>(1, kMinPieceBytes / (be * esize)), options.threads,
-                                    body);
+  tensorsafe::internal::ParallelFor(n, std::max<std::size_t>(1, kMinPieceBytes / (be * esize)), options.threads, body);
   return Status::OK();
 }
 
@@ -142,11 +141,10 @@ Status Quantize(const GgmlType& type, std::span<const float> values, std::span<s
                            " bytes; the output has " + Str(out.size()));
   }
   auto* dst = reinterpret_cast<std::uint8_t*>(out.data());
-  tensorsafe::internal::ParallelFor(
-      n, std::max<std::size_t>(1, (std::size_t{256} << 10) / (4 * type.block_elems)), options.threads,
-      [&](std::size_t b, std::size_t e) {
-        k(values.data() + b * type.block_elems, e - b, dst + b * type.block_bytes);
-      });
+  tensorsafe::internal::ParallelFor(n, std::max<std::size_t>(1, (std::size_t{256} << 10) / (4 * type.block_elems)),
+                                    options.threads, [&](std::size_t b, std::size_t e) {
+                                      k(values.data() + b * type.block_elems, e - b, dst + b * type.block_bytes);
+                                    });
   return Status::OK();
 }
 
@@ -293,8 +291,7 @@ Result<Tensor> QuantizeTensor(const Tensor& t, const GgmlType& type, const Quant
     }
     TS_ASSIGN_OR_RETURN(f32, CastTensor(t, DType::kF32, options.threads));
   }
-  TS_RETURN_IF_ERROR(
-      tensorsafe::internal::CheckDenseSize(DType::kF32, f32.info.shape, f32.data.size(), what));
+  TS_RETURN_IF_ERROR(tensorsafe::internal::CheckDenseSize(DType::kF32, f32.info.shape, f32.data.size(), what));
   if (t.info.layout != Layout::kDense) return Unsupported(what + ": only dense tensors can be quantised");
   const std::uint64_t row = t.info.shape.empty() ? 1 : t.info.shape.back();
   if (row % type.block_elems != 0) {
@@ -315,9 +312,8 @@ Result<Tensor> QuantizeTensor(const Tensor& t, const GgmlType& type, const Quant
     std::memcpy(aligned.get(), f32.data.data(), n * 4);
     values = aligned.get();
   }
-  TS_RETURN_IF_ERROR(
-      Quantize(type, std::span<const float>(values, n), std::span<std::byte>(buf.get(), bytes), options)
-          .WithContext(what));
+  TS_RETURN_IF_ERROR(Quantize(type, std::span<const float>(values, n), std::span<std::byte>(buf.get(), bytes), options)
+                         .WithContext(what));
   Tensor out;
   out.info.name = t.info.name;
   out.info.data_length = bytes;

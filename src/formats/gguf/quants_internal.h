@@ -73,11 +73,32 @@ inline float F16(const std::uint8_t* p) { return tensorsafe::internal::HalfToFlo
 
 // ggml's codes, for the kernels' tables.
 enum Code : std::uint32_t {
-  kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8,
-  kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14,
-  kIQ2_XXS = 16, kIQ2_XS = 17, kIQ3_XXS = 18, kIQ1_S = 19, kIQ4_NL = 20, kIQ3_S = 21,
-  kIQ2_S = 22, kIQ4_XS = 23, kIQ1_M = 29, kBF16 = 30, kTQ1_0 = 34, kTQ2_0 = 35,
-  kMXFP4 = 39, kNVFP4 = 40,
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ8_0 = 8,
+  kQ2_K = 10,
+  kQ3_K = 11,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kIQ2_XXS = 16,
+  kIQ2_XS = 17,
+  kIQ3_XXS = 18,
+  kIQ1_S = 19,
+  kIQ4_NL = 20,
+  kIQ3_S = 21,
+  kIQ2_S = 22,
+  kIQ4_XS = 23,
+  kIQ1_M = 29,
+  kBF16 = 30,
+  kTQ1_0 = 34,
+  kTQ2_0 = 35,
+  kMXFP4 = 39,
+  kNVFP4 = 40,
 };
 
 // numpy's a + b when b is a broadcast scale (Q4_1, Q5_1): its compiled add

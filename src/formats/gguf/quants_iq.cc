@@ -26,25 +26,39 @@ struct Grid {
   const float* Row(std::size_t r) const { return v.data() + r * Cols; }
 };
 
-const auto& Iq2XxsGrid() { static const Grid<256, 8> g(kIq2XxsGrid, kIq2XxsMap, 2); return g; }
-const auto& Iq2XsGrid() { static const Grid<512, 8> g(kIq2XsGrid, kIq2XsMap, 2); return g; }
-const auto& Iq2SGrid() { static const Grid<1024, 8> g(kIq2SGrid, kIq2SMap, 2); return g; }
-const auto& Iq3XxsGrid() { static const Grid<256, 4> g(kIq3XxsGrid, kIq3XxsMap, 3); return g; }
-const auto& Iq3SGrid() { static const Grid<512, 4> g(kIq3SGrid, kIq3SMap, 3); return g; }
-const auto& Iq1SGrid() { static const Grid<2048, 8> g(kIq1SGrid, kIq1SMap, 2); return g; }
+const auto& Iq2XxsGrid() {
+  static const Grid<256, 8> g(kIq2XxsGrid, kIq2XxsMap, 2);
+  return g;
+}
+const auto& Iq2XsGrid() {
+  static const Grid<512, 8> g(kIq2XsGrid, kIq2XsMap, 2);
+  return g;
+}
+const auto& Iq2SGrid() {
+  static const Grid<1024, 8> g(kIq2SGrid, kIq2SMap, 2);
+  return g;
+}
+const auto& Iq3XxsGrid() {
+  static const Grid<256, 4> g(kIq3XxsGrid, kIq3XxsMap, 3);
+  return g;
+}
+const auto& Iq3SGrid() {
+  static const Grid<512, 4> g(kIq3SGrid, kIq3SMap, 3);
+  return g;
+}
+const auto& Iq1SGrid() {
+  static const Grid<2048, 8> g(kIq1SGrid, kIq1SMap, 2);
+  return g;
+}
 
 // ggml's ksigns_iq2xs: 7 sign bits and an eighth that makes their parity even.
-inline std::uint8_t KSigns(std::uint32_t i) {
-  return static_cast<std::uint8_t>(i | ((std::popcount(i) & 1u) << 7));
-}
+inline std::uint8_t KSigns(std::uint32_t i) { return static_cast<std::uint8_t>(i | ((std::popcount(i) & 1u) << 7)); }
 
 // Bit j of a sign byte: numpy multiplies by np.where(bit == 0, 1, -1).
 inline bool Neg(std::uint32_t bits, int j) { return ((bits >> j) & 1u) != 0; }
 
 // (d * (0.5 + s)) * k, the sub-block scale of the IQ2 and IQ3_XXS types.
-inline float HalfStepScale(float d, std::uint32_t s, float k) {
-  return d * (0.5f + static_cast<float>(s)) * k;
-}
+inline float HalfStepScale(float d, std::uint32_t s, float k) { return d * (0.5f + static_cast<float>(s)) * k; }
 
 // Nibble `i` of a byte string (low nibbles first within each byte pair).
 inline std::uint32_t Nibble4(const std::uint8_t* s, int i) { return (s[i / 2] >> (4 * (i % 2))) & 0x0Fu; }

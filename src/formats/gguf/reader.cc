@@ -51,9 +51,7 @@ class Decoder {
   }
 
  private:
-  Status Err(Status (*make)(std::string), const std::string& msg) const {
-    return make(file_ + ": " + msg);
-  }
+  Status Err(Status (*make)(std::string), const std::string& msg) const { return make(file_ + ": " + msg); }
 
   Status Header() {
     if (c_.size() < 4) {
@@ -61,8 +59,8 @@ class Decoder {
     }
     const std::uint32_t magic = c_.Load32();
     if (magic != internal::kMagic) {
-      return Err(Corruption, "bad magic " + QuoteName(std::string_view(
-                                                reinterpret_cast<const char*>(c_.bytes().data()), 4)) +
+      return Err(Corruption, "bad magic " +
+                                 QuoteName(std::string_view(reinterpret_cast<const char*>(c_.bytes().data()), 4)) +
                                  ", expected \"GGUF\"");
     }
     TS_RETURN_IF_ERROR(c_.Need(4, "version"));
@@ -72,31 +70,29 @@ class Decoder {
     }
     if (version != 0 && (version & 0xFFFF) == 0) {
       // A byte-swapped small number: a big-endian file (allowed since v3).
-      return Err(Unsupported, "version field " + Str(version) +
-                                  " looks byte-swapped: big-endian GGUF is not supported");
+      return Err(Unsupported,
+                 "version field " + Str(version) + " looks byte-swapped: big-endian GGUF is not supported");
     }
     if (version != 2 && version != 3) {
-      return Err(Unsupported, "GGUF version " + Str(version) +
-                                  " is not supported (only versions 2 and 3 are)");
+      return Err(Unsupported, "GGUF version " + Str(version) + " is not supported (only versions 2 and 3 are)");
     }
     TS_RETURN_IF_ERROR(c_.Need(16, "tensor and key/value counts"));
     tensor_count_ = c_.Load64();
     kv_count_ = c_.Load64();
     if (tensor_count_ > opt_.max_tensor_count) {
-      return Err(LimitExceeded, "tensor count " + Str(tensor_count_) + " exceeds the limit of " +
-                                    Str(opt_.max_tensor_count));
+      return Err(LimitExceeded,
+                 "tensor count " + Str(tensor_count_) + " exceeds the limit of " + Str(opt_.max_tensor_count));
     }
     if (kv_count_ > opt_.max_kv_count) {
-      return Err(LimitExceeded, "key/value count " + Str(kv_count_) + " exceeds the limit of " +
-                                    Str(opt_.max_kv_count));
+      return Err(LimitExceeded,
+                 "key/value count " + Str(kv_count_) + " exceeds the limit of " + Str(opt_.max_kv_count));
     }
     auto kv_min = CheckedMul(kv_count_, kMinKeyValueBytes);
     auto ti_min = CheckedMul(tensor_count_, kMinTensorInfoBytes);
     auto min = kv_min && ti_min ? CheckedAdd(*kv_min, *ti_min) : std::nullopt;
     if (!min || *min > c_.remaining()) {
       return Err(Corruption, Str(kv_count_) + " key/value pairs and " + Str(tensor_count_) +
-                                 " tensor infos cannot fit in the " + Str(c_.remaining()) +
-                                 " bytes after the header");
+                                 " tensor infos cannot fit in the " + Str(c_.remaining()) + " bytes after the header");
     }
     return Status::OK();
   }
@@ -104,8 +100,8 @@ class Decoder {
   Status TensorInfos() {
     auto min = CheckedMul(tensor_count_, kMinTensorInfoBytes);
     if (!min || *min > c_.remaining()) {
-      return Err(Corruption, Str(tensor_count_) + " tensor infos cannot fit in the " +
-                                 Str(c_.remaining()) + " bytes after the key/value pairs");
+      return Err(Corruption, Str(tensor_count_) + " tensor infos cannot fit in the " + Str(c_.remaining()) +
+                                 " bytes after the key/value pairs");
     }
     infos_.resize(tensor_count_);
     std::unordered_map<std::string_view, std::uint64_t> seen;
@@ -119,12 +115,11 @@ class Decoder {
       // ggml keeps tensor names as C strings (ggml_set_name): it would read
       // this name cut at the NUL, and two names equal up to it as duplicates.
       if (const auto nul = t.name.find('\0'); nul != std::string_view::npos) {
-        return Err(Corruption, ctx + ": name has a NUL byte at position " + Str(nul) +
-                                   "; ggml would read it as " + QuoteName(t.name.substr(0, nul)));
+        return Err(Corruption, ctx + ": name has a NUL byte at position " + Str(nul) + "; ggml would read it as " +
+                                   QuoteName(t.name.substr(0, nul)));
       }
       if (t.name.size() > opt_.max_tensor_name_bytes) {
-        return Err(LimitExceeded, ctx + ": name of " + Str(t.name.size()) +
-                                      " bytes exceeds the limit of " +
+        return Err(LimitExceeded, ctx + ": name of " + Str(t.name.size()) + " bytes exceeds the limit of " +
                                       Str(opt_.max_tensor_name_bytes) + " (ggml's is 63)");
       }
       auto [it, inserted] = seen.emplace(t.name, i);
@@ -132,16 +127,14 @@ class Decoder {
       TS_RETURN_IF_ERROR(c_.Need(4, ctx + " n_dims"));
       t.n_dims = c_.Load32();
       if (t.n_dims > kMaxDims) {
-        return Err(Unsupported, ctx + ": " + Str(t.n_dims) +
-                                    " dimensions; ggml supports at most " + Str(kMaxDims));
+        return Err(Unsupported, ctx + ": " + Str(t.n_dims) + " dimensions; ggml supports at most " + Str(kMaxDims));
       }
       TS_RETURN_IF_ERROR(c_.Need(8 * t.n_dims + 4 + 8, ctx + " dims, type and offset"));
       for (std::uint32_t d = 0; d < t.n_dims; ++d) {
         t.ne[d] = c_.Load64();
         // ggml stores dims as int64.
         if (t.ne[d] > static_cast<std::uint64_t>(INT64_MAX)) {
-          return Err(Corruption, ctx + ": dimension " + Str(d) + " is " + Str(t.ne[d]) +
-                                     ", more than INT64_MAX");
+          return Err(Corruption, ctx + ": dimension " + Str(d) + " is " + Str(t.ne[d]) + ", more than INT64_MAX");
         }
       }
       const std::uint32_t code = c_.Load32();
@@ -150,10 +143,8 @@ class Decoder {
       if (!type) return Err(Unsupported, ctx + ": unknown ggml type " + Str(code));
       t.type = *type;
       if (t.ne[0] % t.type.block_elems != 0) {
-        return Err(Corruption, ctx + ": row of " + Str(t.ne[0]) +
-                                   " elements is not a multiple of the " +
-                                   std::string(t.type.name) + " block of " +
-                                   Str(t.type.block_elems));
+        return Err(Corruption, ctx + ": row of " + Str(t.ne[0]) + " elements is not a multiple of the " +
+                                   std::string(t.type.name) + " block of " + Str(t.type.block_elems));
       }
       // Bytes = blocks per row x block bytes x rows, all checked; ggml also
       // refuses element counts above INT64_MAX.
@@ -174,8 +165,7 @@ class Decoder {
       }
       if (zero && elems && bytes) elems = bytes = 0;
       if (!elems || !bytes || *elems > static_cast<std::uint64_t>(INT64_MAX)) {
-        return Err(Corruption, ctx + ": shape " + GgmlShape(t) + " of " +
-                                   std::string(t.type.name) +
+        return Err(Corruption, ctx + ": shape " + GgmlShape(t) + " of " + std::string(t.type.name) +
                                    " overflows: more than INT64_MAX elements or 2^64 bytes");
       }
       t.nbytes = *bytes;
@@ -196,9 +186,9 @@ class Decoder {
     // gguf-py and ggml pad the tensor infos whenever there are tensors; with
     // none there is no data section to find.
     if (tensor_count_ > 0 && *start > c_.size()) {
-      return Err(Corruption, "data section at offset " + Str(*start) + " (tensor infos end at " +
-                                 Str(c_.pos()) + ", aligned to " + Str(align) +
-                                 ") lies past the end of the " + Str(c_.size()) + "-byte file");
+      return Err(Corruption, "data section at offset " + Str(*start) + " (tensor infos end at " + Str(c_.pos()) +
+                                 ", aligned to " + Str(align) + ") lies past the end of the " + Str(c_.size()) +
+                                 "-byte file");
     }
     TensorSet set;
     set.metadata_json = std::move(kv.json);
@@ -208,22 +198,18 @@ class Decoder {
       const Info& t = infos_[i];
       const std::string ctx = "tensor " + Str(i) + " " + QuoteName(t.name);
       if (t.offset % align != 0) {
-        return Err(Corruption, ctx + ": offset " + Str(t.offset) +
-                                   " is not a multiple of the alignment " + Str(align));
+        return Err(Corruption, ctx + ": offset " + Str(t.offset) + " is not a multiple of the alignment " + Str(align));
       }
       if (t.offset != expected) {
-        return Err(Corruption,
-                   ctx + ": offset " + Str(t.offset) + " should be " + Str(expected) +
-                       (i == 0 ? " (the first tensor starts the data section)"
-                               : " (the end of tensor " + Str(i - 1) + " padded to " +
-                                     Str(align) + ")") +
-                       ": tensors must be stored in order, without gaps or overlap");
+        return Err(Corruption, ctx + ": offset " + Str(t.offset) + " should be " + Str(expected) +
+                                   (i == 0 ? " (the first tensor starts the data section)"
+                                           : " (the end of tensor " + Str(i - 1) + " padded to " + Str(align) + ")") +
+                                   ": tensors must be stored in order, without gaps or overlap");
       }
       auto abs = CheckedAdd(*start, t.offset);
       if (!abs || !RangeWithin(*abs, t.nbytes, c_.size())) {
-        return Err(Corruption, ctx + ": data at offset " + Str(*start) + " + " + Str(t.offset) +
-                                   " + " + Str(t.nbytes) + " bytes runs past the end of the " +
-                                   Str(c_.size()) + "-byte file");
+        return Err(Corruption, ctx + ": data at offset " + Str(*start) + " + " + Str(t.offset) + " + " + Str(t.nbytes) +
+                                   " bytes runs past the end of the " + Str(c_.size()) + "-byte file");
       }
       auto padded = AlignUp(t.nbytes, align);
       auto next = padded ? CheckedAdd(t.offset, *padded) : std::nullopt;
@@ -244,8 +230,7 @@ class Decoder {
         for (std::size_t d = 0; d < out.info.shape.size(); ++d) {
           m += (d ? "," : "") + Str(out.info.shape[d]);
         }
-        m += "],\"block_elems\":" + Str(t.type.block_elems) +
-             ",\"block_bytes\":" + Str(t.type.block_bytes) + "}";
+        m += "],\"block_elems\":" + Str(t.type.block_elems) + ",\"block_bytes\":" + Str(t.type.block_bytes) + "}";
         out.info.metadata_json = std::move(m);
         out.info.shape = {t.nbytes};
       }

@@ -102,13 +102,12 @@ Result<InfoFields> CheckTensor(const Tensor& t, std::uint64_t i) {
   const TensorInfo& info = t.info;
   const std::string ctx = "tensor " + Str(i) + " " + QuoteName(info.name);
   if (info.name.size() > kMaxNameBytes) {
-    return InvalidArgument(ctx + ": name of " + Str(info.name.size()) +
-                           " bytes; ggml reads names of at most 63");
+    return InvalidArgument(ctx + ": name of " + Str(info.name.size()) + " bytes; ggml reads names of at most 63");
   }
   // ggml reads tensor names as C strings (reader.cc refuses them too).
   if (const auto nul = info.name.find('\0'); nul != std::string::npos) {
-    return InvalidArgument(ctx + ": name has a NUL byte at position " + Str(nul) +
-                           "; ggml would read it as " + QuoteName(std::string_view(info.name).substr(0, nul)));
+    return InvalidArgument(ctx + ": name has a NUL byte at position " + Str(nul) + "; ggml would read it as " +
+                           QuoteName(std::string_view(info.name).substr(0, nul)));
   }
   if (!info.metadata_json.empty() && info.metadata_json.find("gguf.type") != std::string::npos) {
     auto md = nlohmann::json::parse(info.metadata_json, nullptr, /*allow_exceptions=*/false);
@@ -121,15 +120,14 @@ Result<InfoFields> CheckTensor(const Tensor& t, std::uint64_t i) {
   }
   if (info.layout != Layout::kDense) return Unsupported(ctx + ": only dense tensors can be written");
   if (info.shape.size() > kMaxDims) {
-    return Unsupported(ctx + ": rank " + Str(info.shape.size()) + "; GGUF readers take at most " +
-                       Str(kMaxDims) + " dimensions");
+    return Unsupported(ctx + ": rank " + Str(info.shape.size()) + "; GGUF readers take at most " + Str(kMaxDims) +
+                       " dimensions");
   }
   auto size = DenseByteSize(info.dtype, info.shape);
   if (!size.ok()) return size.status().WithContext(ctx);
   if (*size != t.data.size()) {
-    return InvalidArgument(ctx + ": shape " + ShapeToString(info.shape) + " of " +
-                           std::string(DTypeName(info.dtype)) + " needs " + Str(*size) +
-                           " bytes, the data has " + Str(t.data.size()));
+    return InvalidArgument(ctx + ": shape " + ShapeToString(info.shape) + " of " + std::string(DTypeName(info.dtype)) +
+                           " needs " + Str(*size) + " bytes, the data has " + Str(t.data.size()));
   }
   return InfoFields{*GgmlCode(info.dtype), info.shape};
 }
@@ -169,8 +167,8 @@ Result<Plan> BuildHead(const TensorSet& set, const WriteOptions& options) {
     TS_ASSIGN_OR_RETURN(InfoFields f, CheckTensor(t, i));
     auto [it, inserted] = seen.emplace(t.info.name, i);
     if (!inserted) {
-      return InvalidArgument("tensor " + Str(i) + " " + QuoteName(t.info.name) +
-                             " has the name of tensor " + Str(it->second));
+      return InvalidArgument("tensor " + Str(i) + " " + QuoteName(t.info.name) + " has the name of tensor " +
+                             Str(it->second));
     }
     Put64(h, t.info.name.size());
     h += t.info.name;
@@ -190,9 +188,7 @@ Result<Plan> BuildHead(const TensorSet& set, const WriteOptions& options) {
   return p;
 }
 
-std::uint64_t PadBytes(std::uint64_t n, std::uint64_t alignment) {
-  return *AlignUp(n, alignment) - n;
-}
+std::uint64_t PadBytes(std::uint64_t n, std::uint64_t alignment) { return *AlignUp(n, alignment) - n; }
 
 }  // namespace
 
@@ -235,9 +231,10 @@ std::vector<std::string> ConsumerWarnings(const std::string& metadata_json) {
     auto md = nlohmann::json::parse(metadata_json, nullptr, /*allow_exceptions=*/false);
     if (md.is_object() && md.contains(kKey)) return {};
   }
-  return {"no general.architecture key: llama.cpp cannot load the file as a model, and transformers' GGUF "
-          "loader stops with an IndexError; name one with --gguf-kv general.architecture=str:NAME (the "
-          "architecture's own keys and tensor names are needed too: docs/formats/gguf.md §12)"};
+  return {
+      "no general.architecture key: llama.cpp cannot load the file as a model, and transformers' GGUF "
+      "loader stops with an IndexError; name one with --gguf-kv general.architecture=str:NAME (the "
+      "architecture's own keys and tensor names are needed too: docs/formats/gguf.md §12)"};
 }
 
 }  // namespace internal

@@ -18,8 +18,7 @@ class Parser {
 
   // Python allows these between tokens of a bracketed expression.
   void SkipSpace() {
-    while (p_ < s_.size() && (s_[p_] == ' ' || s_[p_] == '\t' || s_[p_] == '\n' ||
-                              s_[p_] == '\r' || s_[p_] == '\f')) {
+    while (p_ < s_.size() && (s_[p_] == ' ' || s_[p_] == '\t' || s_[p_] == '\n' || s_[p_] == '\r' || s_[p_] == '\f')) {
       ++p_;
     }
   }
@@ -64,8 +63,14 @@ class Parser {
 
   Result<bool> Bool() {
     SkipSpace();
-    if (s_.substr(p_, 4) == "True") { p_ += 4; return true; }
-    if (s_.substr(p_, 5) == "False") { p_ += 5; return false; }
+    if (s_.substr(p_, 4) == "True") {
+      p_ += 4;
+      return true;
+    }
+    if (s_.substr(p_, 5) == "False") {
+      p_ += 5;
+      return false;
+    }
     return Error("expected True or False");
   }
 
@@ -170,8 +175,7 @@ Result<HeaderDict> ParseHeaderDict(std::string_view text, std::uint32_t max_rank
   return h;
 }
 
-std::string FormatHeaderDict(std::string_view descr, bool fortran_order,
-                             std::span<const std::uint64_t> shape) {
+std::string FormatHeaderDict(std::string_view descr, bool fortran_order, std::span<const std::uint64_t> shape) {
   std::string s = "{'descr': '";
   s += descr;
   s += "', 'fortran_order': ";

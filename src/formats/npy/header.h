@@ -37,8 +37,7 @@ Result<HeaderDict> ParseHeaderDict(std::string_view text, std::uint32_t max_rank
 
 // The dict text NumPy writes before padding: keys sorted, Python reprs,
 // a trailing ", }" and the growth-axis spaces.
-std::string FormatHeaderDict(std::string_view descr, bool fortran_order,
-                             std::span<const std::uint64_t> shape);
+std::string FormatHeaderDict(std::string_view descr, bool fortran_order, std::span<const std::uint64_t> shape);
 
 // Magic, version, length and the dict padded with spaces and '\n' so the data
 // starts at a multiple of 64; version 1.0 when the length fits 16 bits, else

@@ -15,9 +15,8 @@ namespace tensorsafe::npy::internal {
 
 // Decodes one .npy image into a tensor named `name`. `where` prefixes every
 // error ("a.npz: member \"w.npy\""). data_offset is relative to `bytes`.
-Result<Tensor> DecodeArray(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
-                           const std::string& name, const std::string& where,
-                           const tensorsafe::npy::ReadOptions& options);
+Result<Tensor> DecodeArray(std::span<const std::byte> bytes, std::shared_ptr<const void> owner, const std::string& name,
+                           const std::string& where, const tensorsafe::npy::ReadOptions& options);
 
 // Whether NumPy can hold an array of `shape` and `itemsize`: the non-zero
 // dimensions' product times the item size fits in 2^63 - 1 (npy_intp).

@@ -70,22 +70,45 @@ Result<DescrInfo> ParseDescr(const std::string& descr, const tensorsafe::npy::Re
   std::optional<DType> dt;
   std::uint32_t unit = size;
   switch (kind) {
-    case 'b': if (size == 1) dt = DType::kBool; break;
+    case 'b':
+      if (size == 1) dt = DType::kBool;
+      break;
     case 'u':
-      if (size == 1) dt = DType::kU8; else if (size == 2) dt = DType::kU16;
-      else if (size == 4) dt = DType::kU32; else if (size == 8) dt = DType::kU64;
+      if (size == 1)
+        dt = DType::kU8;
+      else if (size == 2)
+        dt = DType::kU16;
+      else if (size == 4)
+        dt = DType::kU32;
+      else if (size == 8)
+        dt = DType::kU64;
       break;
     case 'i':
-      if (size == 1) dt = DType::kI8; else if (size == 2) dt = DType::kI16;
-      else if (size == 4) dt = DType::kI32; else if (size == 8) dt = DType::kI64;
+      if (size == 1)
+        dt = DType::kI8;
+      else if (size == 2)
+        dt = DType::kI16;
+      else if (size == 4)
+        dt = DType::kI32;
+      else if (size == 8)
+        dt = DType::kI64;
       break;
     case 'f':
       // ml_dtypes registers float8_e5m2 with kind 'f', so NumPy records "<f1".
-      if (size == 1) dt = DType::kF8E5M2; else if (size == 2) dt = DType::kF16;
-      else if (size == 4) dt = DType::kF32; else if (size == 8) dt = DType::kF64;
+      if (size == 1)
+        dt = DType::kF8E5M2;
+      else if (size == 2)
+        dt = DType::kF16;
+      else if (size == 4)
+        dt = DType::kF32;
+      else if (size == 8)
+        dt = DType::kF64;
       break;
     case 'c':
-      if (size == 8) dt = DType::kC64; else if (size == 16) dt = DType::kC128;
+      if (size == 8)
+        dt = DType::kC64;
+      else if (size == 16)
+        dt = DType::kC128;
       unit = size / 2;
       break;
     case 'V':
@@ -99,16 +122,19 @@ Result<DescrInfo> ParseDescr(const std::string& descr, const tensorsafe::npy::Re
       } else if (size == 2) {
         dt = DType::kBF16;
       } else if (size == 1) {
-        return Unsupported(q + ": a 1-byte void is how ml_dtypes float8/float6/float4/int4/uint4 "
+        return Unsupported(q +
+                           ": a 1-byte void is how ml_dtypes float8/float6/float4/int4/uint4 "
                            "arrays are saved and the type is lost; set ReadOptions::void_as");
       } else {
         return Unsupported(q + ": a " + N(size) + "-byte void type has no tensorsafe dtype");
       }
       break;
-    case 'U': case 'S': case 'a': case 'M': case 'm':
-      return Unsupported(q + ": strings, bytes and datetimes have no tensorsafe dtype");
-    default:
-      return Corruption(q + ": unknown type kind '" + std::string(1, kind) + "'");
+    case 'U':
+    case 'S':
+    case 'a':
+    case 'M':
+    case 'm': return Unsupported(q + ": strings, bytes and datetimes have no tensorsafe dtype");
+    default: return Corruption(q + ": unknown type kind '" + std::string(1, kind) + "'");
   }
   if (!dt) return Unsupported(q + ": no tensorsafe dtype has this kind and size");
   return DescrInfo{*dt, size, unit, order == '>'};
@@ -173,9 +199,8 @@ std::string StemOf(const std::string& path, std::string_view suffix) {
   return base;
 }
 
-Result<Tensor> DecodeArray(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
-                           const std::string& name, const std::string& where,
-                           const tensorsafe::npy::ReadOptions& opt) {
+Result<Tensor> DecodeArray(std::span<const std::byte> bytes, std::shared_ptr<const void> owner, const std::string& name,
+                           const std::string& where, const tensorsafe::npy::ReadOptions& opt) {
   auto err = [&](Status s) { return s.WithContext(where); };
   const std::uint64_t size = bytes.size();
   // 1. Enough bytes for the smallest prefix.
@@ -189,8 +214,7 @@ Result<Tensor> DecodeArray(std::span<const std::byte> bytes, std::shared_ptr<con
   // 3. Version.
   const std::uint8_t major = Load8(bytes.data() + 6), minor = Load8(bytes.data() + 7);
   if (major < 1 || major > 3 || minor != 0) {
-    return err(Unsupported("format version " + N(major) + "." + N(minor) +
-                           " (supported: 1.0, 2.0, 3.0)"));
+    return err(Unsupported("format version " + N(major) + "." + N(minor) + " (supported: 1.0, 2.0, 3.0)"));
   }
   // 4. Header length against the limit and the file.
   std::uint64_t prefix = kPrefixV1, hlen;
@@ -198,15 +222,14 @@ Result<Tensor> DecodeArray(std::span<const std::byte> bytes, std::shared_ptr<con
     hlen = Load16(bytes.data() + 8);
   } else {
     if (size < kPrefixV2) {
-      return err(Corruption("file is " + N(size) + " bytes, smaller than the 12-byte version " +
-                            N(major) + ".0 prefix"));
+      return err(
+          Corruption("file is " + N(size) + " bytes, smaller than the 12-byte version " + N(major) + ".0 prefix"));
     }
     prefix = kPrefixV2;
     hlen = Load32(bytes.data() + 8);
   }
   if (hlen > opt.max_header_bytes) {
-    return err(LimitExceeded("header of " + N(hlen) + " bytes exceeds the limit of " +
-                             N(opt.max_header_bytes)));
+    return err(LimitExceeded("header of " + N(hlen) + " bytes exceeds the limit of " + N(opt.max_header_bytes)));
   }
   if (!RangeWithin(prefix, hlen, size)) {
     return err(Corruption("header of " + N(hlen) + " bytes at offset " + N(prefix) +
@@ -233,12 +256,12 @@ Result<Tensor> DecodeArray(std::span<const std::byte> bytes, std::shared_ptr<con
   if (!need) return err(Internal("data size of a shape within the size limit overflows"));
   const std::uint64_t data_off = prefix + hlen, have = size - data_off;
   if (have < *need) {
-    return err(Corruption("truncated: shape " + ShapeToString(dict->shape) + " of " + dict->descr +
-                          " needs " + N(*need) + " data bytes, only " + N(have) + " remain"));
+    return err(Corruption("truncated: shape " + ShapeToString(dict->shape) + " of " + dict->descr + " needs " +
+                          N(*need) + " data bytes, only " + N(have) + " remain"));
   }
   if (have > *need) {
-    return err(Corruption(N(have - *need) + " trailing bytes after the " + N(*need) +
-                          " data bytes of shape " + ShapeToString(dict->shape)));
+    return err(Corruption(N(have - *need) + " trailing bytes after the " + N(*need) + " data bytes of shape " +
+                          ShapeToString(dict->shape)));
   }
   Tensor t;
   t.info.name = name;
@@ -290,10 +313,15 @@ Result<std::string> DescrOf(DType dtype) {
     // 0.6.0): the type name is lost except for float8_e5m2.
     case DType::kBF16: return std::string("<V2");
     case DType::kF8E5M2: return std::string("<f1");
-    case DType::kF8E4M3FN: case DType::kF8E4M3FNUZ: case DType::kF8E5M2FNUZ: case DType::kF8E8M0:
-      return std::string("<V1");
-    case DType::kF6E2M3: case DType::kF6E3M2: case DType::kF4E2M1: case DType::kI4: case DType::kU4:
-      break;
+    case DType::kF8E4M3FN:
+    case DType::kF8E4M3FNUZ:
+    case DType::kF8E5M2FNUZ:
+    case DType::kF8E8M0: return std::string("<V1");
+    case DType::kF6E2M3:
+    case DType::kF6E3M2:
+    case DType::kF4E2M1:
+    case DType::kI4:
+    case DType::kU4: break;
   }
   return Unsupported("dtype " + std::string(DTypeName(dtype)) +
                      " is packed below one byte per element; .npy has no faithful encoding for it "
@@ -302,9 +330,9 @@ Result<std::string> DescrOf(DType dtype) {
 
 Result<TensorSet> Decode(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
                          const std::string& display_name, const ReadOptions& options) {
-  TS_ASSIGN_OR_RETURN(Tensor t, npy::internal::DecodeArray(bytes, std::move(owner),
-                                                           npy::internal::StemOf(display_name, ".npy"),
-                                                           display_name, options));
+  TS_ASSIGN_OR_RETURN(Tensor t,
+                      npy::internal::DecodeArray(bytes, std::move(owner), npy::internal::StemOf(display_name, ".npy"),
+                                                 display_name, options));
   TensorSet set;
   set.tensors.push_back(std::move(t));
   return set;
@@ -331,9 +359,8 @@ static Status CheckSize(const Tensor& t) {
   TS_ASSIGN_OR_RETURN(std::uint64_t want, DenseByteSize(t.info.dtype, t.info.shape));
   if (want != t.data.size()) {
     return InvalidArgument("tensor " + tensorsafe::internal::QuoteName(t.info.name) + ": shape " +
-                           ShapeToString(t.info.shape) + " of " + std::string(DTypeName(t.info.dtype)) +
-                           " needs " + std::to_string(want) + " bytes, data has " +
-                           std::to_string(t.data.size()));
+                           ShapeToString(t.info.shape) + " of " + std::string(DTypeName(t.info.dtype)) + " needs " +
+                           std::to_string(want) + " bytes, data has " + std::to_string(t.data.size()));
   }
   return Status::OK();
 }
@@ -354,7 +381,8 @@ Status WriteFile(const std::string& path, const TensorSet& set, const WriteOptio
   Status s = CheckSize(t);
   if (!s.ok()) return s.WithContext(path);
   auto header = EncodeHeader(t.info.dtype, t.info.shape);
-  if (!header.ok()) return header.status().WithContext(path + ": tensor " + tensorsafe::internal::QuoteName(t.info.name));
+  if (!header.ok())
+    return header.status().WithContext(path + ": tensor " + tensorsafe::internal::QuoteName(t.info.name));
   return tensorsafe::internal::WriteAtomically(path, options.sync, options.env, [&](WritableFile& f) -> Status {
     TS_RETURN_IF_ERROR(f.Append(std::as_bytes(std::span(*header))));
     return f.Append(t.data);

@@ -21,7 +21,8 @@ Status WriteTo(WritableFile& f, const TensorSet& set, const WriteOptions& opt) {
   for (const Tensor& t : set.tensors) {
     const std::string& name = t.info.name;
     // An empty name is the member ".npy", as np.savez(**{"": a}) writes it.
-    if (!internal::IsValidUtf8(name)) return InvalidArgument("tensor name " + internal::QuoteName(name) + " is not UTF-8");
+    if (!internal::IsValidUtf8(name))
+      return InvalidArgument("tensor name " + internal::QuoteName(name) + " is not UTF-8");
     // Python's zipfile (so np.load) cuts a member name at its first NUL:
     // "w\0a" and "w\0b" would both load as "w", one array lost.
     if (const std::size_t z = name.find('\0'); z != std::string::npos) {
@@ -55,7 +56,8 @@ Result<TensorSet> Decode(std::span<const std::byte> bytes, std::shared_ptr<const
   for (const auto& e : entries) {
     const std::string where = display_name + ": member " + internal::QuoteName(e.name);
     // ".npy" alone is the name "" (np.load reads it so).
-    if (e.name.size() < kSuffix.size() || e.name.compare(e.name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) {
+    if (e.name.size() < kSuffix.size() ||
+        e.name.compare(e.name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) {
       return Unsupported(where + ": not a .npy member (np.load would return raw bytes for it)");
     }
     std::string name = e.name.substr(0, e.name.size() - kSuffix.size());

@@ -33,19 +33,31 @@ constexpr std::uint64_t kCountLimit = 0xffff;
 
 struct Cursor {
   const std::byte* p;
-  std::uint16_t U16() { auto v = Load16(p); p += 2; return v; }
-  std::uint32_t U32() { auto v = Load32(p); p += 4; return v; }
-  std::uint64_t U64() { auto v = Load64(p); p += 8; return v; }
+  std::uint16_t U16() {
+    auto v = Load16(p);
+    p += 2;
+    return v;
+  }
+  std::uint32_t U32() {
+    auto v = Load32(p);
+    p += 4;
+    return v;
+  }
+  std::uint64_t U64() {
+    auto v = Load64(p);
+    p += 8;
+    return v;
+  }
 };
 
 // Reads the zip64 extra field of a central entry: each 64-bit value is present
 // only where the 32-bit field holds its all-ones escape (APPNOTE 4.5.3).
-Status ApplyZip64Extra(std::span<const std::byte> extra, bool need_size, bool need_csize,
-                       bool need_offset, Entry* e) {
+Status ApplyZip64Extra(std::span<const std::byte> extra, bool need_size, bool need_csize, bool need_offset, Entry* e) {
   std::size_t i = 0;
   while (i + 4 <= extra.size()) {
     const std::uint16_t id = Load16(extra.data() + i), len = Load16(extra.data() + i + 2);
-    if (len > extra.size() - i - 4) return Corruption("extra field " + N(id) + " of " + N(len) + " bytes runs past the extra area");
+    if (len > extra.size() - i - 4)
+      return Corruption("extra field " + N(id) + " of " + N(len) + " bytes runs past the extra area");
     if (id == kZip64ExtraId) {
       const std::size_t want = 8 * (need_size + need_csize + need_offset);
       if (len < want) return Corruption("zip64 extra field of " + N(len) + " bytes, " + N(want) + " needed");
@@ -57,7 +69,8 @@ Status ApplyZip64Extra(std::span<const std::byte> extra, bool need_size, bool ne
     }
     i += 4 + len;
   }
-  if (need_size || need_csize || need_offset) return Corruption("a 32-bit field is 0xffffffff but there is no zip64 extra field");
+  if (need_size || need_csize || need_offset)
+    return Corruption("a 32-bit field is 0xffffffff but there is no zip64 extra field");
   return Status::OK();
 }
 
@@ -65,22 +78,16 @@ Status ApplyZip64Extra(std::span<const std::byte> extra, bool need_size, bool ne
 // reads a name without the UTF-8 flag (bit 11) as CP437, and so does
 // Python's zipfile, whose keys np.load returns.
 constexpr std::uint16_t kCp437High[128] = {
-    0x00C7, 0x00FC, 0x00E9, 0x00E2, 0x00E4, 0x00E0, 0x00E5, 0x00E7,
-    0x00EA, 0x00EB, 0x00E8, 0x00EF, 0x00EE, 0x00EC, 0x00C4, 0x00C5,
-    0x00C9, 0x00E6, 0x00C6, 0x00F4, 0x00F6, 0x00F2, 0x00FB, 0x00F9,
-    0x00FF, 0x00D6, 0x00DC, 0x00A2, 0x00A3, 0x00A5, 0x20A7, 0x0192,
-    0x00E1, 0x00ED, 0x00F3, 0x00FA, 0x00F1, 0x00D1, 0x00AA, 0x00BA,
-    0x00BF, 0x2310, 0x00AC, 0x00BD, 0x00BC, 0x00A1, 0x00AB, 0x00BB,
-    0x2591, 0x2592, 0x2593, 0x2502, 0x2524, 0x2561, 0x2562, 0x2556,
-    0x2555, 0x2563, 0x2551, 0x2557, 0x255D, 0x255C, 0x255B, 0x2510,
-    0x2514, 0x2534, 0x252C, 0x251C, 0x2500, 0x253C, 0x255E, 0x255F,
-    0x255A, 0x2554, 0x2569, 0x2566, 0x2560, 0x2550, 0x256C, 0x2567,
-    0x2568, 0x2564, 0x2565, 0x2559, 0x2558, 0x2552, 0x2553, 0x256B,
-    0x256A, 0x2518, 0x250C, 0x2588, 0x2584, 0x258C, 0x2590, 0x2580,
-    0x03B1, 0x00DF, 0x0393, 0x03C0, 0x03A3, 0x03C3, 0x00B5, 0x03C4,
-    0x03A6, 0x0398, 0x03A9, 0x03B4, 0x221E, 0x03C6, 0x03B5, 0x2229,
-    0x2261, 0x00B1, 0x2265, 0x2264, 0x2320, 0x2321, 0x00F7, 0x2248,
-    0x00B0, 0x2219, 0x00B7, 0x221A, 0x207F, 0x00B2, 0x25A0, 0x00A0,
+    0x00C7, 0x00FC, 0x00E9, 0x00E2, 0x00E4, 0x00E0, 0x00E5, 0x00E7, 0x00EA, 0x00EB, 0x00E8, 0x00EF, 0x00EE,
+    0x00EC, 0x00C4, 0x00C5, 0x00C9, 0x00E6, 0x00C6, 0x00F4, 0x00F6, 0x00F2, 0x00FB, 0x00F9, 0x00FF, 0x00D6,
+    0x00DC, 0x00A2, 0x00A3, 0x00A5, 0x20A7, 0x0192, 0x00E1, 0x00ED, 0x00F3, 0x00FA, 0x00F1, 0x00D1, 0x00AA,
+    0x00BA, 0x00BF, 0x2310, 0x00AC, 0x00BD, 0x00BC, 0x00A1, 0x00AB, 0x00BB, 0x2591, 0x2592, 0x2593, 0x2502,
+    0x2524, 0x2561, 0x2562, 0x2556, 0x2555, 0x2563, 0x2551, 0x2557, 0x255D, 0x255C, 0x255B, 0x2510, 0x2514,
+    0x2534, 0x252C, 0x251C, 0x2500, 0x253C, 0x255E, 0x255F, 0x255A, 0x2554, 0x2569, 0x2566, 0x2560, 0x2550,
+    0x256C, 0x2567, 0x2568, 0x2564, 0x2565, 0x2559, 0x2558, 0x2552, 0x2553, 0x256B, 0x256A, 0x2518, 0x250C,
+    0x2588, 0x2584, 0x258C, 0x2590, 0x2580, 0x03B1, 0x00DF, 0x0393, 0x03C0, 0x03A3, 0x03C3, 0x00B5, 0x03C4,
+    0x03A6, 0x0398, 0x03A9, 0x03B4, 0x221E, 0x03C6, 0x03B5, 0x2229, 0x2261, 0x00B1, 0x2265, 0x2264, 0x2320,
+    0x2321, 0x00F7, 0x2248, 0x00B0, 0x2219, 0x00B7, 0x221A, 0x207F, 0x00B2, 0x25A0, 0x00A0,
 };
 
 std::string Cp437ToUtf8(std::string_view s) {
@@ -106,8 +113,7 @@ std::string Cp437ToUtf8(std::string_view s) {
 }  // namespace
 
 std::uint32_t Crc32(std::uint32_t crc, std::span<const std::byte> bytes) {
-  return static_cast<std::uint32_t>(
-      crc32_z(crc, reinterpret_cast<const Bytef*>(bytes.data()), bytes.size()));
+  return static_cast<std::uint32_t>(crc32_z(crc, reinterpret_cast<const Bytef*>(bytes.data()), bytes.size()));
 }
 
 Result<std::vector<Entry>> ReadDirectory(std::span<const std::byte> file, const std::string& where,
@@ -194,9 +200,11 @@ Result<std::vector<Entry>> ReadDirectory(std::span<const std::byte> file, const 
     const std::string named = label + " " + QuoteName(e.name);
     if (!s.ok()) return err(s.WithContext(named));
     if (start_disk != 0 && start_disk != 0xffff) return err(Unsupported(named + ": on disk " + N(start_disk)));
-    if (e.flags & (kFlagEncrypted | kFlagStrongEncryption)) return err(Unsupported(named + ": encrypted members are not supported"));
+    if (e.flags & (kFlagEncrypted | kFlagStrongEncryption))
+      return err(Unsupported(named + ": encrypted members are not supported"));
     if (e.method != kStored && e.method != kDeflated) {
-      return err(Unsupported(named + ": compression method " + N(e.method) + " (only stored and deflated are supported)"));
+      return err(
+          Unsupported(named + ": compression method " + N(e.method) + " (only stored and deflated are supported)"));
     }
     // The local header repeats the name; its extra may differ in length.
     if (!RangeWithin(e.local_offset, kLocalSize, cd_offset) || Load32(file.data() + e.local_offset) != kLocalSig) {
@@ -219,8 +227,8 @@ Result<std::vector<Entry>> ReadDirectory(std::span<const std::byte> file, const 
                             " bytes runs into the central directory at " + N(cd_offset)));
     }
     if (e.method == kStored && e.compressed_size != e.size) {
-      return err(Corruption(named + ": stored member with compressed size " + N(e.compressed_size) +
-                            " != size " + N(e.size)));
+      return err(
+          Corruption(named + ": stored member with compressed size " + N(e.compressed_size) + " != size " + N(e.size)));
     }
     entries.push_back(std::move(e));
     pos += kCentralSize + var;
@@ -242,9 +250,8 @@ Result<std::vector<Entry>> ReadDirectory(std::span<const std::byte> file, const 
 // The most bytes one byte of deflate data can inflate to.
 constexpr std::uint64_t kMaxDeflateRatio = 1032;
 
-Result<std::span<const std::byte>> Extract(std::span<const std::byte> file, const Entry& e,
-                                           bool verify_crc, std::shared_ptr<std::byte>* buffer,
-                                           const std::string& where) {
+Result<std::span<const std::byte>> Extract(std::span<const std::byte> file, const Entry& e, bool verify_crc,
+                                           std::shared_ptr<std::byte>* buffer, const std::string& where) {
   std::span<const std::byte> src = file.subspan(e.data_offset, e.compressed_size);
   std::span<const std::byte> out = src;
   if (e.method == kDeflated) {
@@ -285,8 +292,8 @@ Result<std::span<const std::byte>> Extract(std::span<const std::byte> file, cons
     }
     if (rc != Z_STREAM_END) {
       return Corruption(where + (out_rest == 0 ? ": inflates to more than the declared " + N(e.size) + " bytes"
-                                               : ": deflate stream ends early, after " + N(e.size - out_rest) +
-                                                     " of " + N(e.size) + " bytes"));
+                                               : ": deflate stream ends early, after " + N(e.size - out_rest) + " of " +
+                                                     N(e.size) + " bytes"));
     }
     if (out_rest != 0) {
       return Corruption(where + ": inflated to " + N(e.size - out_rest) + " bytes, the directory says " + N(e.size));
@@ -328,8 +335,8 @@ void PutLocal(std::string& s, const Entry& e) {
 
 }  // namespace
 
-Status Writer::Add(const std::string& name, std::span<const std::span<const std::byte>> pieces,
-                   std::uint16_t method, int level) {
+Status Writer::Add(const std::string& name, std::span<const std::span<const std::byte>> pieces, std::uint16_t method,
+                   int level) {
   if (name.empty() || name.size() > 0xffff) {
     return InvalidArgument("zip member name of " + N(name.size()) + " bytes (1..65535 allowed)");
   }

@@ -43,9 +43,8 @@ Result<std::vector<Entry>> ReadDirectory(std::span<const std::byte> file, const 
 
 // The member's uncompressed bytes: a view of `file` for stored members, else
 // inflated into `*buffer`. Checks the size and CRC-32 (when verify_crc).
-Result<std::span<const std::byte>> Extract(std::span<const std::byte> file, const Entry& e,
-                                           bool verify_crc, std::shared_ptr<std::byte>* buffer,
-                                           const std::string& where);
+Result<std::span<const std::byte>> Extract(std::span<const std::byte> file, const Entry& e, bool verify_crc,
+                                           std::shared_ptr<std::byte>* buffer, const std::string& where);
 
 std::uint32_t Crc32(std::uint32_t crc, std::span<const std::byte> bytes);
 
@@ -60,8 +59,8 @@ class Writer {
   void set_force_zip64(bool v) { force_zip64_ = v; }
   // Adds a member whose bytes are the concatenation of `pieces`. `level` is a
   // zlib level for kDeflated (-1 = zlib's default, as Python uses).
-  Status Add(const std::string& name, std::span<const std::span<const std::byte>> pieces,
-             std::uint16_t method, int level = -1);
+  Status Add(const std::string& name, std::span<const std::span<const std::byte>> pieces, std::uint16_t method,
+             int level = -1);
   // Writes the central directory and end records.
   Status Finish();
 

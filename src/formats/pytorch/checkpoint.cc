@@ -47,8 +47,8 @@ constexpr std::int64_t kLegacyProtocol = 1001;
 constexpr std::uint64_t kMinArchiveVersion = 1, kMaxArchiveVersion = 10;
 
 bool IsTorchRecord(std::string_view rec) {
-  for (std::string_view r : {"data.pkl", "version", ".format_version", ".storage_alignment", "byteorder",
-                             "constants.pkl"}) {
+  for (std::string_view r :
+       {"data.pkl", "version", ".format_version", ".storage_alignment", "byteorder", "constants.pkl"}) {
     if (rec == r) return true;
   }
   for (std::string_view p : {"data/", ".data/", "code/", "constants/", "extra/"}) {
@@ -150,8 +150,8 @@ Result<TensorSet> internal::Decoder::Zip() {
   }
   TS_ASSIGN_OR_RETURN(std::optional<std::span<const std::byte>> pkl, Record("data.pkl", true));
   if (pkl->size() > lim_.max_pickle_bytes) {
-    return LimitExceeded(Where("data.pkl") + ": " + N(pkl->size()) + " bytes, more than " +
-                         N(lim_.max_pickle_bytes) + " (Limits::max_pickle_bytes)");
+    return LimitExceeded(Where("data.pkl") + ": " + N(pkl->size()) + " bytes, more than " + N(lim_.max_pickle_bytes) +
+                         " (Limits::max_pickle_bytes)");
   }
   internal::Unpickler u(*pkl, Where("data.pkl"), lim_, internal::PidForm::kZip);
   std::size_t end = 0;
@@ -343,8 +343,9 @@ Result<Tensor> internal::Decoder::Build(const std::string& name, const TensorDec
 
 Status internal::Decoder::Materialize(const std::string& name, std::uint64_t n) {
   auto total = CheckedAdd(materialized_, n);
-  const std::uint64_t by_ratio = CheckedAdd(CheckedMul(bytes_.size(), lim_.max_materialized_ratio).value_or(~0ull),
-                                            std::uint64_t{64} << 20).value_or(~0ull);
+  const std::uint64_t by_ratio =
+      CheckedAdd(CheckedMul(bytes_.size(), lim_.max_materialized_ratio).value_or(~0ull), std::uint64_t{64} << 20)
+          .value_or(~0ull);
   if (!total || *total > lim_.max_materialized_bytes || *total > by_ratio) {
     const bool ratio = total && *total <= lim_.max_materialized_bytes;
     return LimitExceeded(file_ + ": tensor " + QuoteName(name) + ": copying " + N(n) +

@@ -36,15 +36,17 @@ class Decoder {
     };
     if (starts("PK\x03\x04") || starts(std::string_view("PK\x05\x06", 4))) return Zip();
     if (bytes_.size() >= 262 && std::memcmp(bytes_.data() + 257, "ustar", 5) == 0) {
-      return Unsupported(file_ + ": a tar archive: the pre-1.0 torch.save format (storages, tensors, pickle "
-                                 "members), which torch.load refuses with weights_only=True too, is not supported");
+      return Unsupported(file_ +
+                         ": a tar archive: the pre-1.0 torch.save format (storages, tensors, pickle "
+                         "members), which torch.load refuses with weights_only=True too, is not supported");
     }
     if (!bytes_.empty() && static_cast<unsigned char>(bytes_[0]) == 0x80) return Legacy();
     // Nothing here starts like a checkpoint (a name like model.bin made us
     // look): unrecognised, as for any file no format claims.
-    return Unsupported(file_ + ": not a tensor file tensorsafe recognises: not a PyTorch checkpoint either, "
-                               "being neither a zip archive (torch.save) nor the legacy format's magic-number "
-                               "pickle (_use_new_zipfile_serialization=False)");
+    return Unsupported(file_ +
+                       ": not a tensor file tensorsafe recognises: not a PyTorch checkpoint either, "
+                       "being neither a zip archive (torch.save) nor the legacy format's magic-number "
+                       "pickle (_use_new_zipfile_serialization=False)");
   }
 
  private:

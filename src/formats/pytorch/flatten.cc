@@ -29,8 +29,8 @@ Status Decoder::Visit() {
 
 Status Decoder::Deep(std::uint32_t depth, const std::string& name) const {
   if (depth > lim_.max_depth) {
-    return LimitExceeded(file_ + ": entry " + QuoteName(name) + ": containers nested deeper than " +
-                         N(lim_.max_depth) + " (Limits::max_depth; a container that holds itself nests forever)");
+    return LimitExceeded(file_ + ": entry " + QuoteName(name) + ": containers nested deeper than " + N(lim_.max_depth) +
+                         " (Limits::max_depth; a container that holds itself nests forever)");
   }
   return Status::OK();
 }
@@ -74,7 +74,8 @@ Status Decoder::Walk(Value* v, const std::string& name, std::uint32_t depth, boo
   }
   if (v->kind == Kind::kSet) {
     TS_ASSIGN_OR_RETURN(bool h, Holds(v, depth, name));
-    if (h) return Unsupported(file_ + ": entry " + QuoteName(name) + ": a set holding tensors has no order to name them by");
+    if (h)
+      return Unsupported(file_ + ": entry " + QuoteName(name) + ": a set holding tensors has no order to name them by");
   }
   if (!open) {
     if (top) return Add(name, v);  // a top-level value that is no container
@@ -173,7 +174,9 @@ Result<Json> Decoder::ToJson(const Value* v, std::uint32_t depth, const std::str
       return Json(text);
     }
     case Kind::kGlobal: return Json(internal::GlobalName(v->g));
-    case Kind::kTuple: case Kind::kList: case Kind::kSet: {
+    case Kind::kTuple:
+    case Kind::kList:
+    case Kind::kSet: {
       Json a = Json::array();
       for (const Value* item : v->items) {
         TS_ASSIGN_OR_RETURN(Json j, ToJson(item, depth + 1, name));
@@ -198,8 +201,8 @@ Result<Json> Decoder::ToJson(const Value* v, std::uint32_t depth, const std::str
       }
       return o;
     }
-    case Kind::kTensor: case Kind::kStorage:
-      break;
+    case Kind::kTensor:
+    case Kind::kStorage: break;
   }
   return Internal(file_ + ": a tensor inside a value");
 }

@@ -71,12 +71,23 @@ struct StorageName {
   std::string_view dtype;
 };
 constexpr StorageName kStorages[] = {
-    {"FloatStorage", "float32"},        {"DoubleStorage", "float64"},   {"HalfStorage", "float16"},
-    {"BFloat16Storage", "bfloat16"},    {"LongStorage", "int64"},       {"IntStorage", "int32"},
-    {"ShortStorage", "int16"},          {"CharStorage", "int8"},        {"ByteStorage", "uint8"},
-    {"BoolStorage", "bool"},            {"ComplexFloatStorage", "complex64"},
-    {"ComplexDoubleStorage", "complex128"}, {"QInt8Storage", "qint8"}, {"QUInt8Storage", "quint8"},
-    {"QInt32Storage", "qint32"},        {"QUInt4x2Storage", "quint4x2"}, {"QUInt2x4Storage", "quint2x4"},
+    {"FloatStorage", "float32"},
+    {"DoubleStorage", "float64"},
+    {"HalfStorage", "float16"},
+    {"BFloat16Storage", "bfloat16"},
+    {"LongStorage", "int64"},
+    {"IntStorage", "int32"},
+    {"ShortStorage", "int16"},
+    {"CharStorage", "int8"},
+    {"ByteStorage", "uint8"},
+    {"BoolStorage", "bool"},
+    {"ComplexFloatStorage", "complex64"},
+    {"ComplexDoubleStorage", "complex128"},
+    {"QInt8Storage", "qint8"},
+    {"QUInt8Storage", "quint8"},
+    {"QInt32Storage", "qint32"},
+    {"QUInt4x2Storage", "quint4x2"},
+    {"QUInt2x4Storage", "quint2x4"},
 };
 
 struct Named {
@@ -117,7 +128,8 @@ constexpr Refused kRefused[] = {
     {"torch._utils._rebuild_meta_tensor_no_storage", "meta tensors have no data to read"},
     {"torch._utils._rebuild_wrapper_subclass", "tensor subclasses without storage are not supported"},
     {"torch._utils._rebuild_device_tensor_from_numpy", "tensors rebuilt through NumPy are not supported"},
-    {"torch._utils._rebuild_device_tensor_from_cpu_tensor", "tensors of devices without storage (XLA, MAIA, MTIA) are not supported"},
+    {"torch._utils._rebuild_device_tensor_from_cpu_tensor",
+     "tensors of devices without storage (XLA, MAIA, MTIA) are not supported"},
     {"torch.storage.TypedStorage", "TypedStorage objects are not supported as values"},
     {"torch.per_tensor_affine", "quantized tensors are not supported"},
     {"torch.per_channel_affine", "quantized tensors are not supported"},
@@ -152,9 +164,17 @@ struct ModuleMap {
   std::string_view from, to;
 };
 constexpr ModuleMap kImportMapping[] = {
-    {"__builtin__", "builtins"}, {"copy_reg", "copyreg"}, {"Queue", "queue"},   {"repr", "reprlib"},
-    {"_abcoll", "collections.abc"}, {"UserDict", "collections"}, {"UserList", "collections"},
-    {"UserString", "collections"}, {"whichdb", "dbm"}, {"StringIO", "io"}, {"cStringIO", "io"},
+    {"__builtin__", "builtins"},
+    {"copy_reg", "copyreg"},
+    {"Queue", "queue"},
+    {"repr", "reprlib"},
+    {"_abcoll", "collections.abc"},
+    {"UserDict", "collections"},
+    {"UserList", "collections"},
+    {"UserString", "collections"},
+    {"whichdb", "dbm"},
+    {"StringIO", "io"},
+    {"cStringIO", "io"},
 };
 
 std::string Mapped(std::string_view module, std::string_view name) {
@@ -215,8 +235,7 @@ std::string GlobalName(const Global& g) {
         if (s.dtype == kDTypes[g.arg].name) return "torch." + std::string(s.name);
       }
       break;
-    case GlobalKind::kDType:
-      return "torch." + std::string(kDTypes[g.arg].name);
+    case GlobalKind::kDType: return "torch." + std::string(kDTypes[g.arg].name);
     default:
       for (const Named& n : kGlobals) {
         if (n.g.kind == g.kind) return std::string(n.full);

@@ -46,24 +46,24 @@ const TorchDType& TorchDTypeAt(std::uint16_t index);
 // What an allowed global stands for. kStorageType and kDType carry a
 // TorchDType index (kStorageType: 0xffff = torch.storage.UntypedStorage).
 enum class GlobalKind : std::uint8_t {
-  kOrderedDict,              // collections.OrderedDict
-  kCounter,                  // collections.Counter
-  kRebuildTensor,            // torch._utils._rebuild_tensor
-  kRebuildTensorV2,          // torch._utils._rebuild_tensor_v2
-  kRebuildTensorV3,          // torch._utils._rebuild_tensor_v3
-  kRebuildParameter,         // torch._utils._rebuild_parameter
+  kOrderedDict,                // collections.OrderedDict
+  kCounter,                    // collections.Counter
+  kRebuildTensor,              // torch._utils._rebuild_tensor
+  kRebuildTensorV2,            // torch._utils._rebuild_tensor_v2
+  kRebuildTensorV3,            // torch._utils._rebuild_tensor_v3
+  kRebuildParameter,           // torch._utils._rebuild_parameter
   kRebuildParameterWithState,  // torch._utils._rebuild_parameter_with_state
-  kRebuildFromTypeV2,        // torch._tensor._rebuild_from_type_v2
-  kTensorClass,              // torch.Tensor
-  kParameterClass,           // torch.nn.parameter.Parameter
-  kSize,                     // torch.Size
-  kDevice,                   // torch.device
-  kCodecsEncode,             // _codecs.encode
-  kBytearray,                // builtins.bytearray
-  kSet,                      // builtins.set
-  kComplex,                  // builtins.complex
-  kStorageType,              // torch.FloatStorage, ..., torch.storage.UntypedStorage
-  kDType,                    // torch.float32, ...
+  kRebuildFromTypeV2,          // torch._tensor._rebuild_from_type_v2
+  kTensorClass,                // torch.Tensor
+  kParameterClass,             // torch.nn.parameter.Parameter
+  kSize,                       // torch.Size
+  kDevice,                     // torch.device
+  kCodecsEncode,               // _codecs.encode
+  kBytearray,                  // builtins.bytearray
+  kSet,                        // builtins.set
+  kComplex,                    // builtins.complex
+  kStorageType,                // torch.FloatStorage, ..., torch.storage.UntypedStorage
+  kDType,                      // torch.float32, ...
 };
 inline constexpr std::uint16_t kUntyped = 0xffff;
 
@@ -83,15 +83,15 @@ std::string GlobalName(const Global& g);
 enum class Kind : std::uint8_t {
   kNone,
   kBool,
-  kInt,      // fits int64
-  kBigInt,   // wider: s holds the two's complement bytes, little-endian
+  kInt,     // fits int64
+  kBigInt,  // wider: s holds the two's complement bytes, little-endian
   kFloat,
   kComplex,
-  kStr,      // UTF-8
-  kBytes,    // bytes or bytearray
+  kStr,    // UTF-8
+  kBytes,  // bytes or bytearray
   kTuple,
   kList,
-  kDict,     // dict, OrderedDict, Counter
+  kDict,  // dict, OrderedDict, Counter
   kSet,
   kGlobal,   // g
   kStorage,  // i: index into Tables::storages
@@ -134,8 +134,8 @@ struct StorageDecl {
 
 struct TensorDecl {
   std::size_t storage = 0;
-  std::uint16_t dtype = 0;        // TorchDType index
-  std::uint64_t offset = 0;       // in elements of dtype
+  std::uint16_t dtype = 0;                   // TorchDType index
+  std::uint64_t offset = 0;                  // in elements of dtype
   std::vector<std::uint64_t> shape, stride;  // torch's, in elements
 };
 

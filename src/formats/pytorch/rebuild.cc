@@ -13,8 +13,7 @@ using tensorsafe::internal::QuoteName;
 
 Result<std::string> Unpickler::Run::KeyOf(const Value* v, std::string_view what) const {
   if (!IsStrLike(v)) {
-    return Corrupt("the persistent id's " + std::string(what) + " is " + std::string(KindText(*v)) +
-                   ", not a string");
+    return Corrupt("the persistent id's " + std::string(what) + " is " + std::string(KindText(*v)) + ", not a string");
   }
   return v->s;
 }
@@ -28,8 +27,9 @@ Result<Value*> Unpickler::Run::PersistentLoad(Value* pid) {
   const std::vector<Value*>& t = pid->items;
   if (!IsStrLike(t[0]) || t[0]->s != "storage") {
     if (IsStrLike(t[0]) && t[0]->s == "module") {
-      return Refuse("a pickled nn.Module class (torch.save(model) rather than model.state_dict()) is not "
-                    "supported: it would need the module's code");
+      return Refuse(
+          "a pickled nn.Module class (torch.save(model) rather than model.state_dict()) is not "
+          "supported: it would need the module's code");
     }
     return Refuse("only persistent ids of type \"storage\" are allowed");
   }
@@ -83,7 +83,7 @@ Result<Value*> Unpickler::Run::PersistentLoad(Value* pid) {
 }
 
 Result<std::size_t> Unpickler::Run::Declare(const std::string& key, std::uint16_t type, std::uint64_t numel,
-                            std::uint64_t nbytes, const std::string& location) {
+                                            std::uint64_t nbytes, const std::string& location) {
   Tables& tb = u_.tables_;
   auto it = tb.storage_by_key.find(key);
   if (it != tb.storage_by_key.end()) {
@@ -91,9 +91,9 @@ Result<std::size_t> Unpickler::Run::Declare(const std::string& key, std::uint16_
     // torch.save never declares a key twice differently; torch.load would
     // silently keep the first declaration.
     if (d.type != type || d.numel != numel) {
-      return Corrupt("storage " + QuoteName(key) + " is declared as " +
-                     GlobalName({GlobalKind::kStorageType, d.type}) + " of " + N(d.numel) + " elements, then as " +
-                     GlobalName({GlobalKind::kStorageType, type}) + " of " + N(numel));
+      return Corrupt("storage " + QuoteName(key) + " is declared as " + GlobalName({GlobalKind::kStorageType, d.type}) +
+                     " of " + N(d.numel) + " elements, then as " + GlobalName({GlobalKind::kStorageType, type}) +
+                     " of " + N(numel));
     }
     return it->second;
   }
@@ -113,8 +113,8 @@ Result<std::vector<std::uint64_t>> Unpickler::Run::Dims(const Value* v, std::str
     return Corrupt("the tensor's " + std::string(what) + " is " + std::string(KindText(*v)) + ", not a tuple");
   }
   if (v->items.size() > u_.limits_.max_rank) {
-    return LimitExceeded(At() + "a tensor of rank " + N(v->items.size()) + ", more than " +
-                         N(u_.limits_.max_rank) + " (Limits::max_rank)");
+    return LimitExceeded(At() + "a tensor of rank " + N(v->items.size()) + ", more than " + N(u_.limits_.max_rank) +
+                         " (Limits::max_rank)");
   }
   std::vector<std::uint64_t> out;
   out.reserve(v->items.size());
@@ -255,7 +255,7 @@ Result<Value*> Unpickler::Run::Call(const Global& g, Value* args_tuple, bool new
     case GlobalKind::kRebuildParameterWithState: {
       // Parameter(data[, requires_grad]); _rebuild_parameter(data,
       // requires_grad, hooks[, state]): the data tensor itself.
-      const std::size_t want = g.kind == GlobalKind::kParameterClass        ? 0
+      const std::size_t want = g.kind == GlobalKind::kParameterClass     ? 0
                                : g.kind == GlobalKind::kRebuildParameter ? 3
                                                                          : 4;
       if (want == 0 ? (a.empty() || a.size() > 2) : a.size() != want) return arity("a tensor and its flags");
@@ -366,8 +366,7 @@ Result<Value*> Unpickler::Run::Call(const Global& g, Value* args_tuple, bool new
       c->im = parts[1];
       return c;
     }
-    default:
-      break;
+    default: break;
   }
   return Refuse(std::string(newobj ? "instantiating " : "calling ") + name + " is not supported");
 }

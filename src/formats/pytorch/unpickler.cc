@@ -36,40 +36,90 @@ struct OpInfo {
 };
 // Every opcode of protocols 0-5 (pickletools), for messages.
 constexpr OpInfo kOpNames[] = {
-    {'(', "MARK"},         {'.', "STOP"},          {'0', "POP"},          {'1', "POP_MARK"},
-    {'2', "DUP"},          {'F', "FLOAT"},         {'I', "INT"},          {'J', "BININT"},
-    {'K', "BININT1"},      {'L', "LONG"},          {'M', "BININT2"},      {'N', "NONE"},
-    {'P', "PERSID"},       {'Q', "BINPERSID"},     {'R', "REDUCE"},       {'S', "STRING"},
-    {'T', "BINSTRING"},    {'U', "SHORT_BINSTRING"}, {'V', "UNICODE"},    {'X', "BINUNICODE"},
-    {'a', "APPEND"},       {'b', "BUILD"},         {'c', "GLOBAL"},       {'d', "DICT"},
-    {'}', "EMPTY_DICT"},   {'e', "APPENDS"},       {'g', "GET"},          {'h', "BINGET"},
-    {'i', "INST"},         {'j', "LONG_BINGET"},   {'l', "LIST"},         {']', "EMPTY_LIST"},
-    {'o', "OBJ"},          {'p', "PUT"},           {'q', "BINPUT"},       {'r', "LONG_BINPUT"},
-    {'s', "SETITEM"},      {'t', "TUPLE"},         {')', "EMPTY_TUPLE"},  {'u', "SETITEMS"},
-    {'G', "BINFLOAT"},     {0x80, "PROTO"},        {0x81, "NEWOBJ"},      {0x82, "EXT1"},
-    {0x83, "EXT2"},        {0x84, "EXT4"},         {0x85, "TUPLE1"},      {0x86, "TUPLE2"},
-    {0x87, "TUPLE3"},      {0x88, "NEWTRUE"},      {0x89, "NEWFALSE"},    {0x8a, "LONG1"},
-    {0x8b, "LONG4"},       {'B', "BINBYTES"},      {'C', "SHORT_BINBYTES"}, {0x8c, "SHORT_BINUNICODE"},
-    {0x8d, "BINUNICODE8"}, {0x8e, "BINBYTES8"},    {0x8f, "EMPTY_SET"},   {0x90, "ADDITEMS"},
-    {0x91, "FROZENSET"},   {0x92, "NEWOBJ_EX"},    {0x93, "STACK_GLOBAL"}, {0x94, "MEMOIZE"},
-    {0x95, "FRAME"},       {0x96, "BYTEARRAY8"},   {0x97, "NEXT_BUFFER"}, {0x98, "READONLY_BUFFER"},
+    {'(', "MARK"},
+    {'.', "STOP"},
+    {'0', "POP"},
+    {'1', "POP_MARK"},
+    {'2', "DUP"},
+    {'F', "FLOAT"},
+    {'I', "INT"},
+    {'J', "BININT"},
+    {'K', "BININT1"},
+    {'L', "LONG"},
+    {'M', "BININT2"},
+    {'N', "NONE"},
+    {'P', "PERSID"},
+    {'Q', "BINPERSID"},
+    {'R', "REDUCE"},
+    {'S', "STRING"},
+    {'T', "BINSTRING"},
+    {'U', "SHORT_BINSTRING"},
+    {'V', "UNICODE"},
+    {'X', "BINUNICODE"},
+    {'a', "APPEND"},
+    {'b', "BUILD"},
+    {'c', "GLOBAL"},
+    {'d', "DICT"},
+    {'}', "EMPTY_DICT"},
+    {'e', "APPENDS"},
+    {'g', "GET"},
+    {'h', "BINGET"},
+    {'i', "INST"},
+    {'j', "LONG_BINGET"},
+    {'l', "LIST"},
+    {']', "EMPTY_LIST"},
+    {'o', "OBJ"},
+    {'p', "PUT"},
+    {'q', "BINPUT"},
+    {'r', "LONG_BINPUT"},
+    {'s', "SETITEM"},
+    {'t', "TUPLE"},
+    {')', "EMPTY_TUPLE"},
+    {'u', "SETITEMS"},
+    {'G', "BINFLOAT"},
+    {0x80, "PROTO"},
+    {0x81, "NEWOBJ"},
+    {0x82, "EXT1"},
+    {0x83, "EXT2"},
+    {0x84, "EXT4"},
+    {0x85, "TUPLE1"},
+    {0x86, "TUPLE2"},
+    {0x87, "TUPLE3"},
+    {0x88, "NEWTRUE"},
+    {0x89, "NEWFALSE"},
+    {0x8a, "LONG1"},
+    {0x8b, "LONG4"},
+    {'B', "BINBYTES"},
+    {'C', "SHORT_BINBYTES"},
+    {0x8c, "SHORT_BINUNICODE"},
+    {0x8d, "BINUNICODE8"},
+    {0x8e, "BINBYTES8"},
+    {0x8f, "EMPTY_SET"},
+    {0x90, "ADDITEMS"},
+    {0x91, "FROZENSET"},
+    {0x92, "NEWOBJ_EX"},
+    {0x93, "STACK_GLOBAL"},
+    {0x94, "MEMOIZE"},
+    {0x95, "FRAME"},
+    {0x96, "BYTEARRAY8"},
+    {0x97, "NEXT_BUFFER"},
+    {0x98, "READONLY_BUFFER"},
 };
 
 // Why an opcode that exists is refused.
 std::string_view RefusedWhy(std::uint8_t op) {
   switch (op) {
-    case 'i': case 'o': case 0x92:
-      return "it instantiates a class";
-    case 0x82: case 0x83: case 0x84:
-      return "it looks up the copyreg extension registry";
-    case 'P':
-      return "text persistent ids are not written by torch.save";
-    case 0x97: case 0x98:
-      return "out-of-band buffers are not written by torch.save";
-    case 0x91:
-      return "frozensets are not written by torch.save";
-    default:
-      return "protocol 0 text opcodes are not written by torch.save (protocol 2 and up)";
+    case 'i':
+    case 'o':
+    case 0x92: return "it instantiates a class";
+    case 0x82:
+    case 0x83:
+    case 0x84: return "it looks up the copyreg extension registry";
+    case 'P': return "text persistent ids are not written by torch.save";
+    case 0x97:
+    case 0x98: return "out-of-band buffers are not written by torch.save";
+    case 0x91: return "frozensets are not written by torch.save";
+    default: return "protocol 0 text opcodes are not written by torch.save (protocol 2 and up)";
   }
 }
 
@@ -79,7 +129,8 @@ std::optional<std::string> CanonicalKey(const Value& v, int depth = 0) {
   if (depth > 64) return std::nullopt;
   switch (v.kind) {
     case Kind::kNone: return std::string("N");
-    case Kind::kBool: case Kind::kInt: return "I" + std::to_string(v.i);
+    case Kind::kBool:
+    case Kind::kInt: return "I" + std::to_string(v.i);
     case Kind::kBigInt: return "L" + v.s;
     case Kind::kFloat: {
       if (std::trunc(v.re) == v.re && std::fabs(v.re) < 9.2e18) {
@@ -111,8 +162,9 @@ std::optional<std::string> CanonicalKey(const Value& v, int depth = 0) {
     case Kind::kGlobal: return "G" + std::to_string(static_cast<int>(v.g.kind)) + "," + std::to_string(v.g.arg);
     case Kind::kStorage: return "P" + std::to_string(v.i);
     case Kind::kTensor: return "X" + std::to_string(reinterpret_cast<std::uintptr_t>(&v));
-    case Kind::kList: case Kind::kDict: case Kind::kSet:
-      return std::nullopt;
+    case Kind::kList:
+    case Kind::kDict:
+    case Kind::kSet: return std::nullopt;
   }
   return std::nullopt;
 }
@@ -129,7 +181,6 @@ std::string OpLabel(std::uint8_t op) {
 }
 
 bool IsStrLike(const Value* v) { return v->kind == Kind::kStr || v->kind == Kind::kBytes; }
-
 
 std::string BigIntText(std::string_view le) {
   // Magnitude of a two's complement number, then repeated division by 10.
@@ -171,7 +222,8 @@ std::string_view KindText(const Value& v) {
   switch (v.kind) {
     case Kind::kNone: return "None";
     case Kind::kBool: return "a bool";
-    case Kind::kInt: case Kind::kBigInt: return "an int";
+    case Kind::kInt:
+    case Kind::kBigInt: return "an int";
     case Kind::kFloat: return "a float";
     case Kind::kComplex: return "a complex";
     case Kind::kStr: return "a str";
@@ -324,7 +376,8 @@ Status Unpickler::Run::Step() {
       TS_ASSIGN_OR_RETURN(Value * x, New(Kind::kNone));
       return Push(x);
     }
-    case 0x88: case 0x89: {  // NEWTRUE, NEWFALSE
+    case 0x88:
+    case 0x89: {  // NEWTRUE, NEWFALSE
       TS_ASSIGN_OR_RETURN(Value * v, New(Kind::kBool));
       v->i = op_ == 0x88;
       return Push(v);
@@ -334,12 +387,14 @@ Status Unpickler::Run::Step() {
       TS_ASSIGN_OR_RETURN(Value * x, MakeInt(static_cast<std::int32_t>(static_cast<std::uint32_t>(v))));
       return Push(x);
     }
-    case 'K': case 'M': {  // BININT1, BININT2
+    case 'K':
+    case 'M': {  // BININT1, BININT2
       TS_ASSIGN_OR_RETURN(std::uint64_t v, Fixed(op_ == 'K' ? 1 : 2));
       TS_ASSIGN_OR_RETURN(Value * x, MakeInt(static_cast<std::int64_t>(v)));
       return Push(x);
     }
-    case 0x8a: case 0x8b: {  // LONG1, LONG4
+    case 0x8a:
+    case 0x8b: {  // LONG1, LONG4
       std::uint64_t n;
       if (op_ == 0x8a) {
         TS_ASSIGN_OR_RETURN(n, Fixed(1));
@@ -360,9 +415,15 @@ Status Unpickler::Run::Step() {
       x->re = std::bit_cast<double>(u);
       return Push(x);
     }
-    case 'X': case 0x8c: case 0x8d:    // BINUNICODE, SHORT_BINUNICODE, BINUNICODE8
-    case 'U': case 'T':                // SHORT_BINSTRING, BINSTRING (Python 2 str, read as UTF-8 text)
-    case 'B': case 'C': case 0x8e: case 0x96: {  // BINBYTES, SHORT_BINBYTES, BINBYTES8, BYTEARRAY8
+    case 'X':
+    case 0x8c:
+    case 0x8d:  // BINUNICODE, SHORT_BINUNICODE, BINUNICODE8
+    case 'U':
+    case 'T':  // SHORT_BINSTRING, BINSTRING (Python 2 str, read as UTF-8 text)
+    case 'B':
+    case 'C':
+    case 0x8e:
+    case 0x96: {  // BINBYTES, SHORT_BINBYTES, BINBYTES8, BYTEARRAY8
       const int width = op_ == 0x8c || op_ == 'U' || op_ == 'C' ? 1 : op_ == 0x8d || op_ == 0x8e || op_ == 0x96 ? 8 : 4;
       TS_ASSIGN_OR_RETURN(std::uint64_t n, Fixed(width));
       if (op_ == 'T' && static_cast<std::int32_t>(static_cast<std::uint32_t>(n)) < 0) {
@@ -377,18 +438,23 @@ Status Unpickler::Run::Step() {
       TS_ASSIGN_OR_RETURN(Value * x, New(Kind::kTuple));
       return Push(x);
     }
-    case ']': case '}': case 0x8f: {  // EMPTY_LIST, EMPTY_DICT, EMPTY_SET
+    case ']':
+    case '}':
+    case 0x8f: {  // EMPTY_LIST, EMPTY_DICT, EMPTY_SET
       TS_ASSIGN_OR_RETURN(Value * x, New(op_ == ']' ? Kind::kList : op_ == '}' ? Kind::kDict : Kind::kSet));
       return Push(x);
     }
-    case 't': case 'l': {  // TUPLE, LIST
+    case 't':
+    case 'l': {  // TUPLE, LIST
       TS_ASSIGN_OR_RETURN(std::vector<Value*> items, PopMark());
       TS_RETURN_IF_ERROR(CheckItems(items.size()));
       TS_ASSIGN_OR_RETURN(Value * x, New(op_ == 't' ? Kind::kTuple : Kind::kList));
       x->items = std::move(items);
       return Push(x);
     }
-    case 0x85: case 0x86: case 0x87: {  // TUPLE1..3
+    case 0x85:
+    case 0x86:
+    case 0x87: {  // TUPLE1..3
       const std::size_t n = op_ - 0x84;
       if (stack_.size() < Floor() + n) {
         return Corrupt("needs " + N(n) + " values on the stack, " + N(stack_.size() - Floor()) + " are there");
@@ -408,7 +474,8 @@ Status Unpickler::Run::Step() {
     case 'a': {  // APPEND
       TS_ASSIGN_OR_RETURN(Value * item, Pop());
       TS_ASSIGN_OR_RETURN(Value * list, Top());
-      if (list->kind != Kind::kList) return Refuse("APPEND applies to lists, the target is " + std::string(KindText(*list)));
+      if (list->kind != Kind::kList)
+        return Refuse("APPEND applies to lists, the target is " + std::string(KindText(*list)));
       TS_RETURN_IF_ERROR(CheckItems(list->items.size() + 1));
       list->items.push_back(item);
       return Status::OK();
@@ -416,7 +483,8 @@ Status Unpickler::Run::Step() {
     case 'e': {  // APPENDS
       TS_ASSIGN_OR_RETURN(std::vector<Value*> items, PopMark());
       TS_ASSIGN_OR_RETURN(Value * list, Top());
-      if (list->kind != Kind::kList) return Refuse("APPENDS applies to lists, the target is " + std::string(KindText(*list)));
+      if (list->kind != Kind::kList)
+        return Refuse("APPENDS applies to lists, the target is " + std::string(KindText(*list)));
       TS_RETURN_IF_ERROR(CheckItems(list->items.size() + items.size()));
       list->items.insert(list->items.end(), items.begin(), items.end());
       return Status::OK();
@@ -424,7 +492,8 @@ Status Unpickler::Run::Step() {
     case 0x90: {  // ADDITEMS
       TS_ASSIGN_OR_RETURN(std::vector<Value*> items, PopMark());
       TS_ASSIGN_OR_RETURN(Value * set, Top());
-      if (set->kind != Kind::kSet) return Refuse("ADDITEMS applies to sets, the target is " + std::string(KindText(*set)));
+      if (set->kind != Kind::kSet)
+        return Refuse("ADDITEMS applies to sets, the target is " + std::string(KindText(*set)));
       for (Value* item : items) TS_RETURN_IF_ERROR(AddToSet(set, item));
       return Status::OK();
     }
@@ -443,13 +512,15 @@ Status Unpickler::Run::Step() {
       for (std::size_t i = 0; i < items.size(); i += 2) TS_RETURN_IF_ERROR(SetItem(d, items[i], items[i + 1]));
       return Status::OK();
     }
-    case 'q': case 'r': {  // BINPUT, LONG_BINPUT
+    case 'q':
+    case 'r': {  // BINPUT, LONG_BINPUT
       TS_ASSIGN_OR_RETURN(std::uint64_t k, Fixed(op_ == 'q' ? 1 : 4));
       return Put(k);
     }
     case 0x94:  // MEMOIZE
       return Put(memo_.size());
-    case 'h': case 'j': {  // BINGET, LONG_BINGET
+    case 'h':
+    case 'j': {  // BINGET, LONG_BINGET
       TS_ASSIGN_OR_RETURN(std::uint64_t k, Fixed(op_ == 'h' ? 1 : 4));
       return Get(k);
     }
@@ -478,7 +549,8 @@ Status Unpickler::Run::Step() {
     case 0x81: {  // NEWOBJ
       TS_ASSIGN_OR_RETURN(Value * args, Pop());
       TS_ASSIGN_OR_RETURN(Value * cls, Pop());
-      if (cls->kind != Kind::kGlobal) return Refuse("instantiates " + std::string(KindText(*cls)) + ", not an allowed class");
+      if (cls->kind != Kind::kGlobal)
+        return Refuse("instantiates " + std::string(KindText(*cls)) + ", not an allowed class");
       TS_ASSIGN_OR_RETURN(Value * r, Call(cls->g, args, true));
       return Push(r);
     }
@@ -492,8 +564,7 @@ Status Unpickler::Run::Step() {
       TS_ASSIGN_OR_RETURN(Value * s, PersistentLoad(pid));
       return Push(s);
     }
-    default:
-      break;
+    default: break;
   }
   if (OpcodeName(op_).empty()) return Corrupt("not an opcode of any pickle protocol");
   return Refuse("the opcode is not allowed: " + std::string(RefusedWhy(op_)));

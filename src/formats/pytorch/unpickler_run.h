@@ -111,8 +111,8 @@ class Unpickler::Run {
   Result<Value*> New(Kind k) { return u_.New(k); }
   Status CheckItems(std::uint64_t n) const {
     if (n > u_.limits_.max_container_items) {
-      return LimitExceeded(At() + "a container of " + N(n) + " items, more than " +
-                           N(u_.limits_.max_container_items) + " (Limits::max_container_items)");
+      return LimitExceeded(At() + "a container of " + N(n) + " items, more than " + N(u_.limits_.max_container_items) +
+                           " (Limits::max_container_items)");
     }
     return Status::OK();
   }
@@ -148,8 +148,8 @@ class Unpickler::Run {
   // BINPERSID: ("storage", storage type, key, location, numel[, view]).
   Result<Value*> PersistentLoad(Value* pid);
 
-  Result<std::size_t> Declare(const std::string& key, std::uint16_t type, std::uint64_t numel,
-                              std::uint64_t nbytes, const std::string& location);
+  Result<std::size_t> Declare(const std::string& key, std::uint16_t type, std::uint64_t numel, std::uint64_t nbytes,
+                              const std::string& location);
 
   Result<std::vector<std::uint64_t>> Dims(const Value* v, std::string_view what) const;
 

@@ -16,8 +16,7 @@ Result<TensorSet> Decode(std::span<const std::byte> bytes, std::shared_ptr<const
   set.tensors.reserve(h.tensors.size());
   for (TensorInfo& info : h.tensors) {
     // ParseHeader proved that every range lies inside `bytes`.
-    auto data = bytes.subspan(static_cast<std::size_t>(info.data_offset),
-                              static_cast<std::size_t>(info.data_length));
+    auto data = bytes.subspan(static_cast<std::size_t>(info.data_offset), static_cast<std::size_t>(info.data_length));
     set.tensors.push_back(Tensor{std::move(info), data, owner});
   }
   return set;

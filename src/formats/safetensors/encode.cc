@@ -25,7 +25,7 @@ using tensorsafe::internal::QuoteName;
 std::string Str(std::uint64_t v) { return std::to_string(v); }
 
 struct Plan {
-  std::string header;  // the 8-byte length and the padded JSON
+  std::string header;                // the 8-byte length and the padded JSON
   std::vector<const Tensor*> order;  // data order
   std::uint64_t data_bytes = 0;
 };
@@ -99,7 +99,8 @@ Result<int> CheckTensor(const Tensor& t) {
     return Unsupported(where() + "safetensors stores dense tensors only");
   }
   if (!info.metadata_json.empty() && info.metadata_json != "{}") {
-    return Unsupported(where() + "safetensors has no per-tensor metadata; clear metadata_json "
+    return Unsupported(where() +
+                       "safetensors has no per-tensor metadata; clear metadata_json "
                        "(or move it into the file metadata) to write this set");
   }
   const internal::StDType& st = internal::StDTypeAt(rank);
@@ -111,13 +112,12 @@ Result<int> CheckTensor(const Tensor& t) {
   if (bits) bits = CheckedMul(*bits, st.bits);
   if (!bits) return InvalidArgument(where() + "the size of shape " + ShapeToString(info.shape) + " overflows");
   if (*bits % 8 != 0) {
-    return InvalidArgument(where() + std::string(st.name) + " " + ShapeToString(info.shape) + " takes " +
-                           Str(*bits) + " bits, not a whole number of bytes");
+    return InvalidArgument(where() + std::string(st.name) + " " + ShapeToString(info.shape) + " takes " + Str(*bits) +
+                           " bits, not a whole number of bytes");
   }
   if (t.data.size() != *bits / 8) {
-    return InvalidArgument(where() + "data holds " + Str(t.data.size()) + " bytes, but " +
-                           std::string(st.name) + " " + ShapeToString(info.shape) + " takes " +
-                           Str(*bits / 8));
+    return InvalidArgument(where() + "data holds " + Str(t.data.size()) + " bytes, but " + std::string(st.name) + " " +
+                           ShapeToString(info.shape) + " takes " + Str(*bits / 8));
   }
   return rank;
 }

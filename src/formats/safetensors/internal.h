@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "tensorsafe/env.h"
 #include "tensorsafe/dtype.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/formats/safetensors.h"
 #include "tensorsafe/status.h"
 #include "tensorsafe/tensor_set.h"

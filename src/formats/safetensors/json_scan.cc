@@ -110,7 +110,10 @@ NumberClass ScanNumber(std::string_view t, std::uint64_t* out) {
     for (std::size_t k = int_begin; k < int_end && !overflow; ++k) {
       auto m = tensorsafe::internal::CheckedMul(v, 10);
       auto a = m ? tensorsafe::internal::CheckedAdd(*m, static_cast<std::uint64_t>(t[k] - '0')) : std::nullopt;
-      if (a) v = *a; else overflow = true;
+      if (a)
+        v = *a;
+      else
+        overflow = true;
     }
     if (!overflow) {
       *out = v;
@@ -173,12 +176,10 @@ Status JsonScanner::Skip(sj::value& v, std::uint32_t parent_depth) {
       const std::string_view tok = TrimRight(v.raw_json_token());
       std::uint64_t u;
       switch (ScanNumber(tok, &u)) {
-        case NumberClass::kNotJson:
-          return Corruption("header is not valid JSON: bad number " + std::string(tok));
+        case NumberClass::kNotJson: return Corruption("header is not valid JSON: bad number " + std::string(tok));
         case NumberClass::kOutOfRange:
           return Corruption("header holds the number " + std::string(tok) + ", out of range of f64");
-        default:
-          return Status::OK();
+        default: return Status::OK();
       }
     }
     case sj::json_type::string: {

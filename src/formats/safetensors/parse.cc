@@ -158,8 +158,8 @@ Status JsonWalker::ParseMetadata(sj::value& v) {
     sj::json_type ft;
     if (auto e = fv.type().get(ft)) return JsonError(e);
     if (ft != sj::json_type::string) {
-      return Corruption("\"__metadata__\": the value of " + QuoteName(key) + " is " +
-                        std::string(TypeName(ft)) + "; metadata maps strings to strings");
+      return Corruption("\"__metadata__\": the value of " + QuoteName(key) + " is " + std::string(TypeName(ft)) +
+                        "; metadata maps strings to strings");
     }
     std::string_view s;
     if (auto e = fv.get_string().get(s)) return JsonError(e);
@@ -180,7 +180,8 @@ Status JsonWalker::ParseEntry(std::string_view name, sj::value& v) {
   if (auto e = v.type().get(t)) return JsonError(e);
   if (t == sj::json_type::array) {
     // serde would read a positional [dtype, shape, offsets]; no writer makes it.
-    return Corruption(Where(name) + "the entry is an array; only the object form "
+    return Corruption(Where(name) +
+                      "the entry is an array; only the object form "
                       "{\"dtype\", \"shape\", \"data_offsets\"} is accepted");
   }
   if (t != sj::json_type::object) {
@@ -213,7 +214,10 @@ Status JsonWalker::ParseEntry(std::string_view name, sj::value& v) {
       has_shape = true;
       TS_RETURN_IF_ERROR(ParseUints(name, "shape", fv, [&](std::size_t, std::uint64_t d) {
         if (rank == 8) info.shape.assign(dims, dims + 8);
-        if (rank < 8) dims[rank] = d; else info.shape.push_back(d);
+        if (rank < 8)
+          dims[rank] = d;
+        else
+          info.shape.push_back(d);
         ++rank;
         return Status::OK();
       }));
@@ -229,8 +233,8 @@ Status JsonWalker::ParseEntry(std::string_view name, sj::value& v) {
         return Status::OK();
       }));
       if (count != 2) {
-        return Corruption(Where(name) + "data_offsets has " + Str(count) + " element" +
-                          (count == 1 ? "" : "s") + "; it must be [begin, end]");
+        return Corruption(Where(name) + "data_offsets has " + Str(count) + " element" + (count == 1 ? "" : "s") +
+                          "; it must be [begin, end]");
       }
     } else {
       TS_RETURN_IF_ERROR(Skip(fv, 2));  // unknown fields are ignored, as by the crate
@@ -247,8 +251,7 @@ Status JsonWalker::ParseDTypeField(TensorInfo& info, Span& span, sj::value& v) {
   sj::json_type t;
   if (auto e = v.type().get(t)) return JsonError(e);
   if (t != sj::json_type::string) {
-    return Corruption(Where(info.name) + "dtype is " + std::string(TypeName(t)) +
-                      ", not a string such as \"F32\"");
+    return Corruption(Where(info.name) + "dtype is " + std::string(TypeName(t)) + ", not a string such as \"F32\"");
   }
   std::string_view s;
   if (auto e = v.get_string().get(s)) return JsonError(e);
@@ -263,8 +266,7 @@ Status JsonWalker::ParseDTypeField(TensorInfo& info, Span& span, sj::value& v) {
 }
 
 template <typename Sink>
-Status JsonWalker::ParseUints(std::string_view name, std::string_view field, sj::value& v,
-                              Sink&& sink) {
+Status JsonWalker::ParseUints(std::string_view name, std::string_view field, sj::value& v, Sink&& sink) {
   sj::json_type t;
   if (auto e = v.type().get(t)) return JsonError(e);
   if (t != sj::json_type::array) {
@@ -282,19 +284,16 @@ Status JsonWalker::ParseUints(std::string_view name, std::string_view field, sj:
     if (auto e = el.type().get(et)) return JsonError(e);
     auto item = [&] { return std::string(field) + "[" + Str(i) + "]"; };  // errors only
     if (et != sj::json_type::number) {
-      return Corruption(Where(name) + item() + " is " + std::string(TypeName(et)) +
-                        ", not a non-negative integer");
+      return Corruption(Where(name) + item() + " is " + std::string(TypeName(et)) + ", not a non-negative integer");
     }
     const std::string_view tok = TrimRight(el.raw_json_token());
     std::uint64_t u = 0;
     switch (ScanNumber(tok, &u)) {
-      case NumberClass::kUnsigned:
-        break;
+      case NumberClass::kUnsigned: break;
       case NumberClass::kNotJson:
         return Corruption(Where(name) + item() + " is not a valid JSON number: " + std::string(tok));
       default:
-        return Corruption(Where(name) + item() + " is " + std::string(tok) +
-                          ", not an integer from 0 to 2^64-1");
+        return Corruption(Where(name) + item() + " is " + std::string(tok) + ", not an integer from 0 to 2^64-1");
     }
     TS_RETURN_IF_ERROR(sink(i, u));
     ++i;
@@ -337,9 +336,7 @@ std::string Range(const Span& e) { return "[" + Str(e.begin) + ", " + Str(e.end)
 // The crate's validate(): entries in (begin, end) order must tile the buffer
 // from 0 with no hole or overlap, each exactly its dtype and shape's size.
 Result<std::uint64_t> CheckOffsets(std::vector<Span>& entries, const std::vector<TensorInfo>& infos) {
-  auto less = [](const Span& a, const Span& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  };
+  auto less = [](const Span& a, const Span& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; };
   // Files from writers are already in data order; sort only when needed.
   // Stable so that ties (zero-size tensors) keep header order.
   if (!std::is_sorted(entries.begin(), entries.end(), less)) {
@@ -357,12 +354,11 @@ Result<std::uint64_t> CheckOffsets(std::vector<Span>& entries, const std::vector
       }
       const std::string prev = QuoteName(infos[entries[i - 1].index].name);
       if (e.begin > running) {
-        return Corruption(where() + "data_offsets " + Range(e) + " leave a gap of " +
-                          Str(e.begin - running) + " bytes after tensor " + prev + ", which ends at " +
-                          Str(running));
+        return Corruption(where() + "data_offsets " + Range(e) + " leave a gap of " + Str(e.begin - running) +
+                          " bytes after tensor " + prev + ", which ends at " + Str(running));
       }
-      return Corruption(where() + "data_offsets " + Range(e) + " overlap tensor " + prev +
-                        ", which ends at " + Str(running));
+      return Corruption(where() + "data_offsets " + Range(e) + " overlap tensor " + prev + ", which ends at " +
+                        Str(running));
     }
     if (e.end < e.begin) {
       return Corruption(where() + "data_offsets " + Range(e) + " end before they begin");
@@ -376,17 +372,16 @@ Result<std::uint64_t> CheckOffsets(std::vector<Span>& entries, const std::vector
     }
     if (bits) bits = CheckedMul(*bits, st.bits);
     if (!bits) {
-      return Corruption(where() + "the size of " + std::string(st.name) + " " +
-                        ShapeToString(info.shape) + " overflows 64 bits");
+      return Corruption(where() + "the size of " + std::string(st.name) + " " + ShapeToString(info.shape) +
+                        " overflows 64 bits");
     }
     if (*bits % 8 != 0) {
-      return Corruption(where() + std::string(st.name) + " " + ShapeToString(info.shape) +
-                        " takes " + Str(*bits) + " bits, not a whole number of bytes");
+      return Corruption(where() + std::string(st.name) + " " + ShapeToString(info.shape) + " takes " + Str(*bits) +
+                        " bits, not a whole number of bytes");
     }
     if (e.end - e.begin != *bits / 8) {
-      return Corruption(where() + "data_offsets " + Range(e) + " hold " + Str(e.end - e.begin) +
-                        " bytes, but " + std::string(st.name) + " " +
-                        ShapeToString(info.shape) + " takes " + Str(*bits / 8));
+      return Corruption(where() + "data_offsets " + Range(e) + " hold " + Str(e.end - e.begin) + " bytes, but " +
+                        std::string(st.name) + " " + ShapeToString(info.shape) + " takes " + Str(*bits / 8));
     }
   }
   return running;
@@ -394,27 +389,25 @@ Result<std::uint64_t> CheckOffsets(std::vector<Span>& entries, const std::vector
 
 }  // namespace
 
-Result<Header> ParseHeader(std::span<const std::byte> prefix, std::uint64_t file_size,
-                           const ReadOptions& options) {
+Result<Header> ParseHeader(std::span<const std::byte> prefix, std::uint64_t file_size, const ReadOptions& options) {
   if (file_size < kLengthBytes) {
-    return Corruption("file is " + Str(file_size) +
-                      " bytes, too short for the 8-byte header length");
+    return Corruption("file is " + Str(file_size) + " bytes, too short for the 8-byte header length");
   }
   if (prefix.size() < kLengthBytes) {
     return InvalidArgument("ParseHeader needs the first 8 bytes of the file, got " + Str(prefix.size()));
   }
   const std::uint64_t n = tensorsafe::internal::Load64(prefix.data());
   if (n > options.max_header_bytes) {
-    return LimitExceeded("header length " + Str(n) + " exceeds the limit of " +
-                         Str(options.max_header_bytes) + " bytes");
+    return LimitExceeded("header length " + Str(n) + " exceeds the limit of " + Str(options.max_header_bytes) +
+                         " bytes");
   }
   if (n > file_size - kLengthBytes) {
-    return Corruption("header length " + Str(n) + " runs past the end of the file: 8 + " + Str(n) +
-                      " > file size " + Str(file_size));
+    return Corruption("header length " + Str(n) + " runs past the end of the file: 8 + " + Str(n) + " > file size " +
+                      Str(file_size));
   }
   if (prefix.size() - kLengthBytes < n) {
-    return InvalidArgument("ParseHeader needs the first " + Str(kLengthBytes + n) +
-                           " bytes of the file, got " + Str(prefix.size()));
+    return InvalidArgument("ParseHeader needs the first " + Str(kLengthBytes + n) + " bytes of the file, got " +
+                           Str(prefix.size()));
   }
   const char* text = reinterpret_cast<const char*>(prefix.data()) + kLengthBytes;
   const std::string_view header(text, static_cast<std::size_t>(n));
@@ -463,14 +456,13 @@ Result<Header> ParseHeader(std::span<const std::byte> prefix, std::uint64_t file
   auto end = CheckedAdd(data_start, data_length);
   if (!end || *end != file_size) {
     if (!end || *end > file_size) {
-      return Corruption("tensor data ends at byte " + (end ? Str(*end) : std::string("2^64+")) +
-                        " (8 + " + Str(n) + " + " + Str(data_length) + "), past the end of the file (" +
-                        Str(file_size) + " bytes): truncated");
+      return Corruption("tensor data ends at byte " + (end ? Str(*end) : std::string("2^64+")) + " (8 + " + Str(n) +
+                        " + " + Str(data_length) + "), past the end of the file (" + Str(file_size) +
+                        " bytes): truncated");
     }
     const std::uint64_t extra = file_size - *end;
     return Corruption("file has " + Str(extra) + (extra == 1 ? " byte" : " bytes") +
-                      " after the tensor data, which ends at byte " +
-                      Str(*end) + " (the data must end the file)");
+                      " after the tensor data, which ends at byte " + Str(*end) + " (the data must end the file)");
   }
 
   Header h;

@@ -84,14 +84,13 @@ void MergeMetadata(Checkpoint& ck) {
   ck.metadata_conflicts = std::move(conflicts);
 }
 Status MissingShard(const Index& idx, std::uint32_t shard, std::size_t mapped, const Status& cause) {
-  std::string m = idx.path + ": shard " + QuoteName(idx.shards[shard]) + " (" + Count(mapped, "tensor") +
-                  " mapped to it) ";
+  std::string m =
+      idx.path + ": shard " + QuoteName(idx.shards[shard]) + " (" + Count(mapped, "tensor") + " mapped to it) ";
   if (cause.code() == StatusCode::kIOError && cause.error_number() == ENOENT) {
     return NotFound(m + "does not exist in " + idx.directory);
   }
   return Status(cause.code(), m + "cannot be opened: " + cause.message(), cause.error_number());
 }
-
 
 // One shard of Open: mapped, parsed, and its names checked against the
 // index. Runs on a helper thread: touches only its own ShardInfo and
@@ -119,10 +118,10 @@ Status OpenShard(const Index& idx, std::uint32_t s, const internal::NameTable& t
     auto f = DetectFormat(info.path);
     if (!f.ok()) return MissingShard(idx, s, expected[s], f.status());
     if (*f != Format::kTsafe) {
-      return Corruption(idx.path + ": shard " + QuoteName(info.name) + " is " +
-                        (*f == Format::kUnknown ? std::string("not a tensor file")
-                                                : "a " + std::string(FormatName(*f)) + " file") +
-                        ", not tsafe");
+      return Corruption(
+          idx.path + ": shard " + QuoteName(info.name) + " is " +
+          (*f == Format::kUnknown ? std::string("not a tensor file") : "a " + std::string(FormatName(*f)) + " file") +
+          ", not tsafe");
     }
     auto reader = Reader::Open(info.path);
     if (!reader.ok()) return reader.status();
@@ -253,7 +252,8 @@ Status ReadTensors(const Checkpoint& ck, std::span<const std::size_t> tensors,
   std::vector<Piece> pieces;
   std::vector<bool> needed(ck.shards.size(), false);
   for (std::size_t i = 0; i < tensors.size(); ++i) {
-    if (tensors[i] >= ck.set.tensors.size()) return InvalidArgument("ReadTensors: no tensor " + std::to_string(tensors[i]));
+    if (tensors[i] >= ck.set.tensors.size())
+      return InvalidArgument("ReadTensors: no tensor " + std::to_string(tensors[i]));
     const Tensor& t = ck.set.tensors[tensors[i]];
     if (outs[i].size() != t.info.data_length) {
       return InvalidArgument("tensor " + QuoteName(t.info.name) + ": a buffer of " + std::to_string(outs[i].size()) +

@@ -110,11 +110,11 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
   return dir.back() == '/' ? dir + name : dir + "/" + name;
 }
 
-
 Status ListedTwice(const std::string& index, const std::vector<std::pair<std::string_view, std::uint32_t>>& map,
                    std::size_t first, std::size_t second, const std::vector<std::string>& shards) {
-  return Corruption(index + ": tensor " + QuoteName(map[second].first) + " is listed twice in \"weight_map\" (mapped to " +
-                    QuoteName(shards[map[first].second]) + " and " + QuoteName(shards[map[second].second]) + ")");
+  return Corruption(index + ": tensor " + QuoteName(map[second].first) +
+                    " is listed twice in \"weight_map\" (mapped to " + QuoteName(shards[map[first].second]) + " and " +
+                    QuoteName(shards[map[second].second]) + ")");
 }
 
 NameTable::NameTable(const std::vector<std::pair<std::string_view, std::uint32_t>>& names) : names_(&names) {
@@ -207,8 +207,9 @@ Result<std::string> ResolveCheckpoint(const std::string& path) {
                        "); tensorsafe reads safetensors and .tsafe checkpoints (save the model with "
                        "safe_serialization=True, or convert the file with torch first)");
   }
-  return NotFound(path + ": no checkpoint in the directory (no \"*.safetensors.index.json\", "
-                         "\"*.tsafe.index.json\", \"*.safetensors\" or \"*.tsafe\" file)");
+  return NotFound(path +
+                  ": no checkpoint in the directory (no \"*.safetensors.index.json\", "
+                  "\"*.tsafe.index.json\", \"*.safetensors\" or \"*.tsafe\" file)");
 }
 
 namespace {
@@ -308,7 +309,8 @@ Result<Index> ParseIndexImpl(std::string_view text, const std::string& index_pat
   // Shards in name order; remap the ids.
   std::vector<std::uint32_t> order(shard_names.size());
   for (std::uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return shard_names[a] < shard_names[b]; });
+  std::sort(order.begin(), order.end(),
+            [&](std::uint32_t a, std::uint32_t b) { return shard_names[a] < shard_names[b]; });
   std::vector<std::uint32_t> rank(order.size());
   for (std::uint32_t r = 0; r < order.size(); ++r) rank[order[r]] = r;
   idx.shards.reserve(order.size());
@@ -343,9 +345,8 @@ Result<Index> ReadIndexImpl(const std::string& path, const ReadOptions& opt, boo
   }
   TS_ASSIGN_OR_RETURN(auto file, tensorsafe::Env::Default()->OpenRead(index_path));
   if (file->size() > opt.max_index_bytes) {
-    return LimitExceeded(index_path + ": index of " + std::to_string(file->size()) +
-                         " bytes exceeds the limit of " + std::to_string(opt.max_index_bytes) +
-                         " (ReadOptions::max_index_bytes)");
+    return LimitExceeded(index_path + ": index of " + std::to_string(file->size()) + " bytes exceeds the limit of " +
+                         std::to_string(opt.max_index_bytes) + " (ReadOptions::max_index_bytes)");
   }
   std::string text(static_cast<std::size_t>(file->size()), '\0');
   TS_RETURN_IF_ERROR(file->ReadAt(0, std::as_writable_bytes(std::span<char>(text.data(), text.size()))));

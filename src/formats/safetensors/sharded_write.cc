@@ -300,9 +300,8 @@ Result<WriteStats> WriteShardedWith(const std::string& dir, const TensorSet& set
       shard.metadata_json = per_shard_metadata[s];
     } else {
       const json& md = indexed ? shard_md : single_md;
-      shard.metadata_json = md.empty() && (indexed ? o.shard_metadata_json : o.single_metadata_json).empty()
-                                ? std::string()
-                                : md.dump();
+      shard.metadata_json =
+          md.empty() && (indexed ? o.shard_metadata_json : o.single_metadata_json).empty() ? std::string() : md.dump();
     }
     const std::string path = (std::filesystem::path(dir) / name).string();
     TS_RETURN_IF_ERROR(write(path, shard));
@@ -449,10 +448,9 @@ Result<std::string> IndexText(std::uint64_t total_size, std::string_view index_m
 
 Result<WriteStats> WriteSharded(const std::string& dir, const TensorSet& set, const WriteOptions& options,
                                 std::span<const Storage> storages) {
-  return internal::WriteShardedWith(dir, set, options, storages,
-                                    [&](const std::string& path, const TensorSet& shard) {
-                                      return WriteShard(path, shard, options);
-                                    });
+  return internal::WriteShardedWith(dir, set, options, storages, [&](const std::string& path, const TensorSet& shard) {
+    return WriteShard(path, shard, options);
+  });
 }
 
 }  // namespace tensorsafe::sharded

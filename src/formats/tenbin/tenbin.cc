@@ -83,8 +83,8 @@ Result<std::string> ReadInfoField(const std::byte* p) {
 // written as they are.
 Status CheckInfo(std::string_view info) {
   if (info.size() > kInfoBytes) {
-    return InvalidArgument("info " + internal::QuoteName(info) + " is " +
-                           std::to_string(info.size()) + " bytes; tenbin holds at most 8");
+    return InvalidArgument("info " + internal::QuoteName(info) + " is " + std::to_string(info.size()) +
+                           " bytes; tenbin holds at most 8");
   }
   for (unsigned char c : info) {
     if (c >= 0x80) return InvalidArgument("info " + internal::QuoteName(info) + " must be ASCII");
@@ -113,8 +113,7 @@ std::string InfoFor(const Tensor& t, std::size_t i, const WriteOptions& opt) {
 }
 
 Result<std::vector<std::string>> EncodePayloadsImpl(std::span<const ArrayRef> arrays,
-                                                    std::span<const std::string> names,
-                                                    const WriteOptions& opt) {
+                                                    std::span<const std::string> names, const WriteOptions& opt) {
   std::vector<std::string> out;
   out.reserve(arrays.size() * 2);
   for (std::size_t i = 0; i < arrays.size(); ++i) {
@@ -189,8 +188,8 @@ Result<ArrayHeader> DecodeHeaderPayload(std::span<const std::byte> p, const Read
   // webdataset silently truncates a short shape; a size mismatch is corrupt.
   const std::uint64_t want = kFixedHeaderBytes + 8 * static_cast<std::uint64_t>(ndim);
   if (p.size() != want) {
-    return Corruption("header payload is " + std::to_string(p.size()) + " bytes, but ndim " +
-                      std::to_string(ndim) + " needs " + std::to_string(want));
+    return Corruption("header payload is " + std::to_string(p.size()) + " bytes, but ndim " + std::to_string(ndim) +
+                      " needs " + std::to_string(want));
   }
   for (std::int64_t i = 0; i < ndim; ++i) {
     const auto d = static_cast<std::int64_t>(internal::Load64(p.data() + 24 + 8 * i));
@@ -201,8 +200,7 @@ Result<ArrayHeader> DecodeHeaderPayload(std::span<const std::byte> p, const Read
 }
 
 Result<std::vector<std::span<const std::byte>>> SplitChunks(std::span<const std::byte> bytes,
-                                                            const std::string& display_name,
-                                                            const ReadOptions& opt) {
+                                                            const std::string& display_name, const ReadOptions& opt) {
   const std::string ctx = internal::Context(display_name);
   std::vector<std::span<const std::byte>> out;
   std::uint64_t pos = 0;
@@ -211,8 +209,7 @@ Result<std::vector<std::span<const std::byte>>> SplitChunks(std::span<const std:
   for (std::size_t i = 0; pos < size; ++i) {
     const std::string where = ctx + "chunk " + std::to_string(i) + " at offset " + std::to_string(pos);
     if (out.size() >= max_chunks) {
-      return LimitExceeded(where + ": more than " + std::to_string(opt.limits.max_tensor_count) +
-                           " arrays");
+      return LimitExceeded(where + ": more than " + std::to_string(opt.limits.max_tensor_count) + " arrays");
     }
     if (size - pos < kChunkHeaderSize) {
       return Corruption(where + ": " + std::to_string(size - pos) +
@@ -220,8 +217,7 @@ Result<std::vector<std::span<const std::byte>>> SplitChunks(std::span<const std:
     }
     if (std::memcmp(bytes.data() + pos, kMagic.data(), kMagic.size()) != 0) {
       return Corruption(where + ": bad magic " +
-                        internal::QuoteName(std::string_view(
-                            reinterpret_cast<const char*>(bytes.data() + pos), 8)) +
+                        internal::QuoteName(std::string_view(reinterpret_cast<const char*>(bytes.data() + pos), 8)) +
                         ", expected \"~TenBin~\"");
     }
     const auto n = static_cast<std::int64_t>(internal::Load64(bytes.data() + pos + 8));
@@ -230,14 +226,13 @@ Result<std::vector<std::span<const std::byte>>> SplitChunks(std::span<const std:
     if (n < 0) return Corruption(where + ": negative length " + std::to_string(n));
     const auto len = static_cast<std::uint64_t>(n);
     if (len > remain) {
-      return Corruption(where + ": length " + std::to_string(len) + " exceeds the " +
-                        std::to_string(remain) + " bytes that remain");
+      return Corruption(where + ": length " + std::to_string(len) + " exceeds the " + std::to_string(remain) +
+                        " bytes that remain");
     }
     const std::uint64_t padded = *internal::AlignUp(len, kChunkAlignment);  // len < 2^63
     if (padded > remain) {
-      return Corruption(where + ": length " + std::to_string(len) + " padded to " +
-                        std::to_string(padded) + " exceeds the " + std::to_string(remain) +
-                        " bytes that remain (missing padding)");
+      return Corruption(where + ": length " + std::to_string(len) + " padded to " + std::to_string(padded) +
+                        " exceeds the " + std::to_string(remain) + " bytes that remain (missing padding)");
     }
     if (opt.require_zero_padding) {
       for (std::uint64_t k = start + len; k < start + padded; ++k) {
@@ -255,8 +250,7 @@ Result<std::vector<std::span<const std::byte>>> SplitChunks(std::span<const std:
 namespace {
 
 Result<TensorSet> DecodePayloadsAt(std::span<const std::span<const std::byte>> payloads,
-                                   const std::vector<std::uint64_t>& offsets,
-                                   std::shared_ptr<const void> owner,
+                                   const std::vector<std::uint64_t>& offsets, std::shared_ptr<const void> owner,
                                    const std::string& display_name, const ReadOptions& opt) {
   const std::string ctx = internal::Context(display_name);
   if (payloads.size() % 2 != 0) {
@@ -277,10 +271,9 @@ Result<TensorSet> DecodePayloadsAt(std::span<const std::span<const std::byte>> p
     auto size = DenseByteSize(h->dtype, h->shape);
     if (!size.ok()) return Corruption(where + ": " + size.status().message());
     if (*size != payloads[i + 1].size()) {
-      return Corruption(ctx + Where(i + 1, offsets) + " (array " + std::to_string(i / 2) +
-                        "): data chunk has " + std::to_string(payloads[i + 1].size()) +
-                        " bytes, but shape " + ShapeToString(h->shape) + " of " +
-                        std::string(*CodeOf(h->dtype)) + " needs " + std::to_string(*size));
+      return Corruption(ctx + Where(i + 1, offsets) + " (array " + std::to_string(i / 2) + "): data chunk has " +
+                        std::to_string(payloads[i + 1].size()) + " bytes, but shape " + ShapeToString(h->shape) +
+                        " of " + std::string(*CodeOf(h->dtype)) + " needs " + std::to_string(*size));
     }
     preferred.push_back(NameOfInfo(h->info));
     headers.push_back(std::move(*h));
@@ -298,8 +291,8 @@ Result<TensorSet> DecodePayloadsAt(std::span<const std::span<const std::byte>> p
     if (!raw.empty() && (names[k] != raw || internal::IsPositionalName(raw, k))) {
       info.metadata_json = nlohmann::json{{kInfoKey, raw}}.dump();
     }
-    set.tensors.push_back(internal::ViewOrCopy(std::move(info), payloads[2 * k + 1], owner,
-                                               ElementSize(headers[k].dtype)));
+    set.tensors.push_back(
+        internal::ViewOrCopy(std::move(info), payloads[2 * k + 1], owner, ElementSize(headers[k].dtype)));
   }
   return set;
 }
@@ -307,8 +300,8 @@ Result<TensorSet> DecodePayloadsAt(std::span<const std::span<const std::byte>> p
 }  // namespace
 
 Result<TensorSet> DecodePayloads(std::span<const std::span<const std::byte>> payloads,
-                                 std::shared_ptr<const void> owner,
-                                 const std::string& display_name, const ReadOptions& opt) {
+                                 std::shared_ptr<const void> owner, const std::string& display_name,
+                                 const ReadOptions& opt) {
   return DecodePayloadsAt(payloads, {}, std::move(owner), display_name, opt);
 }
 
@@ -345,8 +338,7 @@ std::string JoinChunks(std::span<const std::string> payloads) {
   return out;
 }
 
-Result<std::vector<std::string>> EncodePayloads(std::span<const ArrayRef> arrays,
-                                                const WriteOptions& opt) {
+Result<std::vector<std::string>> EncodePayloads(std::span<const ArrayRef> arrays, const WriteOptions& opt) {
   return EncodePayloadsImpl(arrays, {}, opt);
 }
 
@@ -434,8 +426,8 @@ Status CheckNames(TensorSet& set, bool drop_names) {
     }
   }
   // A reader names an info by webdataset's reading of it.
-  const std::vector<std::string> back = internal::ReadBackNames(
-      set, "tenbin_info", [](std::string_view stored) { return NameOfInfo(stored); });
+  const std::vector<std::string> back =
+      internal::ReadBackNames(set, "tenbin_info", [](std::string_view stored) { return NameOfInfo(stored); });
   return internal::CheckReadBackNames(set, back, drop_names, [](const Tensor& t) {
     return std::string(FitsInfo(t.info.name) ? "tenbin's infos would clash"
                                              : "tenbin keeps a name only as an info of at most 8 ASCII bytes");

@@ -30,9 +30,9 @@ struct ZioType {
   std::uint64_t word;
 };
 constexpr ZioType kTypes[] = {
-    {DType::kF16, 'f', 2}, {DType::kF32, 'f', 4},  {DType::kF64, 'f', 8},  {DType::kI8, 'i', 1},
-    {DType::kI16, 'i', 2}, {DType::kI32, 'i', 4},  {DType::kI64, 'i', 8},  {DType::kU8, 'u', 1},
-    {DType::kU16, 'u', 2}, {DType::kU32, 'u', 4},  {DType::kU64, 'u', 8},  {DType::kBool, 'b', 1},
+    {DType::kF16, 'f', 2}, {DType::kF32, 'f', 4},   {DType::kF64, 'f', 8}, {DType::kI8, 'i', 1},
+    {DType::kI16, 'i', 2}, {DType::kI32, 'i', 4},   {DType::kI64, 'i', 8}, {DType::kU8, 'u', 1},
+    {DType::kU16, 'u', 2}, {DType::kU32, 'u', 4},   {DType::kU64, 'u', 8}, {DType::kBool, 'b', 1},
     {DType::kC64, 'c', 8}, {DType::kC128, 'c', 16},
 };
 
@@ -45,8 +45,7 @@ const ZioType* TypeOf(DType d) {
 
 // Parses JSON text, refusing nesting deeper than `max_depth` before it is
 // built. `code` is the code for text that is not JSON.
-Result<json> ParseJson(std::string_view text, std::uint32_t max_depth, StatusCode code,
-                       const std::string& what) {
+Result<json> ParseJson(std::string_view text, std::uint32_t max_depth, StatusCode code, const std::string& what) {
   bool too_deep = false;
   auto cb = [&](int depth, json::parse_event_t, json&) {
     if (static_cast<std::uint32_t>(depth) > max_depth) too_deep = true;
@@ -85,15 +84,17 @@ std::string CoordFrame(const Message& m) {
 }
 
 // Reads an array of unsigned integers at j[key]; nullopt when absent.
-Result<std::optional<std::vector<std::uint64_t>>> UintArray(const json& j, const char* key,
-                                                            const std::string& where) {
+Result<std::optional<std::vector<std::uint64_t>>> UintArray(const json& j, const char* key, const std::string& where) {
   if (!j.contains(key)) return std::optional<std::vector<std::uint64_t>>();
   const json& a = j[key];
   std::vector<std::uint64_t> v;
   bool ok = a.is_array();
   if (ok) {
     for (const auto& x : a) {
-      if (!x.is_number_unsigned()) { ok = false; break; }
+      if (!x.is_number_unsigned()) {
+        ok = false;
+        break;
+      }
       v.push_back(x.get<std::uint64_t>());
     }
   }
@@ -110,9 +111,8 @@ Result<std::uint64_t> Uint(const json& j, const char* key, const std::string& wh
 
 // Copies data stored in Boost general storage order (order[0] varies
 // fastest; ascend[d] false stores dimension d backwards) into C order.
-std::vector<std::byte> ToCOrder(std::span<const std::byte> src, const Shape& shape,
-                                std::uint64_t word, const std::vector<std::uint64_t>& order,
-                                const std::vector<bool>& ascend) {
+std::vector<std::byte> ToCOrder(std::span<const std::byte> src, const Shape& shape, std::uint64_t word,
+                                const std::vector<std::uint64_t>& order, const std::vector<bool>& ascend) {
   const std::size_t rank = shape.size();
   std::vector<std::uint64_t> stride(rank);
   std::uint64_t s = word;  // products stay below src.size(), checked by the caller
@@ -145,8 +145,7 @@ Result<Tensor> DecodeEntry(const json& e, std::size_t i, const Message& m, const
   TS_ASSIGN_OR_RETURN(auto shape, UintArray(e, "shape", where));
   if (!shape) return Corruption(where + ": \"shape\" is missing");
   if (shape->size() > opt.limits.max_rank) {
-    return LimitExceeded(where + ": rank " + N(shape->size()) + " exceeds the limit of " +
-                         N(opt.limits.max_rank));
+    return LimitExceeded(where + ": rank " + N(shape->size()) + " exceeds the limit of " + N(opt.limits.max_rank));
   }
   TS_ASSIGN_OR_RETURN(std::uint64_t word, Uint(e, "word", where));
   if (!e.contains("dtype") || !e["dtype"].is_string() || e["dtype"].get<std::string>().size() != 1) {
@@ -158,8 +157,8 @@ Result<Tensor> DecodeEntry(const json& e, std::size_t i, const Message& m, const
     if (t.kind == kind && t.word == word) type = &t;
   }
   if (!type) {
-    return Unsupported(where + ": dtype " + internal::QuoteName(std::string(1, kind)) + " with word " +
-                       N(word) + " has no tensorsafe dtype");
+    return Unsupported(where + ": dtype " + internal::QuoteName(std::string(1, kind)) + " with word " + N(word) +
+                       " has no tensorsafe dtype");
   }
   if (e.contains("packing") && e["packing"] != "dense") {
     return Unsupported(where + ": packing " + e["packing"].dump() + " (only \"dense\" is defined)");
@@ -170,8 +169,7 @@ Result<Tensor> DecodeEntry(const json& e, std::size_t i, const Message& m, const
     TS_ASSIGN_OR_RETURN(part, Uint(e, "part", where));
   }
   if (part >= m.payload.size()) {
-    return Corruption(where + ": part " + N(part) + ", but the message has " + N(m.payload.size()) +
-                      " payload frames");
+    return Corruption(where + ": part " + N(part) + ", but the message has " + N(m.payload.size()) + " payload frames");
   }
   const std::size_t rank = shape->size();
   std::vector<std::uint64_t> c_order(rank);
@@ -181,7 +179,10 @@ Result<Tensor> DecodeEntry(const json& e, std::size_t i, const Message& m, const
     std::vector<bool> seen(rank);
     bool perm = order->size() == rank;
     for (std::uint64_t d : *order) {
-      if (!perm || d >= rank || seen[d]) { perm = false; break; }
+      if (!perm || d >= rank || seen[d]) {
+        perm = false;
+        break;
+      }
       seen[d] = true;
     }
     if (!perm) {
@@ -209,8 +210,8 @@ Result<Tensor> DecodeEntry(const json& e, std::size_t i, const Message& m, const
   std::span<const std::byte> data = m.payload[part];
   auto size = DenseByteSize(type->dtype, *shape);
   if (!size.ok() || *size != data.size()) {
-    return Corruption(where + ": payload frame " + N(part) + " has " + N(data.size()) +
-                      " bytes, but shape " + ShapeToString(*shape) + " of word " + N(word) + " needs " +
+    return Corruption(where + ": payload frame " + N(part) + " has " + N(data.size()) + " bytes, but shape " +
+                      ShapeToString(*shape) + " of word " + N(word) + " needs " +
                       (size.ok() ? N(*size) : "more than 2^64"));
   }
   TensorInfo info;
@@ -218,8 +219,7 @@ Result<Tensor> DecodeEntry(const json& e, std::size_t i, const Message& m, const
   info.shape = std::move(*shape);
   info.data_length = data.size();
   info.metadata_json = std::move(metadata);
-  const bool plain = (!order || *order == c_order) &&
-                     std::find(ascend.begin(), ascend.end(), false) == ascend.end();
+  const bool plain = (!order || *order == c_order) && std::find(ascend.begin(), ascend.end(), false) == ascend.end();
   if (plain) return internal::ViewOrCopy(std::move(info), data, m.owner, ElementSize(type->dtype));
   auto c_data = ToCOrder(data, info.shape, word, order ? *order : c_order, ascend);
   return internal::OwnedTensor(std::move(info), std::move(c_data));
@@ -248,9 +248,8 @@ Result<std::vector<std::string>> EncodeFrames(const Message& m) {
   return frames;
 }
 
-Result<Message> DecodeFrames(std::span<const std::span<const std::byte>> frames,
-                             std::shared_ptr<const void> owner, const std::string& display_name,
-                             const ReadOptions& opt) {
+Result<Message> DecodeFrames(std::span<const std::span<const std::byte>> frames, std::shared_ptr<const void> owner,
+                             const std::string& display_name, const ReadOptions& opt) {
   const std::string ctx = internal::Context(display_name);
   if (frames.size() < 2) {
     return Corruption(ctx + "message has " + N(frames.size()) +
@@ -258,17 +257,14 @@ Result<Message> DecodeFrames(std::span<const std::span<const std::byte>> frames,
   }
   const auto h = frames[0];
   if (h.size() < kPrefixSize) {
-    return Corruption(ctx + "header frame is " + N(h.size()) +
-                      " bytes, shorter than the 8 of \"ZIO\", level and form");
+    return Corruption(ctx + "header frame is " + N(h.size()) + " bytes, shorter than the 8 of \"ZIO\", level and form");
   }
   const std::string_view hs(reinterpret_cast<const char*>(h.data()), h.size());
   if (hs.substr(0, 3) != "ZIO") {
-    return Corruption(ctx + "header frame starts with " + internal::QuoteName(hs.substr(0, 3)) +
-                      ", not \"ZIO\"");
+    return Corruption(ctx + "header frame starts with " + internal::QuoteName(hs.substr(0, 3)) + ", not \"ZIO\"");
   }
   if (hs[3] < '0' || hs[3] > '0' + kMaxLevel) {
-    return Corruption(ctx + "header frame: level " + internal::QuoteName(hs.substr(3, 1)) +
-                      " is not a digit 0..8");
+    return Corruption(ctx + "header frame: level " + internal::QuoteName(hs.substr(3, 1)) + " is not a digit 0..8");
   }
   if (h.size() - kPrefixSize > opt.limits.max_metadata_bytes) {
     return LimitExceeded(ctx + "label of " + N(h.size() - kPrefixSize) + " bytes exceeds the limit of " +
@@ -340,16 +336,14 @@ Result<Message> Unpack(std::span<const std::byte> bytes, std::shared_ptr<const v
     std::uint64_t n = internal::Load8(bytes.data() + pos++);
     if (n == kLongLength) {
       if (bytes.size() - pos < 4) {
-        return Corruption(where + ": the 0xFF length marker needs 4 more bytes, " +
-                          N(bytes.size() - pos) + " remain");
+        return Corruption(where + ": the 0xFF length marker needs 4 more bytes, " + N(bytes.size() - pos) + " remain");
       }
       n = 0;
       for (int k = 0; k < 4; ++k) n = (n << 8) | internal::Load8(bytes.data() + pos + k);
       pos += 4;
     }
     if (n > bytes.size() - pos) {
-      return Corruption(where + ": length " + N(n) + " exceeds the " + N(bytes.size() - pos) +
-                        " bytes that remain");
+      return Corruption(where + ": length " + N(n) + " exceeds the " + N(bytes.size() - pos) + " bytes that remain");
     }
     parts.push_back(bytes.subspan(pos, n));  // an empty last part is valid
     pos += n;
@@ -357,11 +351,10 @@ Result<Message> Unpack(std::span<const std::byte> bytes, std::shared_ptr<const v
   return DecodeFrames(parts, std::move(owner), display_name, opt);
 }
 
-Result<TensorSet> ToTensorSet(const Message& m, const std::string& display_name,
-                              const ReadOptions& opt) {
+Result<TensorSet> ToTensorSet(const Message& m, const std::string& display_name, const ReadOptions& opt) {
   const std::string ctx = internal::Context(display_name);
-  TS_ASSIGN_OR_RETURN(json label, ParseJson(m.label, opt.limits.max_json_depth,
-                                             StatusCode::kCorruption, ctx + "label"));
+  TS_ASSIGN_OR_RETURN(json label,
+                      ParseJson(m.label, opt.limits.max_json_depth, StatusCode::kCorruption, ctx + "label"));
   if (!label.is_object() || !label.contains("TENS")) {
     return InvalidArgument(ctx + "label has no \"TENS\" object: not a TENS message");
   }
@@ -487,9 +480,8 @@ bool HoldsDType(DType dtype) { return TypeOf(dtype) != nullptr; }
 Status CheckNames(TensorSet& set, bool drop_names) {
   const std::vector<std::string> back =
       internal::ReadBackNames(set, "name", [](std::string_view stored) { return std::string(stored); });
-  return internal::CheckReadBackNames(set, back, drop_names, [](const Tensor&) {
-    return std::string("its ZIO metadata \"name\" differs or clashes");
-  });
+  return internal::CheckReadBackNames(
+      set, back, drop_names, [](const Tensor&) { return std::string("its ZIO metadata \"name\" differs or clashes"); });
 }
 
 }  // namespace tensorsafe::zio

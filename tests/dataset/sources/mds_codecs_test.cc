@@ -16,11 +16,11 @@
 #include <nlohmann/json.hpp>
 
 #include "dataset/sources/mds/internal.h"
-#include "tensorsafe/env.h"
 #include "support/fault_env.h"
 #include "support/status_matchers.h"
 #include "support/temp_dir.h"
 #include "tensorsafe/dataset/mds.h"
+#include "tensorsafe/env.h"
 
 namespace tensorsafe {
 namespace {
@@ -188,8 +188,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         CodecCase{"gz", "the input ends inside the deflate data of gzip member 1 (at byte 0) (truncated) after ",
                   "gzip member 2 (at byte 1279): not a gzip member (starts 6a 75, not 1f 8b)", false},
-        CodecCase{"bz2", "the input ends inside bzip2 stream 1 (at byte 0) (truncated) after 0 decompressed bytes; "
-                         "the index says 2439",
+        CodecCase{"bz2",
+                  "the input ends inside bzip2 stream 1 (at byte 0) (truncated) after 0 decompressed bytes; "
+                  "the index says 2439",
                   nullptr, false},
         CodecCase{"br", "the input ends inside the brotli stream (truncated) after ",
                   "4 bytes after the end of the brotli stream (at byte 1439; brotli.decompress refuses them too)",
@@ -266,7 +267,8 @@ TEST_F(MdsGzip, WhatGzipDecompressRefuses) {
                 path + "gzip member 1 (at byte 0): compression method 7 (only 8, deflate)");
   z = whole;
   z[z.size() - 8] ^= 1;
-  EXPECT_STATUS(shard_.Open(z), StatusCode::kCorruption, path + "gzip member 1 (at byte 0): CRC-32 of its 2443 bytes is ");
+  EXPECT_STATUS(shard_.Open(z), StatusCode::kCorruption,
+                path + "gzip member 1 (at byte 0): CRC-32 of its 2443 bytes is ");
   z = whole;
   z[z.size() - 4] ^= 1;
   EXPECT_STATUS(shard_.Open(z), StatusCode::kCorruption,
@@ -275,7 +277,8 @@ TEST_F(MdsGzip, WhatGzipDecompressRefuses) {
                 path + "the input ends inside the 8-byte trailer of gzip member 1 (at byte 0) (truncated)");
   z = whole;
   z[10] = static_cast<char>(0xff);  // deflate block type 3
-  EXPECT_STATUS(shard_.Open(z), StatusCode::kCorruption, path + "gzip member 1 (at byte 0): deflate: invalid block type");
+  EXPECT_STATUS(shard_.Open(z), StatusCode::kCorruption,
+                path + "gzip member 1 (at byte 0): deflate: invalid block type");
   // A name running to the end of the input: the deflate data is missing.
   EXPECT_STATUS(shard_.Open(std::string("\x1f\x8b\x08\x08\0\0\0\0\0\3name", 14)), StatusCode::kCorruption,
                 path + "the input ends inside the deflate data of gzip member 1 (at byte 0) (truncated) after 0");
@@ -287,8 +290,8 @@ TEST_F(MdsGzip, WhatGzipDecompressRefuses) {
 std::string Bzip2Stream(const std::string& data, int level = 9) {
   std::string out(data.size() + data.size() / 100 + 600, '\0');
   auto n = static_cast<unsigned>(out.size());
-  EXPECT_EQ(BZ2_bzBuffToBuffCompress(out.data(), &n, const_cast<char*>(data.data()),
-                                     static_cast<unsigned>(data.size()), level, 0, 0),
+  EXPECT_EQ(BZ2_bzBuffToBuffCompress(out.data(), &n, const_cast<char*>(data.data()), static_cast<unsigned>(data.size()),
+                                     level, 0, 0),
             BZ_OK);
   out.resize(n);
   return out;
@@ -356,8 +359,8 @@ TEST(MdsBrotli, EmptyInputAndAnotherStreamAfterIt) {
 // the framed format is refused, its stream identifier read as a length.
 TEST(MdsSnappy, WhatIsNotARawBlock) {
   CodecShard shard("snappy");
-  const std::string framed = std::string("\xff\x06\x00\x00sNaPpY", 10) + std::string("\x01\x09\x00\x00", 4) +
-                             std::string("\0\0\0\0abcde", 9);
+  const std::string framed =
+      std::string("\xff\x06\x00\x00sNaPpY", 10) + std::string("\x01\x09\x00\x00", 4) + std::string("\0\0\0\0abcde", 9);
   EXPECT_STATUS(shard.Open(framed), StatusCode::kCorruption,
                 shard.ZipPath() + ": snappy block declares 895 bytes, the index says the raw shard has 2448");
   EXPECT_STATUS(shard.Open(""), StatusCode::kCorruption,
@@ -412,9 +415,10 @@ TEST(MdsSnappy, CopiesFromFarBack) {
 // (snappy's is the reservation of its mapped file) fails with the errno, the
 // message naming the output, and nothing is decoded past it.
 TEST(MdsCodecFaults, AFailedWriteIsAnIOErrorWithItsErrno) {
-  const std::pair<std::string, mds::internal::Codec> codecs[] = {
-      {"br", mds::internal::Codec::kBrotli}, {"bz2", mds::internal::Codec::kBzip2},
-      {"gz", mds::internal::Codec::kGzip}, {"snappy", mds::internal::Codec::kSnappy}};
+  const std::pair<std::string, mds::internal::Codec> codecs[] = {{"br", mds::internal::Codec::kBrotli},
+                                                                 {"bz2", mds::internal::Codec::kBzip2},
+                                                                 {"gz", mds::internal::Codec::kGzip},
+                                                                 {"snappy", mds::internal::Codec::kSnappy}};
   for (const auto& [ext, codec] : codecs) {
     SCOPED_TRACE(ext);
     const std::string zip = ReadFileBytes(kGolden + ext + "/shard.00000.mds." + ext);

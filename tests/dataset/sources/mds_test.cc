@@ -104,12 +104,12 @@ TEST_P(MdsGoldenCodec, DecompressesIntoTheCacheAndMatches) {
   EXPECT_TRUE(names[0] == want || (want == "at-" && names[0].starts_with("at-"))) << names[0];
 }
 
-INSTANTIATE_TEST_SUITE_P(Codecs, MdsGoldenCodec,
-                         ::testing::Values(GoldenCodec{"gz", "raw-xxh64-74bead15590c7da7-2443.mds"},
-                                           GoldenCodec{"bz2", "at-"},
-                                           GoldenCodec{"br", "raw-xxh3_64-697b7e5cbfe4e3f7-2455.mds"},
-                                           GoldenCodec{"snappy", "raw-xxh128-99b5c2a0d5cef78ef7c580a716405ca9-2448.mds"}),
-                         [](const auto& info) { return std::string(info.param.dir); });
+INSTANTIATE_TEST_SUITE_P(
+    Codecs, MdsGoldenCodec,
+    ::testing::Values(GoldenCodec{"gz", "raw-xxh64-74bead15590c7da7-2443.mds"}, GoldenCodec{"bz2", "at-"},
+                      GoldenCodec{"br", "raw-xxh3_64-697b7e5cbfe4e3f7-2455.mds"},
+                      GoldenCodec{"snappy", "raw-xxh128-99b5c2a0d5cef78ef7c580a716405ca9-2448.mds"}),
+    [](const auto& info) { return std::string(info.param.dir); });
 
 TEST(MdsGolden, ColumnsMapToFields) {
   TempDir cache;
@@ -147,8 +147,7 @@ Status ParseMutated(const std::function<void(nlohmann::json&)>& mutate, mds::Lim
   nlohmann::json j = nlohmann::json::parse(ReadFileBytes(kGolden + "plain/index.json"));
   mutate(j);
   std::string text = j.dump();
-  return mds::ParseIndex({reinterpret_cast<const std::byte*>(text.data()), text.size()}, "index.json", limits)
-      .status();
+  return mds::ParseIndex({reinterpret_cast<const std::byte*>(text.data()), text.size()}, "index.json", limits).status();
 }
 
 TEST(MdsInvalid, IndexFields) {
@@ -181,9 +180,7 @@ TEST(MdsInvalid, IndexFields) {
                 StatusCode::kUnsupported, "unknown encoding \"float128\"");
   EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["column_encodings"][0] = "ndarray:bool"; }),
                 StatusCode::kUnsupported, "ndarray dtype \"bool\"");
-  EXPECT_STATUS(ParseMutated([](auto& j) {
-                  j["shards"][0]["column_encodings"][2] = "ndarray:float32:0,3";
-                }),
+  EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0]["column_encodings"][2] = "ndarray:float32:0,3"; }),
                 StatusCode::kCorruption, "shape must be positive decimal dims");
   EXPECT_STATUS(ParseMutated([](auto& j) { j["shards"][0].erase("raw_data"); }), StatusCode::kCorruption,
                 "shard 0: missing \"raw_data\"");
@@ -308,9 +305,9 @@ TEST(MdsInvalid, RepeatedKeys) {
   EXPECT_STATUS(parse("{\"basename\": \"shard.00001.mds\"",
                       "{\"basename\": \"shard.00000.mds\", \"basename\": \"shard.00001.mds\""),
                 StatusCode::kCorruption, "shard 1 raw_data: key \"basename\" appears twice");
-  EXPECT_STATUS(parse("\"hashes\": {}}, \"samples\": 4",
-                      "\"hashes\": {\"xxh64\": \"00\", \"xxh64\": \"01\"}}, \"samples\": 4"),
-                StatusCode::kCorruption, "shard 0 raw_data hashes: key \"xxh64\" appears twice");
+  EXPECT_STATUS(
+      parse("\"hashes\": {}}, \"samples\": 4", "\"hashes\": {\"xxh64\": \"00\", \"xxh64\": \"01\"}}, \"samples\": 4"),
+      StatusCode::kCorruption, "shard 0 raw_data hashes: key \"xxh64\" appears twice");
   EXPECT_STATUS(parse("{\"shards\":", "{\"version\": 2, \"shards\":"), StatusCode::kCorruption,
                 "index.json: key \"version\" appears twice");
 }
@@ -360,7 +357,9 @@ class MdsShardCorruption : public ::testing::Test {
     ASSERT_TRUE(ds.ok());
     info_ = ds->shards[0];
   }
-  std::uint32_t Get32(std::size_t at) const { return internal::Load32(reinterpret_cast<const std::byte*>(&bytes_[at])); }
+  std::uint32_t Get32(std::size_t at) const {
+    return internal::Load32(reinterpret_cast<const std::byte*>(&bytes_[at]));
+  }
   void Set32(std::size_t at, std::uint32_t v) { internal::Store32(reinterpret_cast<std::byte*>(&bytes_[at]), v); }
   Result<std::unique_ptr<dataset::ShardSource>> Open() {
     WriteFileBytes(dir_.File("shard.00000.mds"), bytes_);
@@ -385,9 +384,9 @@ TEST_F(MdsShardCorruption, EveryTruncationIsRefused) {
                 "offsets[4] = " + std::to_string(whole.size()) + " is past the file's " +
                     std::to_string(whole.size() - 1) + " bytes");
   bytes_ = whole + std::string(3, '\0');
-  EXPECT_STATUS(Open().status(), StatusCode::kCorruption,
-                "offsets[4] = " + std::to_string(whole.size()) + " is not the file size " +
-                    std::to_string(whole.size() + 3));
+  EXPECT_STATUS(
+      Open().status(), StatusCode::kCorruption,
+      "offsets[4] = " + std::to_string(whole.size()) + " is not the file size " + std::to_string(whole.size() + 3));
 }
 
 TEST_F(MdsShardCorruption, EveryByteFlippedOpensOrFailsAndReadsOrFails) {
@@ -467,7 +466,8 @@ TEST_F(MdsShardCorruption, NdarrayDtypeOtherThanTheFields) {
   auto src = Open();
   ASSERT_TRUE(src.ok());
   std::vector<dataset::FieldView> v;
-  EXPECT_STATUS((*src)->Read(1, v), StatusCode::kUnsupported, "ndarray of f32 rank 2, but the shard's field is f64 rank 2");
+  EXPECT_STATUS((*src)->Read(1, v), StatusCode::kUnsupported,
+                "ndarray of f32 rank 2, but the shard's field is f64 rank 2");
 }
 
 TEST_F(MdsShardCorruption, TextThatIsNotUtf8) {
@@ -500,7 +500,8 @@ TEST_F(MdsShardCorruption, SymlinkedShardIsNotFollowed) {
   fs::create_symlink(dir_.File("elsewhere"), dir_.File("shard.00000.mds"));
   auto ds = mds::OpenDataset(dir_.path().string());
   ASSERT_TRUE(ds.ok());
-  EXPECT_STATUS(mds::OpenShard(*ds, 0).status(), StatusCode::kCorruption, "not a regular file (symlinks are not followed)");
+  EXPECT_STATUS(mds::OpenShard(*ds, 0).status(), StatusCode::kCorruption,
+                "not a regular file (symlinks are not followed)");
 }
 
 // The x values of every sample of shard 0 of `dir`, read through `cache`.
@@ -668,7 +669,10 @@ TEST_F(MdsZstdCorruption, SeveralFramesAndASkippableOne) {
   for (auto& e : fs::directory_iterator(cache_.path())) raw = ReadFileBytes(e.path().string());
   ASSERT_FALSE(raw.empty());
   TempDir parts;
-  std::string zip = std::string("\x50\x2a\x4d\x18\x03\x00\x00\x00" "abc", 11);  // skippable frame, 3 bytes
+  std::string zip = std::string(
+      "\x50\x2a\x4d\x18\x03\x00\x00\x00"
+      "abc",
+      11);  // skippable frame, 3 bytes
   for (std::string part : {raw.substr(0, 1000), raw.substr(1000)}) {
     WriteFileBytes(parts.File("in"), part);
     ASSERT_TRUE(dataset::internal::ZstdCompressFile(parts.File("in"), parts.File("out"), 3, false).ok());
@@ -685,8 +689,8 @@ TEST_F(MdsZstdCorruption, SeveralFramesAndASkippableOne) {
   EXPECT_EQ(CacheFiles(), 1u);
   // A raw size other than the frames' total is still refused, with nothing cached.
   fs::remove_all(cache_.path());
-  EXPECT_STATUS(Open([&](auto& j) { j["shards"][0]["raw_data"]["bytes"] = raw.size() - 1; }),
-                StatusCode::kCorruption, "decompresses to more than the index's " + std::to_string(raw.size() - 1));
+  EXPECT_STATUS(Open([&](auto& j) { j["shards"][0]["raw_data"]["bytes"] = raw.size() - 1; }), StatusCode::kCorruption,
+                "decompresses to more than the index's " + std::to_string(raw.size() - 1));
   EXPECT_EQ(CacheFiles(), 0u);
 }
 
@@ -699,9 +703,9 @@ TEST_F(MdsZstdCorruption, ErrorsInACachedShardNameItsZstdFile) {
   std::string raw = ReadFileBytes(cached);
   internal::Store32(reinterpret_cast<std::byte*>(raw.data()), 5);
   WriteFileBytes(cached, raw);
-  EXPECT_STATUS(Open(), StatusCode::kCorruption,
-                dir_.File("shard.00000.mds.zstd") + " (decompressed as " + cached +
-                    "): holds 5 samples, the index says 4");
+  EXPECT_STATUS(
+      Open(), StatusCode::kCorruption,
+      dir_.File("shard.00000.mds.zstd") + " (decompressed as " + cached + "): holds 5 samples, the index says 4");
 }
 
 TEST_F(MdsZstdCorruption, TrailingGarbageAfterTheFrame) {

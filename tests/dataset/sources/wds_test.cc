@@ -94,7 +94,10 @@ std::string Header(const std::string& name, std::uint64_t size, char type = '0',
   std::memcpy(&h[124], size_field ? size_field : buf, 11);
   std::memcpy(&h[136], "00000000000", 11);
   h[156] = type;
-  std::memcpy(&h[257], "ustar\0" "00", 8);
+  std::memcpy(&h[257],
+              "ustar\0"
+              "00",
+              8);
   std::memset(&h[148], ' ', 8);
   unsigned sum = 0;
   for (unsigned char c : h) sum += c;
@@ -164,9 +167,9 @@ TEST(WdsTar, ExtendedHeaderWithoutMemberIsCorruption) {
     SCOPED_TRACE(c.kind);
     EXPECT_STATUS(OpenBytes(first + c.ext).status(), StatusCode::kCorruption,
                   std::string("t.tar: ") + c.kind + " at offset 1024 names no member: the archive ends at 2048 bytes");
-    EXPECT_STATUS(OpenBytes(first + c.ext + End()).status(), StatusCode::kCorruption,
-                  std::string("t.tar: ") + c.kind +
-                      " at offset 1024 names no member: an all-zero block follows at offset 2048");
+    EXPECT_STATUS(
+        OpenBytes(first + c.ext + End()).status(), StatusCode::kCorruption,
+        std::string("t.tar: ") + c.kind + " at offset 1024 names no member: an all-zero block follows at offset 2048");
   }
   // Followed by its member, each reads.
   for (const auto& c : cases) {
@@ -261,8 +264,8 @@ TEST(WdsTar, EveryTruncationOfAPaxShard) {
   for (std::uint64_t cut : cuts) {
     SCOPED_TRACE("cut at " + std::to_string(cut) + " of " + std::to_string(whole.size()));
     const std::string part = whole.substr(0, cut);
-    const bool at_member_end = cut == 0 || cut >= data_end ||
-                               std::find(member_ends.begin(), member_ends.end(), cut) != member_ends.end();
+    const bool at_member_end =
+        cut == 0 || cut >= data_end || std::find(member_ends.begin(), member_ends.end(), cut) != member_ends.end();
     auto members = wds::internal::ScanTar(Span(part), "t.tar");
     if (!at_member_end) {
       EXPECT_STATUS(members.status(), StatusCode::kCorruption, "t.tar: ");
@@ -336,8 +339,8 @@ TEST(WdsTar, LongNamesAndPaxRecords) {
 
 TEST(WdsTar, SkipsWhatWebdatasetSkips) {
   std::string t = Member("__meta__", "m") + Member("__dir__/a.txt", "m") + Member("README", "no dot") +
-                  Member("d/", "", '5') + Member("link.txt", "", '2') + Member("a.txt", "A") +
-                  Member("a.CLS", "3") + End();
+                  Member("d/", "", '5') + Member("link.txt", "", '2') + Member("a.txt", "A") + Member("a.CLS", "3") +
+                  End();
   auto src = OpenBytes(t);
   ASSERT_TRUE(src.ok()) << src.status().ToString();
   ASSERT_EQ((*src)->num_samples(), 1u);
@@ -356,8 +359,7 @@ TEST(WdsGrouping, DuplicateSuffixIsAnError) {
 TEST(WdsGrouping, BadSamplesFailAloneOnRead) {
   std::string t = Member("a.cls", "1") + Member("a.txt", "x") + Member("b.cls", "1.5") + Member("b.txt", "y") +
                   Member("c.cls", "2") + Member("d.cls", "99999999999999999999") + Member("d.txt", "z") +
-                  Member("e.cls", "4") + Member("e.txt", "\xff") + Member("f.cls", "5") + Member("f.txt", "ok") +
-                  End();
+                  Member("e.cls", "4") + Member("e.txt", "\xff") + Member("f.cls", "5") + Member("f.txt", "ok") + End();
   auto src = OpenBytes(t);
   ASSERT_TRUE(src.ok()) << src.status().ToString();
   ASSERT_EQ((*src)->num_samples(), 6u);
@@ -401,7 +403,8 @@ TEST(WdsBraces, Expand) {
   EXPECT_EQ(*r, (std::vector<std::string>{"a-1", "a-2", "b-1", "b-2"}));
   EXPECT_EQ(*wds::ExpandBraces("plain.tar"), std::vector<std::string>{"plain.tar"});
   EXPECT_STATUS(wds::ExpandBraces("x{1..3").status(), StatusCode::kInvalidArgument, "unbalanced '{'");
-  EXPECT_STATUS(wds::ExpandBraces("x{abc}").status(), StatusCode::kInvalidArgument, "neither a list nor a numeric range");
+  EXPECT_STATUS(wds::ExpandBraces("x{abc}").status(), StatusCode::kInvalidArgument,
+                "neither a list nor a numeric range");
   EXPECT_STATUS(wds::ExpandBraces("{0..999999999}", 1000).status(), StatusCode::kLimitExceeded, "more than 1000");
 }
 

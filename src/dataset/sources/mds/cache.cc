@@ -191,15 +191,13 @@ Status VerifyHashes(const FileRef& ref, std::span<const std::byte> bytes, const 
     std::string got;
     if (!XxhDigest(h.algorithm, bytes, &got)) continue;  // sha1, md5, ...: not checked
     if (got != h.hex) {
-      return Corruption(what + ": " + h.algorithm + " is " + got + ", the index says " +
-                        QuoteName(h.hex));
+      return Corruption(what + ": " + h.algorithm + " is " + got + ", the index says " + QuoteName(h.hex));
     }
   }
   return Status::OK();
 }
 
-Result<std::string> EnsureRawShard(const Dataset& dataset, const ShardInfo& shard,
-                                   const ShardOptions& options) {
+Result<std::string> EnsureRawShard(const Dataset& dataset, const ShardInfo& shard, const ShardOptions& options) {
   const std::string& root = dataset.root;
   TS_RETURN_IF_ERROR(CheckNoSymlinkDirs(root, shard.raw.basename));
   const std::string in_root = root + "/" + shard.raw.basename;

@@ -26,8 +26,8 @@
 namespace tensorsafe::mds::internal {
 namespace {
 
-using tensorsafe::internal::QuoteName;
 using tensorsafe::WritableFile;
+using tensorsafe::internal::QuoteName;
 
 // Every streaming decoder writes through a buffer of this size, whatever the
 // index claims.
@@ -44,8 +44,7 @@ class Output {
   // past it is decoded.
   Status Put(const void* data, std::size_t n) {
     if (n > raw_bytes_ - total_) {
-      return Corruption(name_ + ": decompresses to more than the index's " + std::to_string(raw_bytes_) +
-                        " bytes");
+      return Corruption(name_ + ": decompresses to more than the index's " + std::to_string(raw_bytes_) + " bytes");
     }
     total_ += n;
     return file_.Append({static_cast<const std::byte*>(data), n});
@@ -138,8 +137,7 @@ Status DecodeGzip(std::span<const std::byte> zip, std::uint64_t raw_bytes, const
     auto truncated_header = [&] { return Corruption(output.Truncated("the header of " + m)); };
     if (zip.size() - pos < 10) return truncated_header();
     if (at(pos + 2) != 8) {
-      return Corruption(name + ": " + m + ": compression method " + std::to_string(at(pos + 2)) +
-                        " (only 8, deflate)");
+      return Corruption(name + ": " + m + ": compression method " + std::to_string(at(pos + 2)) + " (only 8, deflate)");
     }
     const std::uint8_t flags = at(pos + 3);
     std::size_t p = pos + 10;
@@ -202,8 +200,8 @@ Status DecodeGzip(std::span<const std::byte> zip, std::uint64_t raw_bytes, const
                         Hex(static_cast<std::uint32_t>(crc), 8) + ", its trailer says " + Hex(want_crc, 8));
     }
     if (want_len != static_cast<std::uint32_t>(length)) {
-      return Corruption(name + ": " + m + ": decompresses to " + std::to_string(length) +
-                        " bytes, its trailer says " + std::to_string(want_len) + " (mod 2^32)");
+      return Corruption(name + ": " + m + ": decompresses to " + std::to_string(length) + " bytes, its trailer says " +
+                        std::to_string(want_len) + " (mod 2^32)");
     }
     pos = p + 8;
     while (pos < zip.size() && at(pos) == 0) ++pos;  // gzip.decompress: .lstrip(b"\x00")
@@ -240,9 +238,9 @@ Status DecodeBzip2(std::span<const std::byte> zip, std::uint64_t raw_bytes, cons
       ret = BZ2_bzDecompress(&s);
       if (ret == BZ_DATA_ERROR || ret == BZ_DATA_ERROR_MAGIC) {
         if (stream > 1) return output.Finish(kept);  // "Leftover data is not a valid bzip2 stream; ignore it."
-        return Corruption(name + ": " + what + ": " +
-                          (ret == BZ_DATA_ERROR_MAGIC ? "not a bzip2 stream (BZ_DATA_ERROR_MAGIC)"
-                                                      : "damaged data (BZ_DATA_ERROR)"));
+        return Corruption(
+            name + ": " + what + ": " +
+            (ret == BZ_DATA_ERROR_MAGIC ? "not a bzip2 stream (BZ_DATA_ERROR_MAGIC)" : "damaged data (BZ_DATA_ERROR)"));
       }
       if (ret == BZ_MEM_ERROR) return Internal(name + ": BZ2_bzDecompress: out of memory");
       if (ret != BZ_OK && ret != BZ_STREAM_END) {
@@ -351,7 +349,8 @@ Result<Codec> ParseCompression(std::string_view c) {
   for (const Family& f : kFamilies) {
     if (f.name != family) continue;
     if (family.size() == c.size()) return f.codec;
-    if (f.min_level < 0) return Corruption("compression " + QuoteName(c) + " (" + std::string(f.name) + " has no levels)");
+    if (f.min_level < 0)
+      return Corruption("compression " + QuoteName(c) + " (" + std::string(f.name) + " has no levels)");
     // compression.py names levels f"{extension}:{level}": decimal, no sign,
     // no leading zero ("zstd:01" is no algorithm of is_compression).
     std::string_view l = c.substr(family.size() + 1);
@@ -370,16 +369,11 @@ Result<Codec> ParseCompression(std::string_view c) {
 Status DecodeShard(Codec codec, std::span<const std::byte> zip, std::uint64_t raw_bytes, const std::string& name,
                    WritableFile& out) {
   switch (codec) {
-    case Codec::kBrotli:
-      return DecodeBrotli(zip, raw_bytes, name, out);
-    case Codec::kBzip2:
-      return DecodeBzip2(zip, raw_bytes, name, out);
-    case Codec::kGzip:
-      return DecodeGzip(zip, raw_bytes, name, out);
-    case Codec::kSnappy:
-      return DecodeSnappy(zip, raw_bytes, name, out);
-    case Codec::kZstd:
-      return DecodeZstd(zip, raw_bytes, name, out);
+    case Codec::kBrotli: return DecodeBrotli(zip, raw_bytes, name, out);
+    case Codec::kBzip2: return DecodeBzip2(zip, raw_bytes, name, out);
+    case Codec::kGzip: return DecodeGzip(zip, raw_bytes, name, out);
+    case Codec::kSnappy: return DecodeSnappy(zip, raw_bytes, name, out);
+    case Codec::kZstd: return DecodeZstd(zip, raw_bytes, name, out);
   }
   return Internal(name + ": unknown codec");
 }

@@ -9,8 +9,8 @@
 #include <utility>
 
 #include "dataset/sources/mds/internal.h"
-#include "tensorsafe/env.h"
 #include "tensorsafe/dataset/mds.h"
+#include "tensorsafe/env.h"
 #include "util/checked_math.h"
 #include "util/text.h"
 
@@ -38,8 +38,8 @@ constexpr std::array<NumpyName, 11> kNumpyNames = {{
 }};
 
 // Encodings whose values we hand out as their stored bytes.
-constexpr std::array<std::string_view, 8> kBytesEncodings = {
-    "bytes", "jpeg", "png", "pil", "jpeg_array", "jpegarray", "list[pil]", "list[jpeg]"};
+constexpr std::array<std::string_view, 8> kBytesEncodings = {"bytes",      "jpeg",      "png",       "pil",
+                                                             "jpeg_array", "jpegarray", "list[pil]", "list[jpeg]"};
 
 // One dim of an `ndarray:<dtype>:<dims>` encoding as Python's int() reads
 // it (encodings.py NDArray.from_str maps int over the comma-separated dims):
@@ -117,8 +117,7 @@ Status ParseEncoding(std::string_view enc, const Limits& limits, Column* c) {
     c->size = 8;
     return Status::OK();
   }
-  if (enc == "list[png]" ||
-      std::find(kBytesEncodings.begin(), kBytesEncodings.end(), enc) != kBytesEncodings.end()) {
+  if (enc == "list[png]" || std::find(kBytesEncodings.begin(), kBytesEncodings.end(), enc) != kBytesEncodings.end()) {
     c->codec = ColumnCodec::kBytes;
     return Status::OK();
   }
@@ -137,8 +136,7 @@ Status ParseEncoding(std::string_view enc, const Limits& limits, Column* c) {
     std::string_view rest = enc.substr(8);
     std::string_view dtype_name = rest.substr(0, rest.find(':'));
     if (!DTypeOfNumpyName(dtype_name, &dt)) {
-      return Unsupported("encoding " + q + ": ndarray dtype " +
-                         tensorsafe::internal::QuoteName(dtype_name) +
+      return Unsupported("encoding " + q + ": ndarray dtype " + tensorsafe::internal::QuoteName(dtype_name) +
                          " is not one MDS writes (uint8..uint64, int8..int64, float16/32/64)");
     }
     c->dtype_fixed = true;
@@ -154,8 +152,7 @@ Status ParseEncoding(std::string_view enc, const Limits& limits, Column* c) {
         return Corruption("encoding " + q + ": shape must be positive decimal dims joined by ','");
       }
       if (c->shape.size() >= limits.max_rank) {
-        return LimitExceeded("encoding " + q + ": rank above the limit " +
-                             std::to_string(limits.max_rank));
+        return LimitExceeded("encoding " + q + ": rank above the limit " + std::to_string(limits.max_rank));
       }
       c->shape.push_back(static_cast<std::int64_t>(d));
       auto e = tensorsafe::internal::CheckedMul(elems, d);
@@ -211,8 +208,7 @@ Status CheckUniqueKeys(dom::object obj, const std::string& what) {
 }
 
 // Reads `obj[key]` as an unsigned integer in [0, max].
-Status GetUint(dom::object obj, std::string_view key, std::uint64_t max, std::uint64_t* out,
-               const std::string& what) {
+Status GetUint(dom::object obj, std::string_view key, std::uint64_t max, std::uint64_t* out, const std::string& what) {
   dom::element e;
   if (obj[key].get(e)) return Corruption(what + ": missing \"" + std::string(key) + "\"");
   std::uint64_t v;
@@ -220,8 +216,8 @@ Status GetUint(dom::object obj, std::string_view key, std::uint64_t max, std::ui
     return Corruption(what + ": \"" + std::string(key) + "\" is not a non-negative integer");
   }
   if (v > max) {
-    return Corruption(what + ": \"" + std::string(key) + "\" = " + std::to_string(v) +
-                      " exceeds " + std::to_string(max));
+    return Corruption(what + ": \"" + std::string(key) + "\" = " + std::to_string(v) + " exceeds " +
+                      std::to_string(max));
   }
   *out = v;
   return Status::OK();
@@ -243,8 +239,8 @@ Status ParseFileRef(dom::element e, const Limits& limits, FileRef* ref, const st
   std::string_view basename;
   TS_RETURN_IF_ERROR(GetString(obj, "basename", &basename, what));
   if (basename.size() > limits.max_name_bytes) {
-    return LimitExceeded(what + ": basename of " + std::to_string(basename.size()) +
-                         " bytes exceeds the limit " + std::to_string(limits.max_name_bytes));
+    return LimitExceeded(what + ": basename of " + std::to_string(basename.size()) + " bytes exceeds the limit " +
+                         std::to_string(limits.max_name_bytes));
   }
   if (Status s = CheckRelativePath(basename); !s.ok()) {
     return Corruption(what + ": unsafe basename " + QuoteName(basename) + ": " + s.message());
@@ -307,9 +303,8 @@ Status ParseShard(dom::element e, std::size_t i, const Limits& limits, ShardInfo
     const std::string cw = what + " column " + QuoteName(name);
     if (name.empty()) return Corruption(what + ": column " + std::to_string(c) + " has an empty name");
     if (name.size() > limits.max_name_bytes) {
-      return LimitExceeded(what + ": column " + std::to_string(c) + " name of " +
-                           std::to_string(name.size()) + " bytes exceeds the limit " +
-                           std::to_string(limits.max_name_bytes));
+      return LimitExceeded(what + ": column " + std::to_string(c) + " name of " + std::to_string(name.size()) +
+                           " bytes exceeds the limit " + std::to_string(limits.max_name_bytes));
     }
     if (!seen.insert(name).second) return Corruption(cw + " appears twice");
     col.name = std::string(name);
@@ -346,8 +341,8 @@ Status ParseShard(dom::element e, std::size_t i, const Limits& limits, ShardInfo
   dom::element zip;
   bool has_zip = !obj["zip_data"].get(zip) && !zip.is_null();
   if (has_zip != shard->compressed) {
-    return Corruption(what + (shard->compressed ? ": compressed but zip_data is null"
-                                                : ": zip_data given without compression"));
+    return Corruption(
+        what + (shard->compressed ? ": compressed but zip_data is null" : ": zip_data given without compression"));
   }
   if (has_zip) {
     TS_RETURN_IF_ERROR(ParseFileRef(zip, limits, &shard->zip, what + " zip_data"));
@@ -360,8 +355,7 @@ Status ParseShard(dom::element e, std::size_t i, const Limits& limits, ShardInfo
 
 }  // namespace
 
-Result<Dataset> ParseIndex(std::span<const std::byte> bytes, const std::string& display_name,
-                           const Limits& limits) {
+Result<Dataset> ParseIndex(std::span<const std::byte> bytes, const std::string& display_name, const Limits& limits) {
   const std::string ctx = display_name + ": ";
   if (bytes.size() > limits.max_index_bytes) {
     return LimitExceeded(ctx + "index of " + std::to_string(bytes.size()) + " bytes exceeds the limit " +
@@ -417,8 +411,8 @@ Result<Dataset> OpenDataset(const std::string& dir, const Limits& limits) {
   auto* env = tensorsafe::Env::Default();
   TS_ASSIGN_OR_RETURN(auto file, env->OpenRead(path));
   if (file->size() > limits.max_index_bytes) {
-    return LimitExceeded(path + ": index of " + std::to_string(file->size()) +
-                         " bytes exceeds the limit " + std::to_string(limits.max_index_bytes));
+    return LimitExceeded(path + ": index of " + std::to_string(file->size()) + " bytes exceeds the limit " +
+                         std::to_string(limits.max_index_bytes));
   }
   std::vector<std::byte> bytes(file->size());
   TS_RETURN_IF_ERROR(file->ReadAt(0, bytes));

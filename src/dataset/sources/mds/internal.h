@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "tensorsafe/env.h"
 #include "tensorsafe/dataset/mds.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/status.h"
 
 namespace tensorsafe::mds::internal {
@@ -44,8 +44,8 @@ enum class Codec : std::uint8_t { kBrotli, kBzip2, kGzip, kSnappy, kZstd };
 
 // The codec of an index's "compression" value ("gz", "zstd:7", "snappy"),
 // spelled as compression.py names them: "<family>" or "<family>:<level>",
-// the level in decimal without sign or leading zero, in the family's range. kCorruption for a family we know with a level
-// it does not have or spells otherwise, kUnsupported for anything else.
+// the level in decimal without sign or leading zero, in the family's range. kCorruption for a family we know with a
+// level it does not have or spells otherwise, kUnsupported for anything else.
 Result<Codec> ParseCompression(std::string_view compression);
 // The family's name in an index: "br", "bz2", "gz", "snappy", "zstd".
 std::string_view CodecName(Codec codec);
@@ -63,8 +63,7 @@ Status DecodeShard(Codec codec, std::span<const std::byte> zip, std::uint64_t ra
 
 // The path of the raw shard to map for `shard`, decompressing it into the
 // cache when needed (cache.cc).
-Result<std::string> EnsureRawShard(const Dataset& dataset, const ShardInfo& shard,
-                                   const ShardOptions& options);
+Result<std::string> EnsureRawShard(const Dataset& dataset, const ShardInfo& shard, const ShardOptions& options);
 
 // The field a column maps to: bytes -> kBytes, str* -> kStr, int -> kInt,
 // numpy scalars -> rank-0 kTensor, json -> kJson, ndarray -> kTensor with its

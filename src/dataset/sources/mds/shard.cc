@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "dataset/sources/mds/internal.h"
-#include "tensorsafe/env.h"
 #include "tensorsafe/dataset/mds.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/tensor.h"
 #include "util/checked_math.h"
 #include "util/endian.h"
@@ -19,9 +19,9 @@ namespace tensorsafe::mds {
 namespace {
 
 using dataset::FieldKind;
-using internal::FieldOf;
 using dataset::FieldSpec;
 using dataset::FieldView;
+using internal::FieldOf;
 using tensorsafe::internal::Load32;
 using tensorsafe::internal::Load64;
 using tensorsafe::internal::QuoteName;
@@ -32,7 +32,7 @@ using tensorsafe::internal::QuoteName;
 struct NdPrefix {
   DType dtype = DType::kU8;
   std::uint32_t rank = 0;
-  std::size_t header = 0;     // prefix bytes
+  std::size_t header = 0;      // prefix bytes
   std::int64_t dims[64] = {};  // rank <= 63 (6 bits)
 };
 
@@ -57,9 +57,8 @@ Status ParseNdPrefix(const Column& col, std::span<const std::byte> v, NdPrefix* 
     p->rank = b >> 2;
     std::size_t width = std::size_t{1} << (b & 3);
     if (v.size() - pos < p->rank * width) {
-      return Corruption("shape of rank " + std::to_string(p->rank) + " needs " +
-                        std::to_string(p->rank * width) + " bytes, " + std::to_string(v.size() - pos) +
-                        " remain");
+      return Corruption("shape of rank " + std::to_string(p->rank) + " needs " + std::to_string(p->rank * width) +
+                        " bytes, " + std::to_string(v.size() - pos) + " remain");
     }
     for (std::uint32_t i = 0; i < p->rank; ++i) {
       const std::byte* d = v.data() + pos + i * width;
@@ -101,9 +100,8 @@ class MdsShard final : public dataset::ShardSource {
         size = Load32(sample.data() + 4 * var_seen++);
       }
       if (!tensorsafe::internal::RangeWithin(pos, size, sample.size())) {
-        return Corruption(Where(i, c) + "value of " + std::to_string(size) + " bytes at " +
-                          std::to_string(pos) + " runs past the sample's " + std::to_string(sample.size()) +
-                          " bytes");
+        return Corruption(Where(i, c) + "value of " + std::to_string(size) + " bytes at " + std::to_string(pos) +
+                          " runs past the sample's " + std::to_string(sample.size()) + " bytes");
       }
       std::span<const std::byte> v = sample.subspan(pos, size);
       pos += size;
@@ -113,17 +111,14 @@ class MdsShard final : public dataset::ShardSource {
       switch (col.codec) {
         case ColumnCodec::kStr:
         case ColumnCodec::kJson:
-          if (!tensorsafe::internal::IsValidUtf8(
-                  {reinterpret_cast<const char*>(v.data()), v.size()})) {
+          if (!tensorsafe::internal::IsValidUtf8({reinterpret_cast<const char*>(v.data()), v.size()})) {
             return Corruption(Where(i, c) + "text is not valid UTF-8");
           }
           f.bytes = v;
           break;
         case ColumnCodec::kBytes:
         case ColumnCodec::kInt:
-        case ColumnCodec::kScalar:
-          f.bytes = v;
-          break;
+        case ColumnCodec::kScalar: f.bytes = v; break;
         case ColumnCodec::kNdarray: {
           NdPrefix p;
           if (Status s = ParseNdPrefix(col, v, &p); !s.ok()) return Status(s.code(), Where(i, c) + s.message());
@@ -131,17 +126,15 @@ class MdsShard final : public dataset::ShardSource {
           if (p.dtype != spec.dtype || p.rank != spec.shape.size()) {
             return Unsupported(Where(i, c) + "ndarray of " + std::string(DTypeName(p.dtype)) + " rank " +
                                std::to_string(p.rank) + ", but the shard's field is " +
-                               std::string(DTypeName(spec.dtype)) + " rank " +
-                               std::to_string(spec.shape.size()) +
+                               std::string(DTypeName(spec.dtype)) + " rank " + std::to_string(spec.shape.size()) +
                                " (fixed by sample 0; a field has one dtype and rank)");
           }
           Shape shape(p.dims, p.dims + p.rank);
           auto want = DenseByteSize(p.dtype, shape);
           std::uint64_t have = v.size() - p.header;
           if (!want.ok() || *want != have) {
-            return Corruption(Where(i, c) + "ndarray " + std::string(DTypeName(p.dtype)) + " " +
-                              ShapeToString(shape) + " needs " +
-                              (want.ok() ? std::to_string(*want) : std::string("too many")) +
+            return Corruption(Where(i, c) + "ndarray " + std::string(DTypeName(p.dtype)) + " " + ShapeToString(shape) +
+                              " needs " + (want.ok() ? std::to_string(*want) : std::string("too many")) +
                               " bytes, the value holds " + std::to_string(have));
           }
           f.shape.assign(p.dims, p.dims + p.rank);
@@ -151,8 +144,8 @@ class MdsShard final : public dataset::ShardSource {
       }
     }
     if (pos != sample.size()) {
-      return Corruption(name_ + ": sample " + std::to_string(i) + ": columns fill " + std::to_string(pos) +
-                        " of its " + std::to_string(sample.size()) + " bytes");
+      return Corruption(name_ + ": sample " + std::to_string(i) + ": columns fill " + std::to_string(pos) + " of its " +
+                        std::to_string(sample.size()) + " bytes");
     }
     return Status::OK();
   }
@@ -176,8 +169,8 @@ class MdsShard final : public dataset::ShardSource {
   }
 
   // `display` names the shard in messages (default: `file`).
-  static Result<std::unique_ptr<MdsShard>> Open(const std::string& file, const ShardInfo& info,
-                                                const Limits& limits, const std::string& display = {});
+  static Result<std::unique_ptr<MdsShard>> Open(const std::string& file, const ShardInfo& info, const Limits& limits,
+                                                const std::string& display = {});
   // The compressed shard this one came from (OpenShard), for VerifyData.
   void set_zip(std::string path, FileRef ref) {
     zip_path_ = std::move(path);
@@ -224,8 +217,8 @@ Status CheckConfig(std::span<const std::byte> config, const ShardInfo& info, con
     std::uint64_t s = 0;
     bool size_ok = col.size < 0 ? sizes.at(c).is_null()
                                 : (!sizes.at(c).get_uint64().get(s) && s == static_cast<std::uint64_t>(col.size));
-    if (enc.at(c).get_string().get(e) || names.at(c).get_string().get(n) || e != col.encoding ||
-        n != col.name || !size_ok) {
+    if (enc.at(c).get_string().get(e) || names.at(c).get_string().get(n) || e != col.encoding || n != col.name ||
+        !size_ok) {
       return Corruption(name + ": config column " + std::to_string(c) + " disagrees with the index's " +
                         QuoteName(col.name) + " (" + col.encoding + ")");
     }
@@ -233,16 +226,15 @@ Status CheckConfig(std::span<const std::byte> config, const ShardInfo& info, con
   return Status::OK();
 }
 
-Result<std::unique_ptr<MdsShard>> MdsShard::Open(const std::string& file, const ShardInfo& info,
-                                                 const Limits& limits, const std::string& display) {
+Result<std::unique_ptr<MdsShard>> MdsShard::Open(const std::string& file, const ShardInfo& info, const Limits& limits,
+                                                 const std::string& display) {
   const std::string& path = display.empty() ? file : display;
   auto* env = tensorsafe::Env::Default();
   TS_ASSIGN_OR_RETURN(auto region, env->Map(file));
   auto bytes = region->bytes();
   const std::uint64_t size = bytes.size();
   if (size != info.raw.bytes) {
-    return Corruption(path + ": " + std::to_string(size) + " bytes, the index says " +
-                      std::to_string(info.raw.bytes));
+    return Corruption(path + ": " + std::to_string(size) + " bytes, the index says " + std::to_string(info.raw.bytes));
   }
   if (size > limits.max_shard_bytes || size > 0xFFFFFFFFull) {
     return LimitExceeded(path + ": " + std::to_string(size) + " bytes exceed the shard limit");
@@ -283,15 +275,15 @@ Result<std::unique_ptr<MdsShard>> MdsShard::Open(const std::string& file, const 
                       std::to_string(table_end) + ")");
   }
   if (prev > size) {
-    return Corruption(path + ": offsets[0] = " + std::to_string(prev) + " is past the file's " +
-                      std::to_string(size) + " bytes");
+    return Corruption(path + ": offsets[0] = " + std::to_string(prev) + " is past the file's " + std::to_string(size) +
+                      " bytes");
   }
   TS_RETURN_IF_ERROR(CheckConfig(bytes.subspan(table_end, prev - table_end), info, limits, path));
   for (std::uint64_t i = 1; i <= n; ++i) {
     std::uint64_t off = Load32(bytes.data() + 4 + 4 * i);
     if (off < prev) {
-      return Corruption(path + ": offsets[" + std::to_string(i) + "] = " + std::to_string(off) +
-                        " is below offsets[" + std::to_string(i - 1) + "] = " + std::to_string(prev));
+      return Corruption(path + ": offsets[" + std::to_string(i) + "] = " + std::to_string(off) + " is below offsets[" +
+                        std::to_string(i - 1) + "] = " + std::to_string(prev));
     }
     if (off > size) {
       return Corruption(path + ": offsets[" + std::to_string(i) + "] = " + std::to_string(off) +
@@ -315,11 +307,11 @@ Result<std::unique_ptr<MdsShard>> MdsShard::Open(const std::string& file, const 
   for (const Column& c : info.columns) {
     std::span<const std::byte> v;
     if (n) {
-      std::uint64_t len = c.size >= 0 ? static_cast<std::uint64_t>(c.size)
-                                      : Load32(bytes.data() + first + 4 * var_seen++);
+      std::uint64_t len =
+          c.size >= 0 ? static_cast<std::uint64_t>(c.size) : Load32(bytes.data() + first + 4 * var_seen++);
       if (!tensorsafe::internal::RangeWithin(pos, len, first_end)) {
-        return Corruption(path + ": sample 0 column " + QuoteName(c.name) + ": value of " +
-                          std::to_string(len) + " bytes runs past the sample");
+        return Corruption(path + ": sample 0 column " + QuoteName(c.name) + ": value of " + std::to_string(len) +
+                          " bytes runs past the sample");
       }
       v = bytes.subspan(pos, len);
       pos += len;

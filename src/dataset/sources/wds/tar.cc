@@ -81,8 +81,8 @@ Status CheckPath(std::string_view path, const std::string& what) {
 }
 
 // pax records "<len> <key>=<value>\n"; sets path and size when present.
-Status ParsePax(std::span<const std::byte> data, std::optional<std::string>* path,
-                std::optional<std::uint64_t>* size, const std::string& what) {
+Status ParsePax(std::span<const std::byte> data, std::optional<std::string>* path, std::optional<std::uint64_t>* size,
+                const std::string& what) {
   std::string_view s(reinterpret_cast<const char*>(data.data()), data.size());
   while (!s.empty()) {
     std::size_t sp = s.find(' ');
@@ -121,7 +121,7 @@ Status ParsePax(std::span<const std::byte> data, std::optional<std::string>* pat
 }  // namespace
 
 Result<std::vector<Member>> internal::ScanTar(std::span<const std::byte> tar, const std::string& name,
-                                    const ReadOptions& options) {
+                                              const ReadOptions& options) {
   std::vector<Member> members;
   std::optional<std::string> next_path;
   std::optional<std::uint64_t> next_size;
@@ -221,8 +221,7 @@ Result<std::vector<Member>> internal::ScanTar(std::span<const std::byte> tar, co
       case 'K':  // GNU long link name: links are skipped anyway
         pending = "GNU long link name";
         break;
-      case 'S':
-        return Unsupported(what + ": GNU sparse member");
+      case 'S': return Unsupported(what + ": GNU sparse member");
       case '0':
       case '\0':
       case '7': {
@@ -348,8 +347,7 @@ Status Expand(std::string_view p, std::vector<std::string>& out, std::size_t max
     }
   }
   if (close == std::string_view::npos) return InvalidArgument("unbalanced '{' in " + QuoteName(p));
-  std::string_view head = p.substr(0, open), body = p.substr(open + 1, close - open - 1),
-                   tail = p.substr(close + 1);
+  std::string_view head = p.substr(0, open), body = p.substr(open + 1, close - open - 1), tail = p.substr(close + 1);
   std::vector<std::string> alternatives;
   std::uint64_t a, b;
   std::size_t width;
@@ -358,7 +356,8 @@ Status Expand(std::string_view p, std::vector<std::string>& out, std::size_t max
     for (std::string_view part : parts) TS_RETURN_IF_ERROR(Expand(part, alternatives, max));
   } else if (ParseRange(body, &a, &b, &width)) {
     std::uint64_t count = (a <= b ? b - a : a - b) + 1;
-    if (count > max) return LimitExceeded("brace range " + QuoteName(body) + " has more than " + std::to_string(max) + " names");
+    if (count > max)
+      return LimitExceeded("brace range " + QuoteName(body) + " has more than " + std::to_string(max) + " names");
     for (std::uint64_t k = 0; k < count; ++k) {
       std::string v = std::to_string(a <= b ? a + k : a - k);
       if (v.size() < width) v.insert(0, width - v.size(), '0');

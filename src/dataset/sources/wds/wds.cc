@@ -7,11 +7,11 @@
 #include <utility>
 #include <vector>
 
+#include "dataset/sources/wds/internal.h"
+#include "tensorsafe/dataset/wds.h"
 #include "tensorsafe/env.h"
 #include "tensorsafe/formats/npy.h"
 #include "tensorsafe/formats/tenbin.h"
-#include "dataset/sources/wds/internal.h"
-#include "tensorsafe/dataset/wds.h"
 #include "util/text.h"
 
 namespace tensorsafe::wds {
@@ -126,12 +126,11 @@ class WdsShard final : public dataset::ShardSource {
   }
 
   static Result<std::unique_ptr<dataset::ShardSource>> Open(std::span<const std::byte> tar,
-                                                            std::shared_ptr<const void> owner,
-                                                            const std::string& name, const ReadOptions& options);
+                                                            std::shared_ptr<const void> owner, const std::string& name,
+                                                            const ReadOptions& options);
 
  private:
-  Status DecodeMember(const Member& m, std::string_view suffix, std::vector<Value>& values,
-                      const ReadOptions& options);
+  Status DecodeMember(const Member& m, std::string_view suffix, std::vector<Value>& values, const ReadOptions& options);
 
   std::string name_;
   std::span<const std::byte> tar_;
@@ -139,9 +138,9 @@ class WdsShard final : public dataset::ShardSource {
   dataset::Schema schema_;
   std::vector<std::string> keys_;
   std::vector<std::int64_t> ints_;
-  std::vector<Entry> entries_;     // num_samples x fields
+  std::vector<Entry> entries_;  // num_samples x fields
   std::vector<std::int64_t> dims_;
-  std::vector<Tensor> owned_;      // decoded arrays that could not view the tar
+  std::vector<Tensor> owned_;  // decoded arrays that could not view the tar
   std::map<std::uint64_t, Status> errors_;
 };
 
@@ -155,9 +154,7 @@ Status WdsShard::DecodeMember(const Member& m, std::string_view suffix, std::vec
   v.ptr = data.data();
   v.size = data.size();
   switch (DecoderOf(suffix)) {
-    case Decoder::kBytes:
-      values.push_back(std::move(v));
-      return Status::OK();
+    case Decoder::kBytes: values.push_back(std::move(v)); return Status::OK();
     case Decoder::kStr:
     case Decoder::kJson:
       if (!tensorsafe::internal::IsValidUtf8(text)) return Corruption(what + ": text is not valid UTF-8");
@@ -208,8 +205,8 @@ Status WdsShard::DecodeMember(const Member& m, std::string_view suffix, std::vec
 }
 
 Result<std::unique_ptr<dataset::ShardSource>> WdsShard::Open(std::span<const std::byte> tar,
-                                                             std::shared_ptr<const void> owner,
-                                                             const std::string& name, const ReadOptions& options) {
+                                                             std::shared_ptr<const void> owner, const std::string& name,
+                                                             const ReadOptions& options) {
   TS_ASSIGN_OR_RETURN(std::vector<Member> members, ScanTar(tar, name, options));
   auto s = std::make_unique<WdsShard>();
   s->name_ = name;
@@ -233,8 +230,7 @@ Result<std::unique_ptr<dataset::ShardSource>> WdsShard::Open(std::span<const std
     for (const auto& [sfx, _] : r.members) {
       if (sfx == lower) {
         return Corruption(name + ": member " + QuoteName(m.path) + ": duplicate suffix " + QuoteName(lower) +
-                          " in sample " + QuoteName(r.key) + " (sample " + std::to_string(samples.size() - 1) +
-                          ")");
+                          " in sample " + QuoteName(r.key) + " (sample " + std::to_string(samples.size() - 1) + ")");
       }
     }
     if (r.members.size() >= options.max_fields) {
@@ -252,8 +248,7 @@ Result<std::unique_ptr<dataset::ShardSource>> WdsShard::Open(std::span<const std
     for (const auto& [suffix, m] : samples[i].members) {
       Status st = s->DecodeMember(*m, suffix, decoded[i], options);
       if (!st.ok()) {
-        status[i] = st.WithContext(name + ": sample " + std::to_string(i) + " (key " +
-                                   QuoteName(samples[i].key) + ")");
+        status[i] = st.WithContext(name + ": sample " + std::to_string(i) + " (key " + QuoteName(samples[i].key) + ")");
         break;
       }
     }
@@ -296,8 +291,7 @@ Result<std::unique_ptr<dataset::ShardSource>> WdsShard::Open(std::span<const std
       const Value& v = decoded[i][j];
       const FieldSpec* spec = s->schema_.Find(v.name);
       if (spec == nullptr || spec->kind != v.kind) {
-        status[i] = Unsupported(ctx + "field " + QuoteName(v.name) + " is not among the shard's {" +
-                                fields_text + "}");
+        status[i] = Unsupported(ctx + "field " + QuoteName(v.name) + " is not among the shard's {" + fields_text + "}");
         break;
       }
       const std::size_t f = static_cast<std::size_t>(spec - s->schema_.fields.data());
@@ -311,8 +305,8 @@ Result<std::unique_ptr<dataset::ShardSource>> WdsShard::Open(std::span<const std
       if (v.kind == FieldKind::kTensor) {
         FieldSpec& fs = s->schema_.fields[f];
         if (v.dtype != fs.dtype || v.shape.size() != fs.shape.size()) {
-          status[i] = Unsupported(ctx + "field " + QuoteName(v.name) + " is " + std::string(DTypeName(v.dtype)) +
-                                  " " + ShapeToString(v.shape) + ", the shard's field is " +
+          status[i] = Unsupported(ctx + "field " + QuoteName(v.name) + " is " + std::string(DTypeName(v.dtype)) + " " +
+                                  ShapeToString(v.shape) + ", the shard's field is " +
                                   std::string(DTypeName(fs.dtype)) + " of rank " + std::to_string(fs.shape.size()));
           break;
         }

@@ -288,6 +288,31 @@ def test_sigkill_one_rank_of_two(tmp_path, delay):
         assert before <= set(os.listdir(path))  # the committed files were never touched
 
 
+def test_failed_commit_leaves_previous_checkpoint_and_no_temp_file(tmp_path, monkeypatch):
+    """The metadata rename fails (a full disk, EIO): the save raises, the
+    directory holds the earlier checkpoint's files plus nothing of the
+    metadata's temp file, and the earlier checkpoint still loads."""
+    from tensorsafe.dcp import _writer
+
+    path = tmp_path / "c"
+    dcp.save(small_state(1.0), storage_writer=StorageWriter(path))
+    real_replace = os.replace
+
+    def failing_replace(src, dst):
+        if str(dst).endswith(METADATA_NAME):
+            raise OSError(28, "No space left on device")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(_writer.os, "replace", failing_replace)
+    with pytest.raises(FAILED, match="No space left"):
+        dcp.save(small_state(2.0), storage_writer=StorageWriter(path))
+    monkeypatch.setattr(_writer.os, "replace", real_replace)
+    assert not [n for n in os.listdir(path) if n.endswith(".tmp")], os.listdir(path)
+    sd = small_state(0.0)
+    dcp.load(sd, storage_reader=StorageReader(path))
+    assert torch.all(sd["a"] == 1.0)
+
+
 def test_resave_in_place_removes_old_files_after_commit(tmp_path):
     path = tmp_path / "c"
     dcp.save(small_state(1.0), storage_writer=StorageWriter(path))

@@ -169,14 +169,22 @@ class StorageWriter(_storage.StorageWriter):
         final = os.path.join(self.path, METADATA_NAME)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            view = memoryview(doc)
-            while view:
-                view = view[os.write(fd, view):]
-            if self.sync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, final)  # the commit
+            try:
+                view = memoryview(doc)
+                while view:
+                    view = view[os.write(fd, view):]
+                if self.sync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, final)  # the commit
+        except BaseException:
+            # A failed commit leaves the previous checkpoint and no temp file.
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
         if self.sync:
             _fsync_dir(self.path)
         self._collect(set(files))

@@ -25,7 +25,7 @@ mds::Limits SmallLimits() {
   return l;
 }
 
-void OpenAndRead(const std::string& path, const mds::ShardInfo& info, const std::string& what) {
+void OpenAndRead(const std::string& path, const mds::ShardEntry& info, const std::string& what) {
   auto src = mds::OpenShardFile(path, info, SmallLimits());
   if (!src.ok()) {
     const StatusCode c = src.status().code();
@@ -45,7 +45,7 @@ void OpenAndRead(const std::string& path, const mds::ShardInfo& info, const std:
 // Decodes `zip` as the index's codec says. OK only with exactly the index's
 // raw size; otherwise kCorruption, never more output than the index's raw
 // size; the same twice. What decodes opens and reads as a raw shard.
-void DecodeAndRead(std::span<const std::byte> zip, const mds::ShardInfo& info) {
+void DecodeAndRead(std::span<const std::byte> zip, const mds::ShardEntry& info) {
   auto codec = mds::internal::ParseCompression(info.compression);
   TS_FUZZ_CHECK(codec.ok(), "the index accepted compression \"" + info.compression + "\" that does not parse");
   std::string raw[2];
@@ -80,7 +80,7 @@ void CheckMdsShard(std::span<const std::byte> data) {
   auto index = mds::ParseIndex(data.subspan(2, n), "fuzz/index.json", SmallLimits());
   if (!index.ok() || index->shards.empty()) return;
   const std::span<const std::byte> shard = data.subspan(2 + n);
-  mds::ShardInfo info = index->shards[0];
+  mds::ShardEntry info = index->shards[0];
   // A compressed shard 0: the bytes as its compressed file, then (below) as
   // its raw shard too, as before.
   if (info.compressed) DecodeAndRead(shard, info);

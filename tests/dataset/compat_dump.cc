@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
   }
   std::string mode = argv[1];
   if (mode == "mds") {
-    auto ds = mds::OpenDataset(argv[2]);
+    auto ds = mds::OpenIndex(argv[2]);
     if (!ds.ok()) return Fail(ds.status());
     mds::ShardOptions opt;
     if (argc > 3) opt.cache_dir = argv[3];

@@ -5,14 +5,14 @@
 // A dataset is a directory with index.json (version 2) listing shards; each
 // shard is an MDS file (`u32 n, u32 offsets[n+1], config JSON, samples`),
 // possibly compressed as MDSWriter does it (`<basename>.br`, `.bz2`, `.gz`,
-// `.snappy`, `.zstd`). OpenDataset parses and
+// `.snappy`, `.zstd`). OpenIndex parses and
 // validates the index; OpenShard gives one shard as a dataset::ShardSource
 // with O(1) Read(i) over the mapped raw shard, decompressing a compressed
 // shard into a cache directory first (temp + rename, hash-checked).
 //
 // Never unpickles: `pkl` columns are refused with kUnsupported.
 //
-// Thread safety: Dataset is a value. A ShardSource from OpenShard is immutable
+// Thread safety: Index is a value. A ShardSource from OpenShard is immutable
 // and its Read() may be called from several threads at once. Several
 // processes may decompress the same shard into one cache directory at once:
 // each writes its own temporary file and renames it into place.
@@ -78,7 +78,7 @@ struct FileRef {
   std::vector<HashDigest> hashes;
 };
 
-struct ShardInfo {
+struct ShardEntry {
   std::uint64_t samples = 0;
   std::vector<Column> columns;  // in stored order (the writer sorts them by name)
   std::string compression;      // "" or compression.py's name: "gz", "zstd:7", "snappy", ...
@@ -87,9 +87,9 @@ struct ShardInfo {
   FileRef zip;  // when compressed
 };
 
-struct Dataset {
+struct Index {
   std::string root;  // the dataset directory
-  std::vector<ShardInfo> shards;
+  std::vector<ShardEntry> shards;
   std::uint64_t total_samples = 0;
 };
 
@@ -99,10 +99,18 @@ struct Dataset {
 // unsafe basenames), kUnsupported (version != 2, format != "mds",
 // compression other than br, bz2, gz, snappy, zstd, pkl or unknown
 // encodings), kLimitExceeded.
-Result<Dataset> ParseIndex(std::span<const std::byte> bytes, const std::string& display_name,
-                           const Limits& limits = {});
+Result<Index> ParseIndex(std::span<const std::byte> bytes, const std::string& display_name, const Limits& limits = {});
 // Reads `<dir>/index.json` and parses it; sets root = dir. Adds kIOError.
-Result<Dataset> OpenDataset(const std::string& dir, const Limits& limits = {});
+Result<Index> OpenIndex(const std::string& dir, const Limits& limits = {});
+
+// The names before 2026-11-28, when they collided with dataset::Dataset and
+// dataset::ShardInfo; kept for one release.
+using Dataset [[deprecated("use mds::Index")]] = Index;
+using ShardInfo [[deprecated("use mds::ShardEntry")]] = ShardEntry;
+[[deprecated("use mds::OpenIndex")]] inline Result<Index> OpenDataset(const std::string& dir,
+                                                                      const Limits& limits = {}) {
+  return OpenIndex(dir, limits);
+}
 
 struct ShardOptions {
   // Where compressed shards are decompressed (created if missing), under a
@@ -128,10 +136,10 @@ struct ShardOptions {
 // Errors: kOutOfRange (index), kNotFound/kIOError,
 // kCorruption (sizes, offsets, hashes, config disagreeing with the index),
 // kLimitExceeded, kFailedPrecondition (compressed, no raw file, no cache_dir).
-Result<std::unique_ptr<dataset::ShardSource>> OpenShard(const Dataset& dataset, std::size_t index,
+Result<std::unique_ptr<dataset::ShardSource>> OpenShard(const Index& dataset, std::size_t index,
                                                         const ShardOptions& options = {});
 // Opens a raw MDS shard file described by `info` (tests, tools).
-Result<std::unique_ptr<dataset::ShardSource>> OpenShardFile(const std::string& path, const ShardInfo& info,
+Result<std::unique_ptr<dataset::ShardSource>> OpenShardFile(const std::string& path, const ShardEntry& info,
                                                             const Limits& limits = {});
 
 }  // namespace tensorsafe::mds

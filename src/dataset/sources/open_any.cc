@@ -159,7 +159,7 @@ Result<std::shared_ptr<Dataset>> OpenRemote(const std::string& url, const Datase
 
 // ---- MosaicML MDS ----
 
-bool MdsColumnsStatic(const mds::ShardInfo& shard) {
+bool MdsColumnsStatic(const mds::ShardEntry& shard) {
   for (const mds::Column& c : shard.columns) {
     if (c.codec == mds::ColumnCodec::kNdarray && !(c.dtype_fixed && c.shape_fixed)) return false;
   }
@@ -167,8 +167,8 @@ bool MdsColumnsStatic(const mds::ShardInfo& shard) {
 }
 
 Result<std::shared_ptr<Dataset>> OpenMds(const std::string& dir, const DatasetOptions& options) {
-  TS_ASSIGN_OR_RETURN(mds::Dataset parsed, mds::OpenDataset(dir));
-  auto ds = std::make_shared<const mds::Dataset>(std::move(parsed));
+  TS_ASSIGN_OR_RETURN(mds::Index parsed, mds::OpenIndex(dir));
+  auto ds = std::make_shared<const mds::Index>(std::move(parsed));
   mds::ShardOptions mopt;
   // As for native zstd shards: decompressed next to the compressed file
   // unless a cache directory is given.
@@ -177,7 +177,7 @@ Result<std::shared_ptr<Dataset>> OpenMds(const std::string& dir, const DatasetOp
   std::vector<ShardInfo> shards;
   bool all_static = true;
   for (std::size_t s = 0; s < ds->shards.size(); ++s) {
-    const mds::ShardInfo& m = ds->shards[s];
+    const mds::ShardEntry& m = ds->shards[s];
     if (m.samples == 0) continue;  // FromShards refuses empty shards; they hold nothing
     ShardInfo info;
     info.name = m.raw.basename;
@@ -202,9 +202,9 @@ Result<std::shared_ptr<Dataset>> OpenMds(const std::string& dir, const DatasetOp
     TS_ASSIGN_OR_RETURN(auto first, mds::OpenShard(*ds, mds_index[0], mopt));
     schema = first->schema();
   }
-  const mds::ShardInfo& m0 = ds->shards[mds_index[0]];
+  const mds::ShardEntry& m0 = ds->shards[mds_index[0]];
   for (std::size_t s = 1; s < mds_index.size(); ++s) {
-    const mds::ShardInfo& m = ds->shards[mds_index[s]];
+    const mds::ShardEntry& m = ds->shards[mds_index[s]];
     if (all_static) {
       bool same = m.columns.size() == m0.columns.size();
       for (std::size_t c = 0; same && c < m.columns.size(); ++c) {

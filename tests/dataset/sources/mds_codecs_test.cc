@@ -59,7 +59,7 @@ class CodecShard {
     WriteFileBytes(dir_.File("index.json"), j.dump());
     fs::remove_all(cache_.path());
     fs::create_directories(cache_.path());
-    auto ds = mds::OpenDataset(dir_.path().string());
+    auto ds = mds::OpenIndex(dir_.path().string());
     if (!ds.ok()) return ds.status();
     mds::ShardOptions opt;
     opt.cache_dir = cache_.path().string();
@@ -460,11 +460,11 @@ TEST(MdsCodecCache, ZipDigestNamesCarryTheCodec) {
   }
   mds::ShardOptions opt;
   opt.cache_dir = cache.path().string();
-  auto da = mds::OpenDataset(a.path().string());
+  auto da = mds::OpenIndex(a.path().string());
   ASSERT_TRUE(da.ok());
   ASSERT_TRUE(mds::OpenShard(*da, 0, opt).ok());
   EXPECT_TRUE(fs::exists(cache.File("zip-gz-xxh64-" + digest + "-2443.mds")));
-  auto db = mds::OpenDataset(b.path().string());
+  auto db = mds::OpenIndex(b.path().string());
   ASSERT_TRUE(db.ok());
   EXPECT_STATUS(mds::OpenShard(*db, 0, opt).status(), StatusCode::kCorruption,
                 b.File("shard.00000.mds.gz") + ": brotli: ");

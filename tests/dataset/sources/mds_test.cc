@@ -32,7 +32,7 @@ const std::string kGolden = std::string(TS_SOURCE_DIR) + "/tests/golden/mds/";
 
 // Reads every sample of `dir` and compares with expected.jsonl.
 void ExpectMatchesReference(const std::string& dir, const std::string& cache) {
-  auto ds = mds::OpenDataset(dir);
+  auto ds = mds::OpenIndex(dir);
   ASSERT_TRUE(ds.ok()) << ds.status().ToString();
   auto expected = testing::ReadJsonLines(dir + "/expected.jsonl");
   ASSERT_EQ(ds->total_samples, expected.size());
@@ -75,7 +75,7 @@ TEST(MdsGolden, ZstdDatasetDecompressesIntoTheCacheAndMatches) {
   TempDir copy;
   fs::copy(kGolden + "zstd", copy.path(), fs::copy_options::recursive);
   fs::remove(copy.File("shard.00000.mds.zstd"));
-  auto ds = mds::OpenDataset(copy.path().string());
+  auto ds = mds::OpenIndex(copy.path().string());
   ASSERT_TRUE(ds.ok());
   mds::ShardOptions opt;
   opt.cache_dir = cache.path().string();
@@ -113,7 +113,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(MdsGolden, ColumnsMapToFields) {
   TempDir cache;
-  auto ds = mds::OpenDataset(kGolden + "plain");
+  auto ds = mds::OpenIndex(kGolden + "plain");
   ASSERT_TRUE(ds.ok());
   auto src = mds::OpenShard(*ds, 0);
   ASSERT_TRUE(src.ok()) << src.status().ToString();
@@ -138,7 +138,7 @@ TEST(MdsGolden, ColumnsMapToFields) {
 }
 
 TEST(MdsInvalid, PickleColumnsAreRefused) {
-  EXPECT_STATUS(mds::OpenDataset(kGolden + "pkl").status(), StatusCode::kUnsupported,
+  EXPECT_STATUS(mds::OpenIndex(kGolden + "pkl").status(), StatusCode::kUnsupported,
                 "column \"obj\": encoding \"pkl\" is pickle, which tensorsafe never decodes");
 }
 
@@ -353,7 +353,7 @@ class MdsShardCorruption : public ::testing::Test {
   void SetUp() override {
     fs::copy(kGolden + "plain", dir_.path(), fs::copy_options::recursive);
     bytes_ = ReadFileBytes(dir_.File("shard.00000.mds"));
-    auto ds = mds::OpenDataset(dir_.path().string());
+    auto ds = mds::OpenIndex(dir_.path().string());
     ASSERT_TRUE(ds.ok());
     info_ = ds->shards[0];
   }
@@ -363,12 +363,12 @@ class MdsShardCorruption : public ::testing::Test {
   void Set32(std::size_t at, std::uint32_t v) { internal::Store32(reinterpret_cast<std::byte*>(&bytes_[at]), v); }
   Result<std::unique_ptr<dataset::ShardSource>> Open() {
     WriteFileBytes(dir_.File("shard.00000.mds"), bytes_);
-    mds::ShardInfo info = info_;
+    mds::ShardEntry info = info_;
     info.raw.bytes = bytes_.size();
     return mds::OpenShardFile(dir_.File("shard.00000.mds"), info);
   }
   TempDir dir_;
-  mds::ShardInfo info_;
+  mds::ShardEntry info_;
   std::string bytes_;
 };
 
@@ -408,7 +408,7 @@ TEST_F(MdsShardCorruption, EveryByteFlippedOpensOrFailsAndReadsOrFails) {
 
 TEST_F(MdsShardCorruption, SizeDisagreeingWithTheIndex) {
   WriteFileBytes(dir_.File("shard.00000.mds"), bytes_ + "x");
-  auto ds = mds::OpenDataset(dir_.path().string());
+  auto ds = mds::OpenIndex(dir_.path().string());
   ASSERT_TRUE(ds.ok());
   EXPECT_STATUS(mds::OpenShard(*ds, 0).status(), StatusCode::kCorruption,
                 std::to_string(bytes_.size() + 1) + " bytes, the index says " + std::to_string(bytes_.size()));
@@ -498,7 +498,7 @@ TEST_F(MdsShardCorruption, StrDecimalTextIsNotParsed) {
 TEST_F(MdsShardCorruption, SymlinkedShardIsNotFollowed) {
   fs::rename(dir_.File("shard.00000.mds"), dir_.File("elsewhere"));
   fs::create_symlink(dir_.File("elsewhere"), dir_.File("shard.00000.mds"));
-  auto ds = mds::OpenDataset(dir_.path().string());
+  auto ds = mds::OpenIndex(dir_.path().string());
   ASSERT_TRUE(ds.ok());
   EXPECT_STATUS(mds::OpenShard(*ds, 0).status(), StatusCode::kCorruption,
                 "not a regular file (symlinks are not followed)");
@@ -506,7 +506,7 @@ TEST_F(MdsShardCorruption, SymlinkedShardIsNotFollowed) {
 
 // The x values of every sample of shard 0 of `dir`, read through `cache`.
 Result<std::vector<std::int64_t>> ReadX(const std::string& dir, const std::string& cache, bool verify = false) {
-  TS_ASSIGN_OR_RETURN(mds::Dataset ds, mds::OpenDataset(dir));
+  TS_ASSIGN_OR_RETURN(mds::Index ds, mds::OpenIndex(dir));
   mds::ShardOptions opt;
   opt.cache_dir = cache;
   opt.verify_existing = verify;
@@ -604,7 +604,7 @@ class MdsZstdCorruption : public ::testing::Test {
       mutate(j);
       WriteFileBytes(dir_.File("index.json"), j.dump());
     }
-    auto ds = mds::OpenDataset(dir_.path().string());
+    auto ds = mds::OpenIndex(dir_.path().string());
     if (!ds.ok()) return ds.status();
     mds::ShardOptions opt;
     opt.cache_dir = cache_.path().string();
@@ -624,7 +624,7 @@ class MdsZstdCorruption : public ::testing::Test {
 };
 
 TEST_F(MdsZstdCorruption, NeedsACacheDirectory) {
-  auto ds = mds::OpenDataset(dir_.path().string());
+  auto ds = mds::OpenIndex(dir_.path().string());
   ASSERT_TRUE(ds.ok());
   EXPECT_STATUS(mds::OpenShard(*ds, 0).status(), StatusCode::kFailedPrecondition, "needs a cache directory");
 }

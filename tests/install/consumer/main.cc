@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   std::printf("consumer: wrote and read back %s\n", path.c_str());
   if (argc == 4) {
     for (const char* codec : {"br", "bz2", "gz", "snappy", "zstd"}) {
-      auto ds = tensorsafe::mds::OpenDataset(std::string(argv[2]) + "/" + codec);
+      auto ds = tensorsafe::mds::OpenIndex(std::string(argv[2]) + "/" + codec);
       if (!ds.ok()) return 1;
       tensorsafe::mds::ShardOptions opt;
       opt.cache_dir = argv[3];

@@ -69,7 +69,7 @@ Status MakeDirs(const std::string& path) {
 // Decompresses `zip_path` into a temporary file renamed to `out_path` once
 // its size and every xxh digest of both files check out: concurrent readers
 // never see a partial shard, and a failure leaves nothing behind.
-Status Decompress(const std::string& zip_path, const ShardInfo& shard, const std::string& out_path) {
+Status Decompress(const std::string& zip_path, const ShardEntry& shard, const std::string& out_path) {
   Env* env = Env::Default();
   TS_ASSIGN_OR_RETURN(Codec codec, ParseCompression(shard.compression));
   TS_ASSIGN_OR_RETURN(auto region, env->Map(zip_path));
@@ -126,7 +126,7 @@ const HashDigest* NamingDigest(const FileRef& ref) {
 // in place (new inode or mtime) from its old cache file, without reading the
 // zip on every open; the price is that such a cache file is found only
 // while its zip exists unchanged.
-Result<std::string> CacheFileName(const ShardInfo& shard, const std::string& zip_path, const std::string& in_root) {
+Result<std::string> CacheFileName(const ShardEntry& shard, const std::string& zip_path, const std::string& in_root) {
   const std::string tail = "-" + std::to_string(shard.raw.bytes) + ".mds";
   if (const HashDigest* h = NamingDigest(shard.raw)) return "raw-" + h->algorithm + "-" + h->hex + tail;
   if (const HashDigest* h = NamingDigest(shard.zip)) {
@@ -197,7 +197,7 @@ Status VerifyHashes(const FileRef& ref, std::span<const std::byte> bytes, const 
   return Status::OK();
 }
 
-Result<std::string> EnsureRawShard(const Dataset& dataset, const ShardInfo& shard, const ShardOptions& options) {
+Result<std::string> EnsureRawShard(const Index& dataset, const ShardEntry& shard, const ShardOptions& options) {
   const std::string& root = dataset.root;
   TS_RETURN_IF_ERROR(CheckNoSymlinkDirs(root, shard.raw.basename));
   const std::string in_root = root + "/" + shard.raw.basename;

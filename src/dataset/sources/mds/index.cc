@@ -263,7 +263,7 @@ Status ParseFileRef(dom::element e, const Limits& limits, FileRef* ref, const st
   return Status::OK();
 }
 
-Status ParseShard(dom::element e, std::size_t i, const Limits& limits, ShardInfo* shard) {
+Status ParseShard(dom::element e, std::size_t i, const Limits& limits, ShardEntry* shard) {
   const std::string what = "shard " + std::to_string(i);
   dom::object obj;
   if (e.get_object().get(obj)) return Corruption(what + " is not an object");
@@ -355,7 +355,7 @@ Status ParseShard(dom::element e, std::size_t i, const Limits& limits, ShardInfo
 
 }  // namespace
 
-Result<Dataset> ParseIndex(std::span<const std::byte> bytes, const std::string& display_name, const Limits& limits) {
+Result<Index> ParseIndex(std::span<const std::byte> bytes, const std::string& display_name, const Limits& limits) {
   const std::string ctx = display_name + ": ";
   if (bytes.size() > limits.max_index_bytes) {
     return LimitExceeded(ctx + "index of " + std::to_string(bytes.size()) + " bytes exceeds the limit " +
@@ -385,12 +385,12 @@ Result<Dataset> ParseIndex(std::span<const std::byte> bytes, const std::string& 
     return LimitExceeded(ctx + std::to_string(shards.size()) + " shards exceed the limit " +
                          std::to_string(limits.max_shards));
   }
-  Dataset ds;
+  Index ds;
   ds.shards.reserve(shards.size());
   std::set<std::string> files;
   std::size_t i = 0;
   for (dom::element e : shards) {
-    ShardInfo shard;
+    ShardEntry shard;
     if (Status s = ParseShard(e, i, limits, &shard); !s.ok()) return s.WithContext(display_name);
     for (const FileRef* f : {&shard.raw, &shard.zip}) {
       if (f->basename.empty()) continue;
@@ -406,7 +406,7 @@ Result<Dataset> ParseIndex(std::span<const std::byte> bytes, const std::string& 
   return ds;
 }
 
-Result<Dataset> OpenDataset(const std::string& dir, const Limits& limits) {
+Result<Index> OpenIndex(const std::string& dir, const Limits& limits) {
   const std::string path = dir + "/index.json";
   auto* env = tensorsafe::Env::Default();
   TS_ASSIGN_OR_RETURN(auto file, env->OpenRead(path));
@@ -416,7 +416,7 @@ Result<Dataset> OpenDataset(const std::string& dir, const Limits& limits) {
   }
   std::vector<std::byte> bytes(file->size());
   TS_RETURN_IF_ERROR(file->ReadAt(0, bytes));
-  TS_ASSIGN_OR_RETURN(Dataset ds, ParseIndex(bytes, path, limits));
+  TS_ASSIGN_OR_RETURN(Index ds, ParseIndex(bytes, path, limits));
   ds.root = dir;
   return ds;
 }

@@ -63,7 +63,7 @@ Status DecodeShard(Codec codec, std::span<const std::byte> zip, std::uint64_t ra
 
 // The path of the raw shard to map for `shard`, decompressing it into the
 // cache when needed (cache.cc).
-Result<std::string> EnsureRawShard(const Dataset& dataset, const ShardInfo& shard, const ShardOptions& options);
+Result<std::string> EnsureRawShard(const Index& dataset, const ShardEntry& shard, const ShardOptions& options);
 
 // The field a column maps to: bytes -> kBytes, str* -> kStr, int -> kInt,
 // numpy scalars -> rank-0 kTensor, json -> kJson, ndarray -> kTensor with its

@@ -169,7 +169,7 @@ class MdsShard final : public dataset::ShardSource {
   }
 
   // `display` names the shard in messages (default: `file`).
-  static Result<std::unique_ptr<MdsShard>> Open(const std::string& file, const ShardInfo& info, const Limits& limits,
+  static Result<std::unique_ptr<MdsShard>> Open(const std::string& file, const ShardEntry& info, const Limits& limits,
                                                 const std::string& display = {});
   // The compressed shard this one came from (OpenShard), for VerifyData.
   void set_zip(std::string path, FileRef ref) {
@@ -195,7 +195,7 @@ class MdsShard final : public dataset::ShardSource {
 };
 
 // The shard's config must describe the same columns as the index entry.
-Status CheckConfig(std::span<const std::byte> config, const ShardInfo& info, const Limits& limits,
+Status CheckConfig(std::span<const std::byte> config, const ShardEntry& info, const Limits& limits,
                    const std::string& name) {
   namespace dom = simdjson::dom;
   dom::parser parser;
@@ -226,7 +226,7 @@ Status CheckConfig(std::span<const std::byte> config, const ShardInfo& info, con
   return Status::OK();
 }
 
-Result<std::unique_ptr<MdsShard>> MdsShard::Open(const std::string& file, const ShardInfo& info, const Limits& limits,
+Result<std::unique_ptr<MdsShard>> MdsShard::Open(const std::string& file, const ShardEntry& info, const Limits& limits,
                                                  const std::string& display) {
   const std::string& path = display.empty() ? file : display;
   auto* env = tensorsafe::Env::Default();
@@ -359,19 +359,19 @@ Result<dataset::FieldSpec> internal::FieldOf(const Column& column, std::span<con
   return f;
 }
 
-Result<std::unique_ptr<dataset::ShardSource>> OpenShardFile(const std::string& path, const ShardInfo& info,
+Result<std::unique_ptr<dataset::ShardSource>> OpenShardFile(const std::string& path, const ShardEntry& info,
                                                             const Limits& limits) {
   TS_ASSIGN_OR_RETURN(auto shard, MdsShard::Open(path, info, limits));
   return std::unique_ptr<dataset::ShardSource>(std::move(shard));
 }
 
-Result<std::unique_ptr<dataset::ShardSource>> OpenShard(const Dataset& dataset, std::size_t index,
+Result<std::unique_ptr<dataset::ShardSource>> OpenShard(const Index& dataset, std::size_t index,
                                                         const ShardOptions& options) {
   if (index >= dataset.shards.size()) {
     return OutOfRange(dataset.root + ": shard " + std::to_string(index) + " of " +
                       std::to_string(dataset.shards.size()));
   }
-  const ShardInfo& info = dataset.shards[index];
+  const ShardEntry& info = dataset.shards[index];
   TS_ASSIGN_OR_RETURN(std::string path, internal::EnsureRawShard(dataset, info, options));
   // A shard decompressed into the cache has a name the user never gave
   // (raw-xxh64-...-466.mds): messages name the .zstd file it came from too.

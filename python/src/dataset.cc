@@ -30,6 +30,7 @@ namespace ds = tensorsafe::dataset;
 struct PyDataset {
   std::shared_ptr<ds::Dataset> d;
   std::unique_ptr<SampleConverter> conv;
+  std::size_t max_open_shards = 64;
 };
 
 std::vector<std::uint64_t> ToIds(py::handle ids, std::uint64_t n) {
@@ -100,22 +101,24 @@ py::dict ShardToDict(const ds::ShardInfo& s) {
 void RegisterDataset(py::module_& m) {
   py::class_<PyDataset>(m, "Dataset")
       .def(py::init([](const std::string& dir, const std::string& cache_dir, std::size_t max_open_shards,
-                       bool verify_on_open) {
+                       bool verify_on_open, std::uint64_t cache_limit) {
              ds::DatasetOptions o;
              o.cache_dir = cache_dir;
              o.max_open_shards = max_open_shards;
              o.verify_on_open = verify_on_open;
+             o.remote.cache_limit_bytes = cache_limit;
              PyDataset p;
              {
                py::gil_scoped_release release;
                // Any location kind: DATASET.md "Locations".
                p.d = Unwrap(ds::OpenAny(dir, o));
              }
-             p.conv = std::make_unique<SampleConverter>(p.d->schema());
+             p.max_open_shards = max_open_shards;
+             p.conv = std::make_unique<SampleConverter>(p.d->schema(), max_open_shards);
              return p;
            }),
            py::arg("dir"), py::arg("cache_dir") = "", py::arg("max_open_shards") = 64,
-           py::arg("verify_on_open") = false)
+           py::arg("verify_on_open") = false, py::arg("cache_limit") = 0)
       .def("__len__", [](const PyDataset& p) { return p.d->num_samples(); })
       .def_property_readonly("location", [](const PyDataset& p) { return p.d->location(); })
       .def_property_readonly("schema_json", [](const PyDataset& p) { return ds::SchemaToJson(p.d->schema()); })
@@ -151,7 +154,7 @@ void RegisterDataset(py::module_& m) {
             end = std::min(end, d->num_samples());
             begin = std::min(begin, end);
             ds::SampleIterator it = d->IterateRange(begin, end);
-            return MakeSampleIter(d, std::move(it), end - begin);
+            return MakeSampleIter(d, std::move(it), end - begin, p.max_open_shards);
           },
           py::arg("begin"), py::arg("end"))
       .def(
@@ -161,7 +164,7 @@ void RegisterDataset(py::module_& m) {
             std::vector<std::uint64_t> order = ToIds(ids, d->num_samples());
             const std::uint64_t total = order.size();
             ds::SampleIterator it = d->Iterate(std::move(order));
-            return MakeSampleIter(d, std::move(it), total);
+            return MakeSampleIter(d, std::move(it), total, p.max_open_shards);
           },
           py::arg("ids"))
       .def(
@@ -172,7 +175,7 @@ void RegisterDataset(py::module_& m) {
             std::vector<std::uint64_t> order(ids.begin(), ids.end());  // padding removed: all >= 0
             const std::uint64_t total = order.size();
             ds::SampleIterator it = d->Iterate(std::move(order));
-            return MakeSampleIter(d, std::move(it), total);
+            return MakeSampleIter(d, std::move(it), total, p.max_open_shards);
           },
           py::arg("state"), py::arg("world"),
           "One worker's samples of the epoch and position in `state` (a SamplerState); world = (nodes, "

@@ -41,7 +41,8 @@ void SetStatusError(const Status& s) {
 
 // ---- conversion of one sample to a dict ------------------------------------
 
-SampleConverter::SampleConverter(const ds::Schema& schema) {
+SampleConverter::SampleConverter(const ds::Schema& schema, std::size_t max_refs)
+    : max_refs_(std::max<std::size_t>(max_refs, 1)) {
   py::gil_scoped_acquire gil;
   fields_.resize(schema.fields.size());
   for (std::size_t k = 0; k < schema.fields.size(); ++k) {
@@ -133,13 +134,13 @@ PyObject* SampleConverter::ToDict(const ds::Sample& s) {
 }
 
 // The ShardRef of `shard` (borrowed; cached so that consecutive samples of
-// one shard share it). The cache holds at most kMaxRefs shards alive.
+// one shard share it). The cache holds at most max_refs_ shards alive.
 PyObject* SampleConverter::Ref(const std::shared_ptr<const ds::ShardSource>& shard) {
   const void* key = shard.get();
   if (key == last_key_) return last_ref_;
   auto it = refs_.find(key);
   if (it == refs_.end()) {
-    if (refs_.size() >= kMaxRefs) {
+    if (refs_.size() >= max_refs_) {
       for (auto& [k, v] : refs_) Py_DECREF(v);
       refs_.clear();
     }
@@ -321,9 +322,10 @@ PyType_Spec g_iter_spec = {"tensorsafe._native.SampleIter", sizeof(SampleIterObj
 
 }  // namespace
 
-py::object MakeSampleIter(std::shared_ptr<ds::Dataset> dataset, ds::SampleIterator it, std::uint64_t total) {
+py::object MakeSampleIter(std::shared_ptr<ds::Dataset> dataset, ds::SampleIterator it, std::uint64_t total,
+                          std::size_t max_open_shards) {
   auto st = std::make_unique<IterState>();
-  st->conv = std::make_unique<SampleConverter>(dataset->schema());
+  st->conv = std::make_unique<SampleConverter>(dataset->schema(), max_open_shards);
   st->dataset = std::move(dataset);
   st->it.emplace(std::move(it));
   st->total = total;

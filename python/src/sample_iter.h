@@ -34,7 +34,10 @@ void SetStatusError(const Status& s);
 
 class SampleConverter {
  public:
-  explicit SampleConverter(const dataset::Schema& schema);  // GIL acquired inside
+  // `max_refs`: the shards whose ShardRef is cached (the dataset's
+  // max_open_shards: a cached ref keeps its shard open, and a remote shard
+  // pinned in the cache).
+  SampleConverter(const dataset::Schema& schema, std::size_t max_refs);  // GIL acquired inside
   ~SampleConverter();
   SampleConverter(const SampleConverter&) = delete;
   SampleConverter& operator=(const SampleConverter&) = delete;
@@ -54,7 +57,7 @@ class SampleConverter {
   PyObject* Ref(const std::shared_ptr<const dataset::ShardSource>& shard);
   PyObject* Array(const FieldConv& c, const dataset::FieldView& v, PyObject* owner);
 
-  static constexpr std::size_t kMaxRefs = 64;
+  std::size_t max_refs_ = 1;
   std::vector<FieldConv> fields_;
   PyObject* json_loads_ = nullptr;
   std::unordered_map<const void*, PyObject*> refs_;
@@ -63,7 +66,8 @@ class SampleConverter {
 };
 
 // A SampleIter over `it`; `total` is what it will yield (__length_hint__).
-py::object MakeSampleIter(std::shared_ptr<dataset::Dataset> dataset, dataset::SampleIterator it, std::uint64_t total);
+py::object MakeSampleIter(std::shared_ptr<dataset::Dataset> dataset, dataset::SampleIterator it, std::uint64_t total,
+                          std::size_t max_open_shards);
 
 // SampleIter, ShardRef and _set_sample_array_type.
 void RegisterSampleIter(py::module_& m);

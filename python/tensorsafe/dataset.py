@@ -444,18 +444,22 @@ class _Opened:
     (fork or spawn) get the path and options, never an open mapping."""
 
     def __init__(self, path: PathLike, cache_dir: Optional[PathLike], max_open_shards: int,
-                 verify_on_open: bool) -> None:
+                 verify_on_open: bool, cache_limit: int = 0) -> None:
         self.path = os.fspath(path)
         self.cache_dir = "" if cache_dir is None else os.fspath(cache_dir)
         self.max_open_shards = int(max_open_shards)
         self.verify_on_open = bool(verify_on_open)
+        self.cache_limit = int(cache_limit)
+        if self.cache_limit < 0:
+            raise InvalidArgumentError(f"cache_limit must be >= 0 bytes (0: no limit), not {cache_limit}")
         self._native = None
         self._pid = None
 
     @property
     def native(self):
         if self._native is None or self._pid != os.getpid():
-            self._native = _native.Dataset(self.path, self.cache_dir, self.max_open_shards, self.verify_on_open)
+            self._native = _native.Dataset(self.path, self.cache_dir, self.max_open_shards, self.verify_on_open,
+                                           self.cache_limit)
             self._pid = os.getpid()
         return self._native
 
@@ -480,6 +484,11 @@ class Dataset(_TorchDataset):
             ``$TENSORSAFE_CACHE_DIR`` or ``~/.cache/tensorsafe/shards``).
         max_open_shards: shards kept mapped at once.
         verify_on_open: hash each shard against the index when first opened.
+        cache_limit: remote datasets: the bytes of downloaded shards the
+            cache directory may hold (0: no limit); least recently used
+            shards are evicted, never one a process on the host has open
+            (docs/REMOTE.md, "Eviction"). The processes sharing a cache
+            directory should give the same limit.
 
     ``ds[i]`` (negative i counts from the end) returns the sample as a dict;
     tensor fields are read-only numpy views of the mapped shard (copy them
@@ -491,8 +500,8 @@ class Dataset(_TorchDataset):
     """
 
     def __init__(self, path: PathLike, cache_dir: Optional[PathLike] = None, max_open_shards: int = 64,
-                 verify_on_open: bool = False) -> None:
-        self._ds = _Opened(path, cache_dir, max_open_shards, verify_on_open)
+                 verify_on_open: bool = False, cache_limit: int = 0) -> None:
+        self._ds = _Opened(path, cache_dir, max_open_shards, verify_on_open, cache_limit)
         nat = self._ds.native
         self._len = len(nat)
         self.schema: List[Dict[str, Any]] = _parse_schema(nat.schema_json)
@@ -555,7 +564,8 @@ def merge(out: PathLike, parts: Sequence[PathLike], metadata: Optional[Dict[str,
                                  "" if metadata is None else _arrays.meta_json(metadata), bool(overwrite), bool(sync))
 
 
-def verify(path: PathLike, all_problems: bool = False, cache_dir: Optional[PathLike] = None) -> List[Error]:
+def verify(path: PathLike, all_problems: bool = False, cache_dir: Optional[PathLike] = None,
+           cache_limit: int = 0) -> List[Error]:
     """Checks every shard of the dataset: stored sizes and XXH3 hashes,
     layout, sample counts and schema against the index, data checksums.
 
@@ -563,7 +573,10 @@ def verify(path: PathLike, all_problems: bool = False, cache_dir: Optional[PathL
     the shard and the numbers, ...) unless ``all_problems``, which returns
     them all instead.
     """
-    nat = _native.Dataset(os.fspath(path), "" if cache_dir is None else os.fspath(cache_dir), 64, False)
+    # One shard open at a time: verification walks them in turn, and a
+    # remote shard stays pinned in the cache while open.
+    nat = _native.Dataset(os.fspath(path), "" if cache_dir is None else os.fspath(cache_dir), 1, False,
+                          int(cache_limit))
     problems = nat.verify()
     if problems and not all_problems:
         raise problems[0]

@@ -166,7 +166,7 @@ class StreamingDataset(_TorchIterable):
         shuffle_block_size: samples per shuffle block (default, in C++:
             ``max(4_000_000 // num_canonical_nodes, 1 << 18)`` as MosaicML).
         partition_algo: ``"orig"`` or ``"relaxed"`` (elastic mode).
-        cache_dir, max_open_shards, verify_on_open: as :class:`Dataset`.
+        cache_dir, max_open_shards, verify_on_open, cache_limit: as :class:`Dataset`.
 
     The rank and world size come from ``torch.distributed`` when it is
     initialised, else from RANK / WORLD_SIZE / LOCAL_WORLD_SIZE (this class
@@ -186,7 +186,7 @@ class StreamingDataset(_TorchIterable):
                  batch_size: Optional[int] = None, mode: str = "elastic",
                  num_canonical_nodes: Optional[int] = None, shuffle_block_size: Optional[int] = None,
                  partition_algo: str = "orig", cache_dir: Optional[PathLike] = None, max_open_shards: int = 64,
-                 verify_on_open: bool = False) -> None:
+                 verify_on_open: bool = False, cache_limit: int = 0) -> None:
         from .dataset import _Opened
 
         if batch_size is not None and int(batch_size) < 1:
@@ -203,7 +203,7 @@ class StreamingDataset(_TorchIterable):
         self.batch_size = None if batch_size is None else int(batch_size)
         # The C++ checks, once, on a state of this configuration.
         self._state((1, 1, 1, 0, 0, 0), self.epoch, self.sample_in_epoch).check()
-        self._ds = _Opened(path, cache_dir, max_open_shards, verify_on_open)
+        self._ds = _Opened(path, cache_dir, max_open_shards, verify_on_open, cache_limit)
         self._len = len(self._ds.native)
         self._worker_pos: Optional[Tuple[World, int]] = None  # loaded into a DataLoader worker
         self._it: Any = None  # the current iteration: native iterator, its start state and world

@@ -271,6 +271,12 @@ bool SampleIterator::Fail(Status s) {
   return false;
 }
 
+// No more slots than max_open_shards: an open shard holds its mapping and,
+// for a remote dataset, its pin in a cache that may have a size limit.
+std::size_t SampleIterator::Slots() const {
+  return std::min(kSlots, std::max<std::size_t>(ds_->options.max_open_shards, 1));
+}
+
 bool SampleIterator::Next(Sample& out) {
   if (!status_.ok() || begin_ + pos_ >= end_) return false;
   const std::uint64_t id = ranged_ ? begin_ + pos_ : order_[pos_];
@@ -280,7 +286,7 @@ bool SampleIterator::Next(Sample& out) {
                              " of the order is out of range (" + std::to_string(ds_->starts.back()) + " samples)"));
     }
     const std::size_t s = ds_->ShardOf(id);
-    Slot& slot = slots_[s % kSlots];
+    Slot& slot = slots_[s % Slots()];
     if (slot.shard != s) {
       auto src = ds_->Get(s);
       if (!src.ok()) return Fail(src.status());
@@ -325,7 +331,7 @@ void SampleIterator::HintShardsAfter(std::size_t s) {
 void SampleIterator::Prefetch(std::uint64_t id) {
   if (id >= ds_->starts.back()) return;  // Next() reports it in turn
   const std::size_t s = ds_->ShardOf(id);
-  const Slot& slot = slots_[s % kSlots];
+  const Slot& slot = slots_[s % Slots()];
   if (slot.shard != s) return;  // not open here yet: no lock on this path
   if (!slot.src->Read(id - ds_->starts[s], ahead_).ok()) return;
   for (const FieldView& f : ahead_) {

@@ -118,6 +118,32 @@ def test_arrays_are_readonly_views_that_outlive_the_dataset(tmp_path):
     assert a[999] == 1002 and b[5] == 5
 
 
+def test_max_open_shards_bounds_the_shards_kept_mapped(tmp_path):
+    """Indexing and iterating keep at most max_open_shards shards mapped (a
+    few more while a sample's arrays are alive): before 2026-11-28 the
+    Python sample converter held 64 and the iterator 16, whatever the
+    option said, and a remote cache limit below that failed mid-epoch."""
+    path = tmp_path / "ds"
+    with tds.Writer(str(path), shard_samples=10) as w:
+        for i in range(200):
+            w.add({"x": np.full(4, i, np.int32)})
+
+    def mapped():
+        return len({line.split()[-1] for line in open("/proc/self/maps") if str(path) in line})
+
+    ds = tds.Dataset(path, max_open_shards=2)
+    assert [int(ds[i]["x"][0]) for i in range(0, 200, 7)] == list(range(0, 200, 7))
+    gc.collect()
+    assert mapped() <= 2, mapped()
+    assert sum(int(s["x"][0]) for s in ds) == sum(range(200))
+    gc.collect()
+    assert mapped() <= 2, mapped()
+    kept = ds[5]["x"]  # a live array keeps its shard, and only it, mapped
+    del ds
+    gc.collect()
+    assert mapped() == 1 and int(kept[0]) == 5
+
+
 def test_map_style_errors(tmp_path):
     write(tmp_path / "ds", [{"x": 1}, {"x": 2}])
     ds = tds.Dataset(tmp_path / "ds")

@@ -174,6 +174,9 @@ DatasetOptions OpenOptions(const Args& a) {
   o.cache_dir = a.cache_dir;
   // LRU eviction of shards no process has pinned (docs/REMOTE.md, "Eviction").
   o.remote.cache_limit_bytes = a.cache_limit;
+  // Every command reads shards in turn; an open remote shard stays pinned,
+  // so under a limit only one is kept open.
+  if (a.cache_limit != 0) o.max_open_shards = 1;
   return o;
 }
 

@@ -208,10 +208,12 @@ class SampleIterator {
   std::uint64_t cur_start_ = 0, cur_end_ = 0;
   std::shared_ptr<const ShardSource> cur_;
   Status status_;
-  // Shards this iterator used recently, by shard index modulo kSlots: a
+  // Shards this iterator used recently, by shard index modulo Slots(): a
   // shuffled order changes shard at almost every id, and the slots spare it
-  // the dataset's lock. Up to kSlots shards stay open while it lives.
+  // the dataset's lock. Up to Slots() shards (kSlots, at most the dataset's
+  // max_open_shards) stay open while it lives.
   static constexpr std::size_t kSlots = 16;
+  std::size_t Slots() const;
   struct Slot {
     std::size_t shard = static_cast<std::size_t>(-1);
     std::shared_ptr<const ShardSource> src;

@@ -73,7 +73,9 @@ class safe_open:  # noqa: N801 - the name safetensors uses
 
     def _open(self, path: str, backend: str) -> None:
         self._path = path
-        self._backend = backend
+        # A URL cannot be mapped (docs/REMOTE.md): its tensors are always read
+        # into memory of their own, as backend="pread" reads a file.
+        self._backend = "pread" if path.startswith(("s3://", "http://", "https://")) else backend
         self._closed = False
         self._keys: Optional[List[str]] = None
         self._offset_order: Optional[List[str]] = None

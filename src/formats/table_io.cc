@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "formats/internal.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/formats/sharded.h"
 #include "util/hash.h"
 #include "util/text.h"
@@ -39,7 +40,11 @@ Result<std::optional<sharded::Checkpoint>> OpenIfSharded(std::string* path) {
 std::uint64_t FileSize(const std::string& path) {
   std::error_code ec;
   const std::uint64_t n = std::filesystem::file_size(path, ec);
-  return ec ? 0 : n;
+  if (!ec) return n;
+  // A URL (docs/REMOTE.md): its size comes with the first ranged GET, whose
+  // blocks the describe before this already holds.
+  Result<std::unique_ptr<RandomAccessFile>> f = Env::Default()->OpenRead(path);
+  return f.ok() ? (*f)->size() : 0;
 }
 
 // The row of a format that is written, or an error.

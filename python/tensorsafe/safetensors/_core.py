@@ -446,7 +446,7 @@ class safe_open(_TsSafeOpen):  # noqa: N801 - safetensors' name
         except TypeError:
             raise TypeError(f"argument 'filename': '{type(filename).__name__}' object cannot be converted to "
                             "'PathBuf'") from None
-        if not os.path.exists(path):
+        if not path.startswith(("s3://", "http://", "https://")) and not os.path.exists(path):
             raise _no_such_file(path)
         if dev != "cpu" and fw not in ("pytorch", "paddle"):
             raise InvalidArgumentError(f"Device {dev} is not supported for framework {fw}")

@@ -1,0 +1,351 @@
+"""Tensor files over S3 from Python and the CLI (docs/REMOTE.md), against a
+real S3 server: moto_server from .venv on 127.0.0.1, started and stopped
+here, fake credentials, requests counted in its log. Every API a user points
+at a local file takes the s3:// URL of the same file and gives the same
+tensors."""
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import tensorsafe as ts
+import tensorsafe.numpy as tsn
+
+torch = pytest.importorskip("torch")
+boto3 = pytest.importorskip("boto3")
+import tensorsafe.torch as tst  # noqa: E402
+
+MOTO = shutil.which("moto_server", path=os.path.dirname(sys.executable)) or shutil.which("moto_server")
+pytestmark = pytest.mark.skipif(MOTO is None, reason="moto_server (moto[server]) is not installed")
+BUCKET = "tensors"
+
+
+class Moto:
+    def __init__(self, log_path):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.log_path = log_path
+        env = dict(os.environ, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen([MOTO, "-H", "127.0.0.1", "-p", str(self.port)], env=env,
+                                     stdout=open(log_path, "w"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("moto_server did not start: " + open(log_path).read()[-2000:])
+                time.sleep(0.05)
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+
+    def requests(self, key):
+        """Requests for objects whose key contains ``key`` so far."""
+        time.sleep(0.1)
+        return sum(1 for line in open(self.log_path) if f"/{BUCKET}/" in line and key in line
+                   and re.search(r'"(GET|HEAD|PUT|POST) ', line))
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def moto(tmp_path_factory):
+    server = Moto(str(tmp_path_factory.mktemp("moto") / "server.log"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3(moto, monkeypatch, tmp_path):
+    """A client of the server, and the environment the AWS tools read (which
+    tensorsafe reads too), with no ~/.aws in the way."""
+    for k, v in dict(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_REGION="us-east-1",
+                     AWS_ENDPOINT_URL=moto.endpoint, AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+                     AWS_CONFIG_FILE=str(tmp_path / "none")).items():
+        monkeypatch.setenv(k, v)
+    for k in ("AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_SESSION_TOKEN", "S3_ENDPOINT_URL"):
+        monkeypatch.delenv(k, raising=False)
+    client = boto3.client("s3", endpoint_url=moto.endpoint, region_name="us-east-1")
+    try:
+        client.create_bucket(Bucket=BUCKET)
+    except client.exceptions.BucketAlreadyOwnedByYou:
+        pass
+    return client
+
+
+def upload(s3, local, key):
+    s3.upload_file(str(local), BUCKET, key)
+    return f"s3://{BUCKET}/{key}"
+
+
+def sample(rng):
+    return {
+        "emb": rng.standard_normal((64, 48)).astype(np.float32),
+        "ids": rng.integers(-1000, 1000, size=(37,), dtype=np.int64),
+        "half": rng.standard_normal((5, 3, 2)).astype(np.float16),
+        "empty": np.zeros((0, 4), np.float32),
+    }
+
+
+def write(fmt, path, tensors):
+    if fmt == "tsafe":
+        with ts.Writer(path) as w:
+            for k, v in tensors.items():
+                w.add(k, v)
+    elif fmt == "safetensors":
+        tsn.save_file(tensors, path)
+    else:
+        ts.write(path, tensors, format=fmt)
+
+
+def assert_same(got, want):
+    assert set(got) == set(want)
+    for k, v in want.items():
+        g = got[k].numpy() if isinstance(got[k], torch.Tensor) else np.asarray(got[k])
+        assert g.dtype == v.dtype and g.shape == v.shape and np.array_equal(g, v), k
+
+
+@pytest.mark.parametrize("fmt,ext", [("tsafe", "tsafe"), ("safetensors", "safetensors"), ("gguf", "gguf"),
+                                     ("npz", "npz")])
+def test_every_reader_takes_the_url(s3, tmp_path, rng, fmt, ext):
+    want = sample(rng)
+    if fmt == "gguf":
+        want.pop("empty")  # GGUF has no empty tensors
+    local = tmp_path / f"m.{ext}"
+    write(fmt, str(local), want)
+    url = upload(s3, local, f"every/{fmt}/m.{ext}")
+
+    assert ts.detect_format(url) == fmt
+    assert_same(ts.read(url)[0], want)
+    with ts.safe_open(url, framework="np") as f:
+        assert sorted(f.keys()) == sorted(want)
+        assert_same({k: f.get_tensor(k) for k in f.keys()}, want)
+        assert np.array_equal(f.get_slice("emb")[3:9, ::5], want["emb"][3:9, ::5])
+    with ts.safe_open(url, framework="pt") as f:
+        assert_same(f.get_tensors(), want)
+    assert_same(tst.load_file(url), want)
+    if fmt != "npz":
+        assert_same(ts.load(url), want)
+        assert_same(ts.load(url, framework="np"), want)
+        assert_same(ts.load(url, names=["ids"]), {"ids": want["ids"]})
+    if fmt == "tsafe":
+        assert_same(ts.open(url).get_many(), want)
+        ts.verify(url)
+
+
+def write_tsafe(path, sd):
+    with ts.Writer(str(path)) as w:
+        for k, v in sd.items():
+            w.add(k, v.numpy())
+    return path
+
+
+def test_load_into_a_module_from_s3(s3, tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(32, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    tst.save_file(model.state_dict(), str(tmp_path / "m.safetensors"))
+    url = upload(s3, tmp_path / "m.safetensors", "into/m.safetensors")
+    fresh = torch.nn.Sequential(torch.nn.Linear(32, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    sd = fresh.state_dict()
+    before = {k: v.data_ptr() for k, v in sd.items()}
+    out, report = ts.load(url, into=sd, return_report=True)
+    assert {k: v.data_ptr() for k, v in out.items()} == before  # filled in place
+    for k, v in model.state_dict().items():
+        assert torch.equal(fresh.state_dict()[k], v), k
+    assert report["bytes_read"] == sum(v.numel() * v.element_size() for v in sd.values())
+    assert report["direct"] == [False] and "URL" in report["buffered_reason"][0]
+    assert report["verification"].startswith("nothing to verify"), report
+    _, report = ts.load(upload(s3, write_tsafe(tmp_path / "m.tsafe", model.state_dict()), "into/m.tsafe"),
+                        return_report=True)
+    assert report["verification"] == "verified 4 of 4 tensors (XXH3-64)", report
+
+
+def test_sharded_checkpoint_over_s3(s3, tmp_path, rng):
+    sd = {f"layer.{i}.w": torch.from_numpy(rng.standard_normal((32, 8)).astype(np.float32)) for i in range(6)}
+    tst.save_sharded(dict(sd), tmp_path / "ck", max_shard_size=2500)
+    files = sorted(os.listdir(tmp_path / "ck"))
+    assert len([f for f in files if f.endswith(".safetensors")]) > 1, files
+    for f in files:
+        upload(s3, tmp_path / "ck" / f, f"sharded/{f}")
+    url = f"s3://{BUCKET}/sharded/model.safetensors.index.json"
+    want = {k: v.numpy() for k, v in sd.items()}
+    with ts.safe_open(url, framework="pt") as f:
+        assert_same({k: f.get_tensor(k) for k in f.keys()}, want)
+    assert_same(tst.load_file(url), want)
+    assert_same(ts.load(url), want)
+
+
+def test_tsafe_of_100k_tensors_opens_in_few_requests(s3, moto, tmp_path):
+    path = tmp_path / "many.tsafe"
+    with ts.Writer(str(path)) as w:
+        for i in range(100_000):
+            w.add(f"t{i:06d}", np.full(4, i, np.int32))
+    url = upload(s3, path, "many/many.tsafe")
+    before = moto.requests("many/many.tsafe")
+    r = ts.open(url)
+    assert len(r) == 100_000
+    opened = moto.requests("many/many.tsafe") - before
+    assert opened <= 5, opened
+    assert np.array_equal(r["t054321"], np.full(4, 54321, np.int32))
+    assert moto.requests("many/many.tsafe") - before <= opened + 1
+
+
+def cli(*args):
+    exe = shutil.which("tensorsafe", path=os.path.dirname(sys.executable))
+    return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def test_cli_on_s3_urls(s3, tmp_path, rng):
+    want = sample(rng)
+    write("tsafe", str(tmp_path / "m.tsafe"), want)
+    url = upload(s3, tmp_path / "m.tsafe", "cli/m.tsafe")
+    size = (tmp_path / "m.tsafe").stat().st_size
+
+    r = cli("info", url)
+    assert r.returncode == 0, r.stderr
+    assert re.search(rf"file size:\s+{size} bytes", r.stdout), r.stdout
+    assert re.search(r"tensors:\s+4\b", r.stdout), r.stdout
+    r = cli("ls", url)
+    assert r.returncode == 0 and all(k in r.stdout for k in want), r.stdout + r.stderr
+    r = cli("cat", url, "ids")
+    assert r.returncode == 0 and str(want["ids"][0]) in r.stdout, r.stdout + r.stderr
+    r = cli("verify", url)
+    assert r.returncode == 0 and "4 tensors" in r.stdout, r.stdout + r.stderr
+    r = cli("convert", url, tmp_path / "out.safetensors")
+    assert r.returncode == 0, r.stderr
+    assert_same(tsn.load_file(str(tmp_path / "out.safetensors")), want)
+
+
+def test_missing_object_and_bucket_name_the_url(s3, tmp_path):
+    for url in (f"s3://{BUCKET}/no/such.tsafe", "s3://no-such-bucket-here/m.safetensors"):
+        with pytest.raises(ts.NotFoundError, match=re.escape(url)):
+            ts.open(url)
+        with pytest.raises(ts.NotFoundError, match=re.escape(url)):
+            ts.load(url)
+        r = cli("info", url)
+        assert r.returncode != 0 and url in r.stderr, r.stderr
+
+
+def test_no_credentials_says_where_it_looked(s3, tmp_path, monkeypatch):
+    write("tsafe", str(tmp_path / "m.tsafe"), {"a": np.ones(3, np.float32)})
+    url = upload(s3, tmp_path / "m.tsafe", "creds/m.tsafe")
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    r = cli("info", url)
+    assert r.returncode != 0
+    assert "AWS_ACCESS_KEY_ID" in r.stderr and str(tmp_path / "none") in r.stderr, r.stderr
+
+
+def test_a_flipped_byte_in_the_object_is_caught_on_load(s3, tmp_path, rng):
+    want = {"w": rng.standard_normal((256, 64)).astype(np.float32)}
+    write("tsafe", str(tmp_path / "m.tsafe"), want)
+    offset = ts.open(str(tmp_path / "m.tsafe")).info("w")["offset"]
+    data = bytearray((tmp_path / "m.tsafe").read_bytes())
+    data[offset + 1000] ^= 0x40
+    (tmp_path / "bad.tsafe").write_bytes(bytes(data))
+    url = upload(s3, tmp_path / "bad.tsafe", "flip/bad.tsafe")
+    with pytest.raises(ts.CorruptionError, match="w"):
+        ts.load(url)
+    with pytest.raises(ts.CorruptionError):
+        ts.verify(url)
+    assert ts.load(url, verify=False)["w"].shape == (256, 64)  # the caller's choice
+
+
+# -- datasets -----------------------------------------------------------------------
+
+RANK_SCRIPT = r"""
+import json, sys, torch
+from tensorsafe import dataset as tds
+ds = tds.StreamingDataset(sys.argv[1], shuffle=True, seed=7, cache_dir=sys.argv[2])
+seen = []
+for epoch in range(2):
+    ds.set_epoch(epoch)
+    loader = torch.utils.data.DataLoader(ds, batch_size=16, num_workers=2, persistent_workers=True)
+    got = []
+    for batch in loader:
+        got += [(int(l), int(x[0])) for l, x in zip(batch["label"], batch["x"])]
+    seen.append(got)
+print("RESULT " + json.dumps(seen))
+"""
+
+
+def native_dataset(path, n=1000, per_shard=100):
+    from tensorsafe import dataset as tds
+
+    with tds.Writer(str(path), shard_samples=per_shard) as w:
+        for i in range(n):
+            w.add({"x": np.full(4, i * 3, np.int32), "label": i})
+    return path
+
+
+def upload_dir(s3, local, prefix):
+    for name in sorted(os.listdir(local)):
+        upload(s3, os.path.join(local, name), f"{prefix}/{name}")
+    return f"s3://{BUCKET}/{prefix}"
+
+
+def test_dataset_over_s3_two_ranks_two_workers_exactly_once(s3, tmp_path):
+    url = upload_dir(s3, native_dataset(tmp_path / "ds"), "ds/ranks")
+    cache = tmp_path / "cache"  # one cache directory for the whole "node"
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", OMP_NUM_THREADS="1")
+        procs.append(subprocess.Popen([sys.executable, "-c", RANK_SCRIPT, url, str(cache)], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-4000:]
+        seen = json.loads(next(x for x in out.splitlines() if x.startswith("RESULT "))[7:])
+        results.append([[tuple(pair) for pair in epoch] for epoch in seen])
+    for epoch in range(2):
+        got = results[0][epoch] + results[1][epoch]
+        assert sorted(label for label, _ in got) == list(range(1000)), epoch  # exactly once
+        assert all(x == 3 * label for label, x in got)  # equal to what was written
+        assert not set(results[0][epoch]) & set(results[1][epoch])
+    assert [l for l, _ in results[0][0]] != [l for l, _ in results[0][1]]  # epochs differ
+
+
+def test_dataset_cache_limit_over_s3(s3, tmp_path):
+    from tensorsafe import dataset as tds
+
+    local = native_dataset(tmp_path / "ds")
+    url = upload_dir(s3, local, "ds/limit")
+    shard_bytes = max(s["bytes"] for s in tds.Dataset(str(local)).shards)
+    # Room for 4 of the 10 shards: the one being read (max_open_shards=1),
+    # the previous one while the loop's last sample still holds it, and the
+    # two the iterator prefetches.
+    limit = 4 * shard_bytes
+    cache = tmp_path / "cache"
+    ds = tds.Dataset(url, cache_dir=cache, max_open_shards=1, cache_limit=limit)
+    assert [int(s["label"]) for s in ds] == list(range(1000))
+    held = sum(f.stat().st_size for f in (cache / "files").iterdir())
+    assert 0 < held <= limit, (held, limit)
+    assert tds.verify(url, cache_dir=cache, cache_limit=limit) == []
+    with pytest.raises(ts.InvalidArgumentError, match="cache_limit"):
+        tds.Dataset(url, cache_dir=cache, cache_limit=-1)
+
+
+def test_dataset_cli_over_s3(s3, tmp_path):
+    from tensorsafe import dataset as tds
+
+    local = native_dataset(tmp_path / "ds")
+    url = upload_dir(s3, local, "ds/cli")
+    four_shards = 4 * max(s["bytes"] for s in tds.Dataset(str(local)).shards)
+    cache = tmp_path / "cache"
+    r = cli("dataset", "info", url, "--cache-dir", cache)
+    assert r.returncode == 0 and "samples: 1000" in r.stdout.replace("  ", " "), r.stdout + r.stderr
+    r = cli("dataset", "verify", url, "--cache-dir", cache, "--cache-limit", four_shards)
+    assert r.returncode == 0 and "1000 samples in 10 shards verified" in r.stdout, r.stdout + r.stderr
+    r = cli("dataset", "cat", url, "17", "--cache-dir", cache)
+    assert r.returncode == 0 and json.loads(r.stdout)["label"] == 17, r.stdout + r.stderr

@@ -349,3 +349,28 @@ def test_dataset_cli_over_s3(s3, tmp_path):
     assert r.returncode == 0 and "1000 samples in 10 shards verified" in r.stdout, r.stdout + r.stderr
     r = cli("dataset", "cat", url, "17", "--cache-dir", cache)
     assert r.returncode == 0 and json.loads(r.stdout)["label"] == 17, r.stdout + r.stderr
+
+
+def test_mds_and_webdataset_over_s3_are_refused_with_what_to_do(s3, tmp_path):
+    """Not read over S3 yet: the errors say so (an MDS index used to be
+    reported as a damaged tensorsafe index)."""
+    from tensorsafe import dataset as tds
+
+    streaming = pytest.importorskip("streaming")
+    with streaming.MDSWriter(out=str(tmp_path / "mds"), columns={"x": "ndarray:int32:4", "label": "int"}) as w:
+        for i in range(20):
+            w.write({"x": np.full(4, i, np.int32), "label": i})
+    url = upload_dir(s3, tmp_path / "mds", "mds")
+    with pytest.raises(ts.UnsupportedError, match=r"s3://tensors/mds/index\.json: a MosaicML MDS index"):
+        tds.Dataset(url, cache_dir=tmp_path / "c")
+    (tmp_path / "wds").mkdir()
+    with open(tmp_path / "wds" / "shard-0000.tar", "wb") as f:
+        import tarfile
+
+        with tarfile.open(fileobj=f, mode="w") as tar:
+            info = tarfile.TarInfo("k0000.cls")
+            info.size = 1
+            tar.addfile(info, __import__("io").BytesIO(b"7"))
+    url = upload_dir(s3, tmp_path / "wds", "wds")
+    with pytest.raises(ts.NotFoundError, match=r"index\.json.*WebDataset shards are read from local files"):
+        tds.Dataset(url, cache_dir=tmp_path / "c")

@@ -87,6 +87,20 @@ std::shared_ptr<const ShardSource> Adapt(std::shared_ptr<const ShardSource> src,
 
 std::uint64_t HexValue(const std::string& h) { return std::stoull(h, nullptr, 16); }
 
+// What index.json text declares: "native", "mds" or an error naming `what`.
+Result<std::string> IndexKindOf(const std::string& text, const std::string& what) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Corruption(what + ": not a JSON object");
+  auto f = j.find("format");
+  if (f != j.end() && f->is_string() && f->get<std::string>() == kIndexFormatName) return std::string("native");
+  auto v = j.find("version");
+  if (v != j.end() && v->is_number_integer() && v->get<std::int64_t>() == 2 && j.contains("shards")) {
+    return std::string("mds");
+  }
+  return Unsupported(what + ": neither a tensorsafe dataset index (\"format\": \"" + std::string(kIndexFormatName) +
+                     "\") nor a MosaicML MDS index (\"version\": 2)");
+}
+
 // ---- remote (native dataset over http/https) ----
 
 Result<std::shared_ptr<Dataset>> OpenRemote(const std::string& url, const DatasetOptions& options) {
@@ -97,7 +111,18 @@ Result<std::shared_ptr<Dataset>> OpenRemote(const std::string& url, const Datase
   std::shared_ptr<ShardCache> cache(std::move(owned));
   const std::string base = cache->base_url();
   const std::string what = base + std::string(kIndexFileName);
-  TS_ASSIGN_OR_RETURN(std::string text, cache->FetchBytes(kIndexFileName));
+  Result<std::string> fetched = cache->FetchBytes(kIndexFileName);
+  if (!fetched.ok() && fetched.status().code() == StatusCode::kNotFound) {
+    return NotFound(fetched.status().message() +
+                    "; over S3 and http(s) a dataset is a tensorsafe dataset with its index.json (WebDataset "
+                    "shards are read from local files: docs/REMOTE.md)");
+  }
+  TS_ASSIGN_OR_RETURN(std::string text, std::move(fetched));
+  if (Result<std::string> kind = IndexKindOf(text, what); kind.ok() && *kind == "mds") {
+    return Unsupported(what +
+                       ": a MosaicML MDS index; MDS datasets are read from local directories, not yet over "
+                       "S3 or http(s) (download the directory, or convert it with `tensorsafe dataset create`)");
+  }
   TS_ASSIGN_OR_RETURN(DatasetIndex index, ParseIndex(text, what, options.shard.limits));
   // SECURITY.md "Paths and URLs": every name is checked before anything is
   // fetched, so a hostile index fails at open, not mid-epoch.
@@ -280,16 +305,7 @@ Result<std::string> IndexKind(const std::string& dir, const DatasetOptions& opti
   }
   std::ifstream in(path, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return Corruption(path + ": not a JSON object");
-  auto f = j.find("format");
-  if (f != j.end() && f->is_string() && f->get<std::string>() == kIndexFormatName) return std::string("native");
-  auto v = j.find("version");
-  if (v != j.end() && v->is_number_integer() && v->get<std::int64_t>() == 2 && j.contains("shards")) {
-    return std::string("mds");
-  }
-  return Unsupported(path + ": neither a tensorsafe dataset index (\"format\": \"" + std::string(kIndexFormatName) +
-                     "\") nor a MosaicML MDS index (\"version\": 2)");
+  return IndexKindOf(text, path);
 }
 
 }  // namespace

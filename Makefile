@@ -14,7 +14,8 @@ deps:
 
 # -g1: line tables and function names, enough for backtraces and profiles; full
 # -g triples the objects (the library is 300 MB with it) and costs CI ~25% of
-# its compile time. CMAKE_FLAGS='-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g' for a debugger.
+# its compile time. For a debugger:
+#   make CMAKE_FLAGS='-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g -DNDEBUG"'
 configure: deps
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" $(CMAKE_FLAGS) >/dev/null

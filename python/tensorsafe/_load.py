@@ -30,7 +30,8 @@ def _paths(path_or_paths: Union[PathLike, Sequence[PathLike]]) -> List[str]:
     return [os.fsdecode(p) for p in path_or_paths]
 
 
-def _is_url(path: str) -> bool:
+def is_url(path: str) -> bool:
+    """A location the native readers fetch by ranged GETs (docs/REMOTE.md)."""
     return path.startswith(("s3://", "http://", "https://"))
 
 
@@ -42,7 +43,7 @@ def _load_remote(paths: List[str], wanted: Optional[List[str]], framework: str, 
     if slice is not None:
         raise UnsupportedError("load(slice=...) reads local files only; open the URL with tensorsafe.safe_open "
                                "and get_slice")
-    if any(not _is_url(p) for p in paths):
+    if any(not is_url(p) for p in paths):
         raise InvalidArgumentError("load: give either URLs or local paths, not both")
     torch_out = framework in ("pt", "torch")
     if torch_out:
@@ -221,7 +222,7 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]], names: Optional[Ite
     torch_out = framework in ("pt", "torch")
     paths = _paths(path_or_paths)
     wanted = list(names) if names is not None else (list(into.keys()) if into is not None else None)
-    if any(_is_url(p) for p in paths):
+    if any(is_url(p) for p in paths):
         out, report = _load_remote(paths, wanted, framework, verify, into, slice)
         if torch_out and str(device) != "cpu":
             from ._load_device import to_device

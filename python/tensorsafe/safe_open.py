@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Union
 import numpy as np
 
 from . import _arrays, _dtypes, _native
+from ._load import is_url
 from ._slicing import normalize_key, read_slice_from_view, slice_array
 from .errors import FailedPreconditionError, InvalidArgumentError, NotFoundError, UnsupportedError
 
@@ -75,7 +76,7 @@ class safe_open:  # noqa: N801 - the name safetensors uses
         self._path = path
         # A URL cannot be mapped (docs/REMOTE.md): its tensors are always read
         # into memory of their own, as backend="pread" reads a file.
-        self._backend = "pread" if path.startswith(("s3://", "http://", "https://")) else backend
+        self._backend = "pread" if is_url(path) else backend
         self._closed = False
         self._keys: Optional[List[str]] = None
         self._offset_order: Optional[List[str]] = None

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import _dtypes, _native
+from .._load import is_url
 from ..safe_open import safe_open as _TsSafeOpen
 from ..errors import (
     _IO_BY_ERRNO,
@@ -446,7 +447,7 @@ class safe_open(_TsSafeOpen):  # noqa: N801 - safetensors' name
         except TypeError:
             raise TypeError(f"argument 'filename': '{type(filename).__name__}' object cannot be converted to "
                             "'PathBuf'") from None
-        if not path.startswith(("s3://", "http://", "https://")) and not os.path.exists(path):
+        if not is_url(path) and not os.path.exists(path):
             raise _no_such_file(path)
         if dev != "cpu" and fw not in ("pytorch", "paddle"):
             raise InvalidArgumentError(f"Device {dev} is not supported for framework {fw}")

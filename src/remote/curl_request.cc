@@ -81,17 +81,20 @@ CurlPool::CurlPool() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-CurlPool::~CurlPool() {
-  for (void* h : idle_) curl_easy_cleanup(static_cast<CURL*>(h));
+CurlPool::~CurlPool() = default;
+
+CurlPool::Idle::~Idle() {
+  for (void* h : handles) curl_easy_cleanup(static_cast<CURL*>(h));
 }
 
 CurlResponse CurlPool::Perform(const CurlRequest& req) const {
   CURL* curl = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!idle_.empty()) {
-      curl = static_cast<CURL*>(idle_.back());
-      idle_.pop_back();
+    Idle& idle = *idle_;
+    std::lock_guard<std::mutex> lock(idle.mu);
+    if (!idle.handles.empty()) {
+      curl = static_cast<CURL*>(idle.handles.back());
+      idle.handles.pop_back();
     }
   }
   if (curl == nullptr) curl = curl_easy_init();
@@ -153,8 +156,9 @@ CurlResponse CurlPool::Perform(const CurlRequest& req) const {
     if (errbuf[0] != '\0' && !st.overflow) resp.transport_error += std::string(" (") + errbuf + ")";
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    idle_.push_back(curl);
+    Idle& idle = *idle_;
+    std::lock_guard<std::mutex> lock(idle.mu);
+    idle.handles.push_back(curl);
   }
   return resp;
 }

@@ -4,7 +4,9 @@
 // No retries here: the S3 client decides, since it must sign each attempt.
 //
 // Thread safety: a CurlPool may be used from many threads; each Perform()
-// takes its own easy handle, so connections are reused (keep-alive).
+// takes its own easy handle, so connections are reused (keep-alive). A
+// forked child starts with no handles (util/fork_local.h): it never shares
+// a connection with its parent.
 #pragma once
 
 #include <chrono>
@@ -15,6 +17,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "util/fork_local.h"
 
 namespace tensorsafe::internal {
 
@@ -55,8 +59,12 @@ class CurlPool {
   CurlResponse Perform(const CurlRequest& req) const;
 
  private:
-  mutable std::mutex mu_;
-  mutable std::vector<void*> idle_;  // CURL* easy handles
+  struct Idle {
+    std::mutex mu;
+    std::vector<void*> handles;  // CURL* easy handles
+    ~Idle();
+  };
+  ForkLocal<Idle> idle_;
 };
 
 }  // namespace tensorsafe::internal

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "remote/s3_client.h"
+#include "util/fork_local.h"
 
 namespace tensorsafe::internal {
 namespace {
@@ -154,8 +155,10 @@ struct Registry {
   std::list<std::pair<std::string, std::shared_ptr<ObjectCache>>> objects;  // most recent first
 };
 Registry& Reg() {
-  static Registry* r = new Registry();  // never destroyed: used from atexit paths
-  return *r;
+  // Never destroyed (used from atexit paths); per process, so that a forked
+  // child never waits on a lock its parent's threads held (util/fork_local.h).
+  static ForkLocal<Registry>* r = new ForkLocal<Registry>();
+  return **r;
 }
 
 Result<std::unique_ptr<Source>> MakeSource(const std::string& url) {

@@ -4,11 +4,6 @@ MDSWriter read sample for sample as streaming reads it, WebDataset shards
 written by webdataset's ShardWriter, and a native dataset served by a real
 nginx on 127.0.0.1, iterated shuffled."""
 
-import os
-import socket
-import subprocess
-import time
-
 import numpy as np
 import pytest
 
@@ -56,45 +51,6 @@ def test_webdataset_written_by_shardwriter(tmp_path, rng):
             assert _same(s["x.npy"], xs[k])
             assert s["cls"] == k
             assert s["txt"] == f"text {k}"
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def nginx(tmp_path):
-    """A foreground, single-process nginx serving tmp_path/www at /data/."""
-    binary = os.environ.get("TS_NGINX", "/usr/sbin/nginx")
-    if not os.path.exists(binary):
-        pytest.skip("nginx not installed (scripts/install-deps.sh)")
-    www, run = tmp_path / "www", tmp_path / "nginx"
-    www.mkdir()
-    run.mkdir()
-    port = _free_port()
-    conf = run / "nginx.conf"
-    user = "user root;\n" if os.geteuid() == 0 else ""
-    temps = "".join(f"  {k}_temp_path {run}/{k};\n" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-    conf.write_text(f"{user}daemon off;\nmaster_process off;\nworker_processes 1;\npid {run}/nginx.pid;\n"
-                    f"error_log {run}/error.log warn;\nevents {{ worker_connections 64; }}\nhttp {{\n"
-                    f"  access_log {run}/access.log;\n{temps}  types {{ }}\n  default_type application/octet-stream;\n"
-                    f"  server {{ listen 127.0.0.1:{port}; location /data/ {{ alias {www}/; }} }}\n}}\n")
-    proc = subprocess.Popen([binary, "-p", f"{run}/", "-c", str(conf), "-e", f"{run}/error.log"])
-    try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        else:
-            pytest.fail("nginx did not start: " + (run / "error.log").read_text())
-        yield www, f"http://127.0.0.1:{port}/data"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def test_native_dataset_over_http_streams_shuffled(tmp_path, rng, nginx):

@@ -8,10 +8,8 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -23,70 +21,9 @@ torch = pytest.importorskip("torch")
 boto3 = pytest.importorskip("boto3")
 import tensorsafe.torch as tst  # noqa: E402
 
-MOTO = shutil.which("moto_server", path=os.path.dirname(sys.executable)) or shutil.which("moto_server")
+from moto_s3 import BUCKET, MOTO, moto, s3, upload, upload_dir  # noqa: E402,F401  (pytest fixtures)
+
 pytestmark = pytest.mark.skipif(MOTO is None, reason="moto_server (moto[server]) is not installed")
-BUCKET = "tensors"
-
-
-class Moto:
-    def __init__(self, log_path):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.log_path = log_path
-        env = dict(os.environ, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen([MOTO, "-H", "127.0.0.1", "-p", str(self.port)], env=env,
-                                     stdout=open(log_path, "w"), stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                break
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("moto_server did not start: " + open(log_path).read()[-2000:])
-                time.sleep(0.05)
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-
-    def requests(self, key):
-        """Requests for objects whose key contains ``key`` so far."""
-        time.sleep(0.1)
-        return sum(1 for line in open(self.log_path) if f"/{BUCKET}/" in line and key in line
-                   and re.search(r'"(GET|HEAD|PUT|POST) ', line))
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait()
-
-
-@pytest.fixture(scope="module")
-def moto(tmp_path_factory):
-    server = Moto(str(tmp_path_factory.mktemp("moto") / "server.log"))
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def s3(moto, monkeypatch, tmp_path):
-    """A client of the server, and the environment the AWS tools read (which
-    tensorsafe reads too), with no ~/.aws in the way."""
-    for k, v in dict(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_REGION="us-east-1",
-                     AWS_ENDPOINT_URL=moto.endpoint, AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
-                     AWS_CONFIG_FILE=str(tmp_path / "none")).items():
-        monkeypatch.setenv(k, v)
-    for k in ("AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_SESSION_TOKEN", "S3_ENDPOINT_URL"):
-        monkeypatch.delenv(k, raising=False)
-    client = boto3.client("s3", endpoint_url=moto.endpoint, region_name="us-east-1")
-    try:
-        client.create_bucket(Bucket=BUCKET)
-    except client.exceptions.BucketAlreadyOwnedByYou:
-        pass
-    return client
-
-
-def upload(s3, local, key):
-    s3.upload_file(str(local), BUCKET, key)
-    return f"s3://{BUCKET}/{key}"
 
 
 def sample(rng):
@@ -288,12 +225,6 @@ def native_dataset(path, n=1000, per_shard=100):
     return path
 
 
-def upload_dir(s3, local, prefix):
-    for name in sorted(os.listdir(local)):
-        upload(s3, os.path.join(local, name), f"{prefix}/{name}")
-    return f"s3://{BUCKET}/{prefix}"
-
-
 def test_dataset_over_s3_two_ranks_two_workers_exactly_once(s3, tmp_path):
     url = upload_dir(s3, native_dataset(tmp_path / "ds"), "ds/ranks")
     cache = tmp_path / "cache"  # one cache directory for the whole "node"
@@ -349,28 +280,3 @@ def test_dataset_cli_over_s3(s3, tmp_path):
     assert r.returncode == 0 and "1000 samples in 10 shards verified" in r.stdout, r.stdout + r.stderr
     r = cli("dataset", "cat", url, "17", "--cache-dir", cache)
     assert r.returncode == 0 and json.loads(r.stdout)["label"] == 17, r.stdout + r.stderr
-
-
-def test_mds_and_webdataset_over_s3_are_refused_with_what_to_do(s3, tmp_path):
-    """Not read over S3 yet: the errors say so (an MDS index used to be
-    reported as a damaged tensorsafe index)."""
-    from tensorsafe import dataset as tds
-
-    streaming = pytest.importorskip("streaming")
-    with streaming.MDSWriter(out=str(tmp_path / "mds"), columns={"x": "ndarray:int32:4", "label": "int"}) as w:
-        for i in range(20):
-            w.write({"x": np.full(4, i, np.int32), "label": i})
-    url = upload_dir(s3, tmp_path / "mds", "mds")
-    with pytest.raises(ts.UnsupportedError, match=r"s3://tensors/mds/index\.json: a MosaicML MDS index"):
-        tds.Dataset(url, cache_dir=tmp_path / "c")
-    (tmp_path / "wds").mkdir()
-    with open(tmp_path / "wds" / "shard-0000.tar", "wb") as f:
-        import tarfile
-
-        with tarfile.open(fileobj=f, mode="w") as tar:
-            info = tarfile.TarInfo("k0000.cls")
-            info.size = 1
-            tar.addfile(info, __import__("io").BytesIO(b"7"))
-    url = upload_dir(s3, tmp_path / "wds", "wds")
-    with pytest.raises(ts.NotFoundError, match=r"index\.json.*WebDataset shards are read from local files"):
-        tds.Dataset(url, cache_dir=tmp_path / "c")

@@ -40,6 +40,19 @@ struct RemoteFile {
   std::string name;         // relative to the base URL, e.g. "shards/00017.tsds"
   std::uint64_t bytes = 0;  // exact size
   std::uint64_t xxh3 = 0;   // XXH3-64 (seed 0) of the whole file
+  // False when the index has no XXH3-64 of the file (MDS without hashes,
+  // WebDataset): the download is checked by size only, and `xxh3` is just
+  // the file's identity in the cache (a hash of what the index or the
+  // server says about it, such as the ETag), so a changed file gets a new
+  // cache entry.
+  bool check_xxh3 = true;
+};
+
+// An object as the server describes it (Stat, List).
+struct RemoteObject {
+  std::string name;  // relative to the base URL
+  std::uint64_t bytes = 0;
+  std::string etag;  // "" when the server sends none
 };
 
 struct ShardCacheOptions {
@@ -137,6 +150,14 @@ class ShardCache {
   // 404/410), kLimitExceeded (body larger than max_index_bytes, before it is
   // buffered), kIOError (other HTTP status or transport error after retries).
   Result<std::string> FetchBytes(std::string_view name) const;
+
+  // The size and ETag of base_url + name (HEAD). Errors as FetchBytes.
+  Result<RemoteObject> Stat(std::string_view name) const;
+
+  // The objects directly under the base URL (not in sub-"directories"), in
+  // byte order of their names. s3:// only: kUnsupported for http(s), whose
+  // servers have no listing.
+  Result<std::vector<RemoteObject>> List() const;
 
   // Returns a pinned local copy of `file`, downloading it when it is not
   // cached. Exactly one thread or process downloads a given file; the others

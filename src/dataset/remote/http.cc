@@ -3,11 +3,13 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <random>
 #include <thread>
 
+#include "remote/curl_request.h"
 #include "remote/remote_file.h"
 #include "remote/s3_client.h"
 
@@ -134,18 +136,64 @@ Status GetS3(const std::string& url, HttpSink& sink, const HttpExpect& expect, c
 
 }  // namespace
 
+Result<HttpObject> HttpClient::Head(const std::string& url) const {
+  if (s3::IsS3Url(url)) {
+    TS_ASSIGN_OR_RETURN(s3::S3Location loc, s3::ParseS3Url(url));
+    TS_ASSIGN_OR_RETURN(std::shared_ptr<s3::S3Client> client, SharedS3Client());
+    TS_ASSIGN_OR_RETURN(s3::ObjectInfo info, client->Head(loc));
+    return HttpObject{url, info.size, std::move(info.etag)};
+  }
+  static const CurlPool* pool = new CurlPool();  // never destroyed: used from atexit paths
+  s3::S3ClientOptions o;
+  o.max_attempts = config_.max_attempts;
+  o.initial_backoff = config_.initial_backoff;
+  o.max_backoff = config_.max_backoff;
+  o.connect_timeout = config_.connect_timeout;
+  o.stall_timeout = config_.stall_timeout;
+  o.ca_file = config_.ca_file;
+  auto build = [&] {
+    CurlRequest r;
+    r.method = "HEAD";
+    r.url = url;
+    return r;
+  };
+  TS_ASSIGN_OR_RETURN(CurlResponse r, s3::SendWithRetries(*pool, o, "HEAD " + url, build, "", nullptr));
+  const std::string len = r.Header("content-length");
+  if (len.empty() || len.find_first_not_of("0123456789") != std::string::npos) {
+    return Corruption("HEAD " + url + ": no Content-Length in the response");
+  }
+  return HttpObject{url, std::strtoull(len.c_str(), nullptr, 10), r.Header("etag")};
+}
+
+Result<std::vector<HttpObject>> HttpClient::List(const std::string& prefix_url) const {
+  if (!s3::IsS3Url(prefix_url)) {
+    return Unsupported(prefix_url + ": an http(s) server has no listing; name the files (a brace pattern such as " +
+                       "shard-{0000..0099}.tar) or give the dataset an index.json");
+  }
+  TS_ASSIGN_OR_RETURN(s3::S3Location loc, s3::ParseS3Url(prefix_url));
+  TS_ASSIGN_OR_RETURN(std::shared_ptr<s3::S3Client> client, SharedS3Client());
+  TS_ASSIGN_OR_RETURN(std::vector<s3::ListEntry> entries, client->List(loc.bucket, loc.key));
+  std::vector<HttpObject> out;
+  out.reserve(entries.size());
+  for (s3::ListEntry& e : entries) out.push_back(HttpObject{"s3://" + loc.bucket + "/" + e.key, e.size, e.etag});
+  return out;
+}
+
 HttpClient::HttpClient(HttpConfig config) : config_(std::move(config)) { GlobalInit(); }
 
-HttpClient::~HttpClient() {
-  for (void* h : idle_) curl_easy_cleanup(static_cast<CURL*>(h));
+HttpClient::~HttpClient() = default;
+
+HttpClient::Idle::~Idle() {
+  for (void* h : handles) curl_easy_cleanup(static_cast<CURL*>(h));
 }
 
 void* HttpClient::TakeHandle() const {
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!idle_.empty()) {
-      void* h = idle_.back();
-      idle_.pop_back();
+    Idle& idle = *idle_;
+    std::lock_guard<std::mutex> lock(idle.mu);
+    if (!idle.handles.empty()) {
+      void* h = idle.handles.back();
+      idle.handles.pop_back();
       return h;
     }
   }
@@ -153,8 +201,9 @@ void* HttpClient::TakeHandle() const {
 }
 
 void HttpClient::ReturnHandle(void* handle) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  idle_.push_back(handle);
+  Idle& idle = *idle_;
+  std::lock_guard<std::mutex> lock(idle.mu);
+  idle.handles.push_back(handle);
 }
 
 Status HttpClient::Get(const std::string& url, HttpSink& sink, const HttpExpect& expect,

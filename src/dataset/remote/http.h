@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tensorsafe/status.h"
+#include "util/fork_local.h"
 
 namespace tensorsafe::internal {
 
@@ -42,6 +43,13 @@ struct HttpExpect {
   std::uint64_t max_size = 0;               // above: kLimitExceeded (0 = none)
 };
 
+// An object as a HEAD or a listing describes it.
+struct HttpObject {
+  std::string url;
+  std::uint64_t bytes = 0;
+  std::string etag;
+};
+
 // Thread-safe: Get() may run on several threads; each takes its own easy
 // handle from a pool so connections are reused between requests.
 class HttpClient {
@@ -58,13 +66,27 @@ class HttpClient {
   // kCorruption / kLimitExceeded (from `expect`, not retried), the sink's own.
   Status Get(const std::string& url, HttpSink& sink, const HttpExpect& expect, const std::atomic<bool>* cancel) const;
 
+  // HEAD: the size (Content-Length) and ETag, with the same retries.
+  // Errors: kNotFound (404, 410), kIOError, kCorruption (no Content-Length).
+  Result<HttpObject> Head(const std::string& url) const;
+
+  // Every object whose URL starts with `prefix_url` (s3:// only, S3's
+  // ListObjectsV2); kUnsupported for http(s), which has no listing.
+  Result<std::vector<HttpObject>> List(const std::string& prefix_url) const;
+
  private:
   void* TakeHandle() const;
   void ReturnHandle(void* handle) const;
 
   HttpConfig config_;
-  mutable std::mutex mu_;
-  mutable std::vector<void*> idle_;  // CURL* easy handles
+  // Per process (util/fork_local.h): a forked child never reuses a parent's
+  // connection.
+  struct Idle {
+    std::mutex mu;
+    std::vector<void*> handles;  // CURL* easy handles
+    ~Idle();
+  };
+  ForkLocal<Idle> idle_;
 };
 
 }  // namespace tensorsafe::internal

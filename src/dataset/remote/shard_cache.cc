@@ -22,6 +22,7 @@
 #include "dataset/remote/lock.h"
 #include "dataset/remote/url.h"
 #include "tensorsafe/dataset/remote.h"
+#include "util/fork_local.h"
 #include "util/hash.h"
 
 namespace tensorsafe::dataset {
@@ -197,13 +198,19 @@ struct ShardCache::Impl {
   std::unique_ptr<HttpClient> http;
   std::atomic<bool> stopping{false};
 
-  std::mutex mu;
-  std::condition_variable cv_work, cv_idle;
-  std::deque<std::pair<RemoteFile, std::string>> queue;  // file, key
-  std::set<std::string> queued;                          // keys queued or running
-  int active = 0;
-  Status first_error;
-  std::vector<std::thread> workers;
+  // The background downloads of this process: a forked child starts with
+  // none (util/fork_local.h) rather than with the parent's queue, threads it
+  // does not have and a mutex one of them may have held.
+  struct Downloads {
+    std::mutex mu;
+    std::condition_variable cv_work, cv_idle;
+    std::deque<std::pair<RemoteFile, std::string>> queue;  // file, key
+    std::set<std::string> queued;                          // keys queued or running
+    int active = 0;
+    Status first_error;
+    std::vector<std::thread> workers;
+  };
+  tensorsafe::internal::ForkLocal<Downloads> downloads;
 
   std::string Key(const RemoteFile& f) const {
     return Hex16(tensorsafe::internal::Hash64(base.full + '\n' + f.name)) + "-" + Hex16(f.xxh3);
@@ -246,7 +253,7 @@ struct ShardCache::Impl {
       struct stat st;
       if (::fstat(fd, &st) != 0) return IOError(path + ": fstat: " + Errno(errno), errno);
       bool good = static_cast<std::uint64_t>(st.st_size) == f.bytes;
-      if (good && opt.verify_on_hit) {
+      if (good && opt.verify_on_hit && f.check_xxh3) {
         TS_ASSIGN_OR_RETURN(std::uint64_t h, HashFd(fd, f.bytes, path));
         good = h == f.xxh3;
       }
@@ -380,7 +387,7 @@ struct ShardCache::Impl {
       return fail(Corruption("GET " + url + ": received " + std::to_string(sink.size()) + " bytes, the index says " +
                              std::to_string(f.bytes) + "; not cached"));
     }
-    if (sink.digest() != f.xxh3) {
+    if (f.check_xxh3 && sink.digest() != f.xxh3) {
       return fail(Corruption("GET " + url + ": XXH3-64 of the " + std::to_string(f.bytes) + " bytes received is 0x" +
                              Hex16(sink.digest()) + ", the index says 0x" + Hex16(f.xxh3) + "; not cached"));
     }
@@ -406,23 +413,23 @@ struct ShardCache::Impl {
     return CachedFile(final_path, ro, f.bytes);
   }
 
-  void Worker() {
+  void Worker(Downloads& d) {
     while (true) {
       std::pair<RemoteFile, std::string> item;
       {
-        std::unique_lock<std::mutex> lock(mu);
-        cv_work.wait(lock, [&] { return stopping.load() || !queue.empty(); });
+        std::unique_lock<std::mutex> lock(d.mu);
+        d.cv_work.wait(lock, [&] { return stopping.load() || !d.queue.empty(); });
         if (stopping.load()) return;
-        item = std::move(queue.front());
-        queue.pop_front();
-        ++active;
+        item = std::move(d.queue.front());
+        d.queue.pop_front();
+        ++d.active;
       }
       Result<CachedFile> r = Fetch(item.first);
-      std::lock_guard<std::mutex> lock(mu);
-      --active;
-      queued.erase(item.second);
-      if (!r.ok() && first_error.ok() && !stopping.load()) first_error = r.status();
-      if (queue.empty() && active == 0) cv_idle.notify_all();
+      std::lock_guard<std::mutex> lock(d.mu);
+      --d.active;
+      d.queued.erase(item.second);
+      if (!r.ok() && d.first_error.ok() && !stopping.load()) d.first_error = r.status();
+      if (d.queue.empty() && d.active == 0) d.cv_idle.notify_all();
     }
   }
 };
@@ -443,11 +450,11 @@ ShardCache::ShardCache(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 ShardCache::~ShardCache() {
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
+    std::lock_guard<std::mutex> lock(impl_->downloads->mu);
     impl_->stopping.store(true);
   }
-  impl_->cv_work.notify_all();
-  for (std::thread& t : impl_->workers) t.join();
+  impl_->downloads->cv_work.notify_all();
+  for (std::thread& t : impl_->downloads->workers) t.join();
 }
 
 Result<std::unique_ptr<ShardCache>> ShardCache::Open(std::string_view base_url, ShardCacheOptions options) {
@@ -527,37 +534,58 @@ Result<std::string> ShardCache::FetchBytes(std::string_view name) const {
   return std::move(sink.data);
 }
 
+Result<RemoteObject> ShardCache::Stat(std::string_view name) const {
+  TS_ASSIGN_OR_RETURN(std::string url, tensorsafe::internal::JoinUrl(impl_->base, name));
+  TS_ASSIGN_OR_RETURN(tensorsafe::internal::HttpObject o, impl_->http->Head(url));
+  return RemoteObject{std::string(name), o.bytes, std::move(o.etag)};
+}
+
+Result<std::vector<RemoteObject>> ShardCache::List() const {
+  const std::string& base = impl_->base.full;
+  TS_ASSIGN_OR_RETURN(std::vector<tensorsafe::internal::HttpObject> found, impl_->http->List(base));
+  std::vector<RemoteObject> out;
+  for (tensorsafe::internal::HttpObject& o : found) {
+    std::string rest = o.url.substr(base.size());
+    if (rest.empty() || rest.find('/') != std::string::npos) continue;
+    out.push_back(RemoteObject{std::move(rest), o.bytes, std::move(o.etag)});
+  }
+  std::sort(out.begin(), out.end(), [](const RemoteObject& a, const RemoteObject& b) { return a.name < b.name; });
+  return out;
+}
+
 Result<CachedFile> ShardCache::Fetch(const RemoteFile& file) { return impl_->Fetch(file); }
 
 void ShardCache::Prefetch(const std::vector<RemoteFile>& files) {
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> lock(m.mu);
+  Impl::Downloads& d = *m.downloads;
+  std::lock_guard<std::mutex> lock(d.mu);
   if (m.stopping.load()) return;
   for (const RemoteFile& f : files) {
     Status s = m.CheckFile(f);
     if (!s.ok()) {
-      if (m.first_error.ok()) m.first_error = s;
+      if (d.first_error.ok()) d.first_error = s;
       continue;
     }
     std::string key = m.Key(f);
-    if (m.queued.count(key) != 0) continue;
+    if (d.queued.count(key) != 0) continue;
     struct stat st;
     if (::stat(m.FinalPath(f, key).c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) == f.bytes) continue;
-    m.queued.insert(key);
-    m.queue.emplace_back(f, std::move(key));
+    d.queued.insert(key);
+    d.queue.emplace_back(f, std::move(key));
   }
   const std::size_t want = std::min<std::size_t>(static_cast<std::size_t>(m.opt.max_concurrent_downloads),
-                                                 m.queue.size() + static_cast<std::size_t>(m.active));
-  while (m.workers.size() < want) m.workers.emplace_back([&m] { m.Worker(); });
-  m.cv_work.notify_all();
+                                                 d.queue.size() + static_cast<std::size_t>(d.active));
+  while (d.workers.size() < want) d.workers.emplace_back([&m, &d] { m.Worker(d); });
+  d.cv_work.notify_all();
 }
 
 Status ShardCache::WaitForPrefetch() {
   Impl& m = *impl_;
-  std::unique_lock<std::mutex> lock(m.mu);
-  m.cv_idle.wait(lock, [&] { return (m.queue.empty() && m.active == 0) || m.stopping.load(); });
-  Status s = m.first_error;
-  m.first_error = Status::OK();
+  Impl::Downloads& d = *m.downloads;
+  std::unique_lock<std::mutex> lock(d.mu);
+  d.cv_idle.wait(lock, [&] { return (d.queue.empty() && d.active == 0) || m.stopping.load(); });
+  Status s = d.first_error;
+  d.first_error = Status::OK();
   return s;
 }
 

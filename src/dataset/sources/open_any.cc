@@ -1,6 +1,6 @@
 // OpenAny: one entry point for every dataset location kind (DATASET.md
-// "Locations"): native directories, native datasets over http(s) through the
-// ShardCache, MosaicML MDS directories and WebDataset tar shards.
+// "Locations"): native directories, MosaicML MDS directories and WebDataset
+// tar shards here; the same kinds over http(s) and s3:// in open_remote.cc.
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dataset/internal.h"
+#include "dataset/sources/open_internal.h"
 #include "tensorsafe/dataset/dataset.h"
 #include "tensorsafe/dataset/mds.h"
 #include "tensorsafe/dataset/remote.h"
@@ -45,8 +46,36 @@ class MergedSchemaShard final : public ShardSource {
   std::shared_ptr<const Schema> schema_;
 };
 
-// Folds `next` (the schema of shard `s`) into `merged`: same field names,
-// kinds, dtypes and ranks in the same order; dims that differ become kAnyDim.
+// Wraps `src` when its schema is not exactly `schema` (the merge made it so).
+std::shared_ptr<const ShardSource> Adapt(std::shared_ptr<const ShardSource> src,
+                                         const std::shared_ptr<const Schema>& schema) {
+  if (SameSchema(*schema, src->schema())) return src;
+  return std::make_shared<MergedSchemaShard>(std::move(src), schema);
+}
+
+bool MdsColumnsStatic(const mds::ShardEntry& shard) {
+  for (const mds::Column& c : shard.columns) {
+    if (c.codec == mds::ColumnCodec::kNdarray && !(c.dtype_fixed && c.shape_fixed)) return false;
+  }
+  return true;
+}
+
+// The Dataset's prefetcher over the caller's: the Dataset numbers the shards
+// it keeps (empty ones skipped), the caller its own list.
+ShardPrefetcher MapPrefetch(sources::SourcePrefetcher prefetch, std::vector<std::size_t> kept) {
+  if (!prefetch) return nullptr;
+  return [prefetch = std::move(prefetch), kept = std::move(kept)](std::span<const std::size_t> ids) {
+    std::vector<std::size_t> ks;
+    ks.reserve(ids.size());
+    for (std::size_t i : ids) ks.push_back(kept.at(i));
+    prefetch(ks);
+  };
+}
+
+}  // namespace
+
+namespace sources {
+
 Status MergeInto(Schema& merged, const Schema& next, const std::string& location, const std::string& shard) {
   auto fail = [&](const std::string& why) {
     return Unsupported(location + ": shard " + shard + " has another schema than the first shard (" + why +
@@ -78,16 +107,7 @@ Status MergeInto(Schema& merged, const Schema& next, const std::string& location
   return Status::OK();
 }
 
-// Wraps `src` when its schema is not exactly `schema` (the merge made it so).
-std::shared_ptr<const ShardSource> Adapt(std::shared_ptr<const ShardSource> src,
-                                         const std::shared_ptr<const Schema>& schema) {
-  if (SameSchema(*schema, src->schema())) return src;
-  return std::make_shared<MergedSchemaShard>(std::move(src), schema);
-}
 
-std::uint64_t HexValue(const std::string& h) { return std::stoull(h, nullptr, 16); }
-
-// What index.json text declares: "native", "mds" or an error naming `what`.
 Result<std::string> IndexKindOf(const std::string& text, const std::string& what) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Corruption(what + ": not a JSON object");
@@ -101,105 +121,12 @@ Result<std::string> IndexKindOf(const std::string& text, const std::string& what
                      "\") nor a MosaicML MDS index (\"version\": 2)");
 }
 
-// ---- remote (native dataset over http/https) ----
 
-Result<std::shared_ptr<Dataset>> OpenRemote(const std::string& url, const DatasetOptions& options) {
-  ShardCacheOptions copt = options.remote;
-  if (copt.cache_dir.empty()) copt.cache_dir = options.cache_dir.empty() ? DefaultCacheDir() : options.cache_dir;
-  copt.max_index_bytes = std::min<std::uint64_t>(copt.max_index_bytes, options.shard.limits.max_index_bytes);
-  TS_ASSIGN_OR_RETURN(std::unique_ptr<ShardCache> owned, ShardCache::Open(url, copt));
-  std::shared_ptr<ShardCache> cache(std::move(owned));
-  const std::string base = cache->base_url();
-  const std::string what = base + std::string(kIndexFileName);
-  Result<std::string> fetched = cache->FetchBytes(kIndexFileName);
-  if (!fetched.ok() && fetched.status().code() == StatusCode::kNotFound) {
-    return NotFound(fetched.status().message() +
-                    "; over S3 and http(s) a dataset is a tensorsafe dataset with its index.json (WebDataset "
-                    "shards are read from local files: docs/REMOTE.md)");
-  }
-  TS_ASSIGN_OR_RETURN(std::string text, std::move(fetched));
-  if (Result<std::string> kind = IndexKindOf(text, what); kind.ok() && *kind == "mds") {
-    return Unsupported(what +
-                       ": a MosaicML MDS index; MDS datasets are read from local directories, not yet over "
-                       "S3 or http(s) (download the directory, or convert it with `tensorsafe dataset create`)");
-  }
-  TS_ASSIGN_OR_RETURN(DatasetIndex index, ParseIndex(text, what, options.shard.limits));
-  // SECURITY.md "Paths and URLs": every name is checked before anything is
-  // fetched, so a hostile index fails at open, not mid-epoch.
-  std::vector<RemoteFile> files;
-  files.reserve(index.shards.size());
-  for (std::size_t s = 0; s < index.shards.size(); ++s) {
-    const ShardInfo& info = index.shards[s];
-    const std::string& stored = info.zstd ? info.zstd->name : info.name;
-    Status st = ValidateRelativeName(info.name);
-    if (st.ok()) st = ValidateRelativeName(stored);
-    if (!st.ok()) return Corruption(what + ": shard " + std::to_string(s) + ": " + st.message());
-    files.push_back(info.zstd ? RemoteFile{stored, info.zstd->bytes, HexValue(info.zstd->xxh3)}
-                              : RemoteFile{stored, info.bytes, HexValue(info.xxh3)});
-  }
-  auto schema = std::make_shared<const Schema>(index.schema);
-  const std::string decompressed = (fs::path(copt.cache_dir) / "decompressed").string();
-  auto shared_files = std::make_shared<const std::vector<RemoteFile>>(std::move(files));
-  ShardOpener opener = [cache, schema, shared_files, decompressed, base, options](
-                           const ShardInfo& info, std::size_t s) -> Result<std::shared_ptr<const ShardSource>> {
-    const std::vector<RemoteFile>& all = *shared_files;
-    const std::string display = base + info.name;
-    TS_ASSIGN_OR_RETURN(CachedFile cached, cache->Fetch(all.at(s)));
-    std::string path = cached.path();
-    if (info.zstd) {
-      // Outside files/ so that the cache's accounting never counts (or
-      // evicts) a file it did not download; content-addressed, so datasets
-      // and processes may share it (ZstdDecompressFile renames atomically).
-      std::error_code ec;
-      fs::create_directories(decompressed, ec);
-      path = (fs::path(decompressed) / (info.xxh3 + "-" + std::to_string(info.bytes) + std::string(kShardSuffix)))
-                 .string();
-      if (!fs::exists(path, ec)) {
-        TS_RETURN_IF_ERROR(internal::ZstdDecompressFile(cached.path(), {all[s].bytes, all[s].xxh3}, path,
-                                                        {info.bytes, HexValue(info.xxh3)}, display));
-      }
-    }
-    TS_ASSIGN_OR_RETURN(auto shard, TsafeShard::Open(path, options.shard, schema.get(), display));
-    // The shard keeps the CachedFile (and so its pin) for as long as it is
-    // used; the aliasing pointer still points at the TsafeShard so that
-    // Verify() finds it.
-    struct Holder {
-      CachedFile file;
-      std::shared_ptr<TsafeShard> shard;
-    };
-    auto holder = std::make_shared<Holder>(Holder{std::move(cached), std::move(shard)});
-    const ShardSource* raw = holder->shard.get();
-    return std::shared_ptr<const ShardSource>(holder, raw);
-  };
-  // Readers name the shards they will need next (their own order, shuffled
-  // or not); the cache skips those it holds and downloads the rest.
-  ShardPrefetcher prefetch = [cache, shared_files](std::span<const std::size_t> ids) {
-    std::vector<RemoteFile> next;
-    for (std::size_t k : ids) next.push_back(shared_files->at(k));
-    cache->Prefetch(next);
-  };
-  return Dataset::FromShards(url, index.schema, std::move(index.shards), std::move(opener), options,
-                             std::move(index.metadata_json), std::move(prefetch));
-}
-
-// ---- MosaicML MDS ----
-
-bool MdsColumnsStatic(const mds::ShardEntry& shard) {
-  for (const mds::Column& c : shard.columns) {
-    if (c.codec == mds::ColumnCodec::kNdarray && !(c.dtype_fixed && c.shape_fixed)) return false;
-  }
-  return true;
-}
-
-Result<std::shared_ptr<Dataset>> OpenMds(const std::string& dir, const DatasetOptions& options) {
-  TS_ASSIGN_OR_RETURN(mds::Index parsed, mds::OpenIndex(dir));
-  auto ds = std::make_shared<const mds::Index>(std::move(parsed));
-  mds::ShardOptions mopt;
-  // As for native zstd shards: decompressed next to the compressed file
-  // unless a cache directory is given.
-  mopt.cache_dir = options.cache_dir.empty() ? dir : options.cache_dir;
-  mopt.verify_existing = options.verify_on_open;
+Result<std::shared_ptr<Dataset>> OpenMdsWith(const std::string& location, std::shared_ptr<const mds::Index> ds,
+                                             SourceOpener open, SourcePrefetcher prefetch,
+                                             const DatasetOptions& options) {
   std::vector<ShardInfo> shards;
+  std::vector<std::size_t> mds_index;  // our shard numbers (empty MDS shards skipped) to MDS's
   bool all_static = true;
   for (std::size_t s = 0; s < ds->shards.size(); ++s) {
     const mds::ShardEntry& m = ds->shards[s];
@@ -210,21 +137,17 @@ Result<std::shared_ptr<Dataset>> OpenMds(const std::string& dir, const DatasetOp
     info.bytes = m.raw.bytes;
     info.kind = "mds";
     shards.push_back(std::move(info));
+    mds_index.push_back(s);
     all_static = all_static && MdsColumnsStatic(m);
   }
-  // Map our shard numbers (empty MDS shards skipped) to MDS's.
-  std::vector<std::size_t> mds_index;
-  for (std::size_t s = 0; s < ds->shards.size(); ++s) {
-    if (ds->shards[s].samples != 0) mds_index.push_back(s);
-  }
-  if (shards.empty()) return Unsupported(dir + ": the MDS dataset holds no samples");
+  if (shards.empty()) return Unsupported(location + ": the MDS dataset holds no samples");
   // The schema: shard 0's when every column has a fixed dtype and shape (and
   // every shard lists the same columns); else ndarray dtypes and ranks come
   // from each shard's sample 0, so every shard is opened now and the schemas
   // merged (mds.md: "which dims are any").
   Schema schema;
   {
-    TS_ASSIGN_OR_RETURN(auto first, mds::OpenShard(*ds, mds_index[0], mopt));
+    TS_ASSIGN_OR_RETURN(auto first, open(mds_index[0]));
     schema = first->schema();
   }
   const mds::ShardEntry& m0 = ds->shards[mds_index[0]];
@@ -236,57 +159,106 @@ Result<std::shared_ptr<Dataset>> OpenMds(const std::string& dir, const DatasetOp
         same = m.columns[c].name == m0.columns[c].name && m.columns[c].encoding == m0.columns[c].encoding;
       }
       if (!same) {
-        return Unsupported(dir + ": MDS shard " + QuoteName(m.raw.basename) +
+        return Unsupported(location + ": MDS shard " + QuoteName(m.raw.basename) +
                            " has other columns than the first shard; a dataset has one schema");
       }
       continue;
     }
-    TS_ASSIGN_OR_RETURN(auto src, mds::OpenShard(*ds, mds_index[s], mopt));
-    TS_RETURN_IF_ERROR(MergeInto(schema, src->schema(), dir, QuoteName(m.raw.basename)));
+    if (prefetch) {
+      std::vector<std::size_t> next(mds_index.begin() + static_cast<std::ptrdiff_t>(s),
+                                    mds_index.begin() + static_cast<std::ptrdiff_t>(std::min(s + 4, mds_index.size())));
+      prefetch(next);
+    }
+    TS_ASSIGN_OR_RETURN(auto src, open(mds_index[s]));
+    TS_RETURN_IF_ERROR(MergeInto(schema, src->schema(), location, QuoteName(m.raw.basename)));
   }
   auto shared_schema = std::make_shared<const Schema>(schema);
-  ShardOpener opener = [ds, mopt, shared_schema, mds_index](
-                           const ShardInfo&, std::size_t s) -> Result<std::shared_ptr<const ShardSource>> {
-    TS_ASSIGN_OR_RETURN(auto src, mds::OpenShard(*ds, mds_index.at(s), mopt));
-    return Adapt(std::shared_ptr<const ShardSource>(std::move(src)), shared_schema);
+  ShardOpener opener = [open, shared_schema, mds_index](const ShardInfo&,
+                                                        std::size_t s) -> Result<std::shared_ptr<const ShardSource>> {
+    TS_ASSIGN_OR_RETURN(auto src, open(mds_index.at(s)));
+    return Adapt(std::move(src), shared_schema);
   };
-  return Dataset::FromShards(dir, std::move(schema), std::move(shards), std::move(opener), options);
+  return Dataset::FromShards(location, std::move(schema), std::move(shards), std::move(opener), options, "",
+                             MapPrefetch(std::move(prefetch), std::move(mds_index)));
 }
 
-// ---- WebDataset ----
-
-Result<std::shared_ptr<Dataset>> OpenWds(const std::string& location, std::vector<std::string> paths,
-                                         const DatasetOptions& options) {
-  if (paths.empty()) return NotFound(location + ": no .tar shards");
+Result<std::shared_ptr<Dataset>> OpenWdsWith(const std::string& location, std::vector<WdsShardRef> refs,
+                                             SourceOpener open, SourcePrefetcher prefetch,
+                                             const DatasetOptions& options) {
+  if (refs.empty()) return NotFound(location + ": no .tar shards");
   std::vector<ShardInfo> shards;
-  std::vector<std::string> kept;
+  std::vector<std::size_t> kept;
   Schema schema;
   // Counting samples needs a scan of each shard's headers (and the schema is
   // each shard's first sample): done once here, the shards closed again.
-  for (const std::string& p : paths) {
-    TS_ASSIGN_OR_RETURN(auto src, wds::OpenShard(p));
+  for (std::size_t k = 0; k < refs.size(); ++k) {
+    if (prefetch) {
+      std::vector<std::size_t> next;
+      for (std::size_t j = k; j < std::min(k + 4, refs.size()); ++j) next.push_back(j);
+      prefetch(next);
+    }
+    TS_ASSIGN_OR_RETURN(auto src, open(k));
     if (src->num_samples() == 0) continue;
     if (shards.empty()) {
       schema = src->schema();
     } else {
-      TS_RETURN_IF_ERROR(MergeInto(schema, src->schema(), location, QuoteName(p)));
+      TS_RETURN_IF_ERROR(MergeInto(schema, src->schema(), location, QuoteName(refs[k].name)));
     }
     ShardInfo info;
-    info.name = p;
+    info.name = refs[k].name;
     info.samples = src->num_samples();
-    std::error_code ec;
-    info.bytes = fs::file_size(p, ec);
+    info.bytes = refs[k].bytes;
     info.kind = "wds";
     shards.push_back(std::move(info));
+    kept.push_back(k);
   }
   if (shards.empty()) return Unsupported(location + ": the WebDataset shards hold no samples");
   auto shared_schema = std::make_shared<const Schema>(schema);
-  ShardOpener opener = [shared_schema](const ShardInfo& info,
-                                       std::size_t) -> Result<std::shared_ptr<const ShardSource>> {
-    TS_ASSIGN_OR_RETURN(auto src, wds::OpenShard(info.name));
-    return Adapt(std::shared_ptr<const ShardSource>(std::move(src)), shared_schema);
+  ShardOpener opener = [open, shared_schema, kept](const ShardInfo&,
+                                                   std::size_t s) -> Result<std::shared_ptr<const ShardSource>> {
+    TS_ASSIGN_OR_RETURN(auto src, open(kept.at(s)));
+    return Adapt(std::move(src), shared_schema);
   };
-  return Dataset::FromShards(location, std::move(schema), std::move(shards), std::move(opener), options);
+  return Dataset::FromShards(location, std::move(schema), std::move(shards), std::move(opener), options, "",
+                             MapPrefetch(std::move(prefetch), std::move(kept)));
+}
+
+}  // namespace sources
+
+namespace {
+
+using sources::IndexKindOf;
+
+Result<std::shared_ptr<Dataset>> OpenMds(const std::string& dir, const DatasetOptions& options) {
+  TS_ASSIGN_OR_RETURN(mds::Index parsed, mds::OpenIndex(dir));
+  auto ds = std::make_shared<const mds::Index>(std::move(parsed));
+  mds::ShardOptions mopt;
+  // As for native zstd shards: decompressed next to the compressed file
+  // unless a cache directory is given.
+  mopt.cache_dir = options.cache_dir.empty() ? dir : options.cache_dir;
+  mopt.verify_existing = options.verify_on_open;
+  sources::SourceOpener open = [ds, mopt](std::size_t k) -> Result<std::shared_ptr<const ShardSource>> {
+    TS_ASSIGN_OR_RETURN(auto src, mds::OpenShard(*ds, k, mopt));
+    return std::shared_ptr<const ShardSource>(std::move(src));
+  };
+  return sources::OpenMdsWith(dir, ds, std::move(open), nullptr, options);
+}
+
+Result<std::shared_ptr<Dataset>> OpenWds(const std::string& location, std::vector<std::string> paths,
+                                         const DatasetOptions& options) {
+  std::vector<sources::WdsShardRef> refs;
+  for (std::string& p : paths) {
+    std::error_code ec;
+    const std::uint64_t bytes = fs::file_size(p, ec);
+    refs.push_back({std::move(p), ec ? 0 : bytes});
+  }
+  auto names = std::make_shared<std::vector<std::string>>();
+  for (const auto& r : refs) names->push_back(r.name);
+  sources::SourceOpener open = [names](std::size_t k) -> Result<std::shared_ptr<const ShardSource>> {
+    TS_ASSIGN_OR_RETURN(auto src, wds::OpenShard(names->at(k)));
+    return std::shared_ptr<const ShardSource>(std::move(src));
+  };
+  return sources::OpenWdsWith(location, std::move(refs), std::move(open), nullptr, options);
 }
 
 bool EndsWith(std::string_view s, std::string_view tail) {
@@ -311,7 +283,7 @@ Result<std::string> IndexKind(const std::string& dir, const DatasetOptions& opti
 }  // namespace
 
 Result<std::shared_ptr<Dataset>> OpenAny(const std::string& location, const DatasetOptions& options) {
-  if (IsRemoteUrl(location)) return OpenRemote(location, options);
+  if (IsRemoteUrl(location)) return sources::OpenRemote(location, options);
   std::error_code ec;
   if (location.find('{') != std::string::npos) {
     TS_ASSIGN_OR_RETURN(std::vector<std::string> names, wds::ExpandBraces(location));

@@ -66,48 +66,6 @@ Status MakeDirs(const std::string& path) {
   return Status::OK();
 }
 
-// Decompresses `zip_path` into a temporary file renamed to `out_path` once
-// its size and every xxh digest of both files check out: concurrent readers
-// never see a partial shard, and a failure leaves nothing behind.
-Status Decompress(const std::string& zip_path, const ShardEntry& shard, const std::string& out_path) {
-  Env* env = Env::Default();
-  TS_ASSIGN_OR_RETURN(Codec codec, ParseCompression(shard.compression));
-  TS_ASSIGN_OR_RETURN(auto region, env->Map(zip_path));
-  auto zip = region->bytes();
-  if (zip.size() != shard.zip.bytes) {
-    return Corruption(zip_path + ": " + std::to_string(zip.size()) + " bytes, the index says " +
-                      std::to_string(shard.zip.bytes));
-  }
-  TS_RETURN_IF_ERROR(VerifyHashes(shard.zip, zip, zip_path));
-  TS_ASSIGN_OR_RETURN(tensorsafe::internal::AtomicFile out, tensorsafe::internal::AtomicFile::Create(out_path, env));
-  TS_RETURN_IF_ERROR(DecodeShard(codec, zip, shard.raw.bytes, zip_path, out.file()));
-  // A cache entry, rebuilt from the archive after a crash: no fsync.
-  return out.Commit(/*sync=*/false, [&]() -> Status {
-    TS_ASSIGN_OR_RETURN(auto mapped, env->Map(out.temp_path()));
-    return VerifyHashes(shard.raw, mapped->bytes(), zip_path + " (decompressed)");
-  });
-}
-
-// A digest that may name a cached raw shard: one that every decompression
-// checks (so a file under the name holds those bytes), of 64 bits or more
-// (xxh32: about a 1% chance of a collision among 10,000 same-sized shards),
-// and plain lower-case hex of the algorithm's length (it becomes a file name).
-const HashDigest* NamingDigest(const FileRef& ref) {
-  static constexpr struct {
-    std::string_view algorithm;
-    std::size_t hex_digits;
-  } kStrong[] = {{"xxh128", 32}, {"xxh3_128", 32}, {"xxh3_64", 16}, {"xxh64", 16}};
-  for (const auto& want : kStrong) {
-    for (const HashDigest& h : ref.hashes) {
-      if (h.algorithm == want.algorithm && h.hex.size() == want.hex_digits &&
-          h.hex.find_first_not_of("0123456789abcdef") == std::string::npos) {
-        return &h;
-      }
-    }
-  }
-  return nullptr;
-}
-
 // The cache file name for `shard`'s raw bytes (mds.md "Compression and
 // hashes"). Every MDS writer names its first shard shard.00000.mds, so the
 // basename says nothing about which dataset a cached file came from:
@@ -163,6 +121,48 @@ Result<bool> SameDirectory(const std::string& cache_dir, const std::string& root
 }
 
 }  // namespace
+
+// Decompresses `zip_path` into a temporary file renamed to `out_path` once
+// its size and every xxh digest of both files check out: concurrent readers
+// never see a partial shard, and a failure leaves nothing behind.
+Status DecompressShard(const std::string& zip_path, const ShardEntry& shard, const std::string& out_path) {
+  Env* env = Env::Default();
+  TS_ASSIGN_OR_RETURN(Codec codec, ParseCompression(shard.compression));
+  TS_ASSIGN_OR_RETURN(auto region, env->Map(zip_path));
+  auto zip = region->bytes();
+  if (zip.size() != shard.zip.bytes) {
+    return Corruption(zip_path + ": " + std::to_string(zip.size()) + " bytes, the index says " +
+                      std::to_string(shard.zip.bytes));
+  }
+  TS_RETURN_IF_ERROR(VerifyHashes(shard.zip, zip, zip_path));
+  TS_ASSIGN_OR_RETURN(tensorsafe::internal::AtomicFile out, tensorsafe::internal::AtomicFile::Create(out_path, env));
+  TS_RETURN_IF_ERROR(DecodeShard(codec, zip, shard.raw.bytes, zip_path, out.file()));
+  // A cache entry, rebuilt from the archive after a crash: no fsync.
+  return out.Commit(/*sync=*/false, [&]() -> Status {
+    TS_ASSIGN_OR_RETURN(auto mapped, env->Map(out.temp_path()));
+    return VerifyHashes(shard.raw, mapped->bytes(), zip_path + " (decompressed)");
+  });
+}
+
+// A digest that may name a cached raw shard: one that every decompression
+// checks (so a file under the name holds those bytes), of 64 bits or more
+// (xxh32: about a 1% chance of a collision among 10,000 same-sized shards),
+// and plain lower-case hex of the algorithm's length (it becomes a file name).
+const HashDigest* NamingDigest(const FileRef& ref) {
+  static constexpr struct {
+    std::string_view algorithm;
+    std::size_t hex_digits;
+  } kStrong[] = {{"xxh128", 32}, {"xxh3_128", 32}, {"xxh3_64", 16}, {"xxh64", 16}};
+  for (const auto& want : kStrong) {
+    for (const HashDigest& h : ref.hashes) {
+      if (h.algorithm == want.algorithm && h.hex.size() == want.hex_digits &&
+          h.hex.find_first_not_of("0123456789abcdef") == std::string::npos) {
+        return &h;
+      }
+    }
+  }
+  return nullptr;
+}
 
 std::string Hex(std::uint64_t v, int digits) {
   char buf[17];
@@ -238,7 +238,7 @@ Result<std::string> EnsureRawShard(const Index& dataset, const ShardEntry& shard
   if (zsize < 0) return NotFound(zip_path + ": compressed shard not found (nor " + in_root + ")");
   std::size_t slash = cached.rfind('/');
   TS_RETURN_IF_ERROR(MakeDirs(cached.substr(0, slash)));
-  TS_RETURN_IF_ERROR(Decompress(zip_path, shard, cached));
+  TS_RETURN_IF_ERROR(DecompressShard(zip_path, shard, cached));
   return cached;
 }
 

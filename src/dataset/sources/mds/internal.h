@@ -61,6 +61,15 @@ std::string_view CodecName(Codec codec);
 Status DecodeShard(Codec codec, std::span<const std::byte> zip, std::uint64_t raw_bytes, const std::string& name,
                    tensorsafe::WritableFile& out);
 
+// Decompresses `zip_path` into `out_path` through a temporary file renamed
+// once the size and every xxh digest of both files check out: concurrent
+// readers never see a partial shard, and a failure leaves nothing behind.
+Status DecompressShard(const std::string& zip_path, const ShardEntry& shard, const std::string& out_path);
+
+// The index digest that may name a cached copy of `ref` (64 bits or more,
+// plain lower-case hex), or null.
+const HashDigest* NamingDigest(const FileRef& ref);
+
 // The path of the raw shard to map for `shard`, decompressing it into the
 // cache when needed (cache.cc).
 Result<std::string> EnsureRawShard(const Index& dataset, const ShardEntry& shard, const ShardOptions& options);

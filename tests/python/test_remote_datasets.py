@@ -1,0 +1,197 @@
+"""MosaicML MDS and WebDataset datasets over S3 and http (docs/REMOTE.md,
+"Datasets"): written by the peers' own writers (streaming.MDSWriter,
+webdataset.ShardWriter), uploaded to a real S3 server (moto_server) or served
+by a real nginx, and read back equal to the local copy, by 2 ranks x 2
+DataLoader workers exactly once per epoch, by the CLI, and with the errors a
+damaged or missing object gives."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tensorsafe as ts
+from tensorsafe import dataset as tds
+
+from moto_s3 import BUCKET, MOTO, moto, s3, upload, upload_dir  # noqa: F401  (pytest fixtures)
+
+pytestmark = pytest.mark.skipif(MOTO is None, reason="moto_server (moto[server]) is not installed")
+
+
+def same(a, b):
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.asarray(a).dtype == np.asarray(b).dtype and np.array_equal(np.asarray(a), np.asarray(b))
+    return a == b
+
+
+def assert_equal_datasets(got, want):
+    assert len(got) == len(want)
+    for i in range(len(want)):
+        g, w = got[i], want[i]
+        assert set(g) == set(w), i
+        for k in w:
+            assert same(g[k], w[k]), (i, k, g[k], w[k])
+
+
+def write_mds(out, n=300, compression=None, hashes=None, size_limit=2 << 10):
+    streaming = pytest.importorskip("streaming")
+    cols = {"x": "ndarray:int32:4", "dyn": "ndarray:int16", "label": "int", "text": "str"}
+    with streaming.MDSWriter(out=str(out), columns=cols, compression=compression, hashes=hashes,
+                             size_limit=size_limit) as w:
+        for i in range(n):
+            w.write({"x": np.full(4, 3 * i, np.int32), "dyn": np.arange(i % 5 + 1, dtype=np.int16) - i,
+                     "label": i, "text": f"t{i}"})
+    return out
+
+
+def write_wds(out, n=300, per_shard=64):
+    wds = pytest.importorskip("webdataset")
+    out.mkdir()
+    with wds.ShardWriter(str(out / "shard-%04d.tar"), maxcount=per_shard, verbose=0) as w:
+        for i in range(n):
+            w.write({"__key__": f"s{i:06d}", "x.npy": np.full(4, 3 * i, np.int32), "cls": i})
+    return out
+
+
+@pytest.mark.parametrize("compression,hashes", [(None, None), ("zstd", ["xxh3_64"]), ("zstd", None),
+                                                ("gz", ["sha1", "xxh64"])])
+def test_mds_over_s3_reads_like_the_local_copy(s3, tmp_path, compression, hashes):
+    local = write_mds(tmp_path / "mds", compression=compression, hashes=hashes)
+    url = upload_dir(s3, local, f"mds/{compression}-{'-'.join(hashes or [])}")
+    cache = tmp_path / "cache"
+    remote = tds.Dataset(url, cache_dir=cache)
+    assert len(remote.shards) > 4
+    assert_equal_datasets(remote, tds.Dataset(local, cache_dir=tmp_path / "local-cache"))
+    # A second open finds every shard in the cache.
+    assert_equal_datasets(tds.Dataset(url, cache_dir=cache), remote)
+    assert tds.verify(url, cache_dir=cache) == []
+
+
+def test_webdataset_over_s3_by_listing_and_by_brace_pattern(s3, tmp_path):
+    local = write_wds(tmp_path / "wds")
+    want = tds.Dataset(local)
+    prefix = upload_dir(s3, local, "wds/list")
+    shards = sorted(os.listdir(local))
+    assert len(shards) == 5
+    for url in (prefix, prefix + "/", prefix + "/shard-{0000..0004}.tar"):
+        got = tds.Dataset(url, cache_dir=tmp_path / "cache")
+        assert_equal_datasets(got, want)
+        assert [s["name"] for s in got.shards] == [f"s3://{BUCKET}/wds/list/{n}" for n in shards]
+    one = tds.Dataset(prefix + "/shard-0003.tar", cache_dir=tmp_path / "cache")
+    assert len(one) == 64 and one[0]["cls"] == 192
+
+
+def test_mds_and_webdataset_over_http(tmp_path, nginx):
+    www, base = nginx
+    write_mds(www / "mds", compression="zstd")
+    write_wds(www / "wds")
+    cache = tmp_path / "cache"
+    assert_equal_datasets(tds.Dataset(base + "/mds", cache_dir=cache),
+                          tds.Dataset(www / "mds", cache_dir=tmp_path / "local-cache"))
+    assert_equal_datasets(tds.Dataset(base + "/wds/shard-{0000..0004}.tar", cache_dir=cache),
+                          tds.Dataset(www / "wds"))
+    # An http server has no listing: the error says how to name the shards.
+    with pytest.raises(ts.NotFoundError, match=r"wds/index\.json.*brace pattern"):
+        tds.Dataset(base + "/wds", cache_dir=cache)
+    with pytest.raises(ts.NotFoundError, match=r"HEAD http://127\.0\.0\.1:\d+/data/wds/shard-0005\.tar: HTTP 404"):
+        tds.Dataset(base + "/wds/shard-{0000..0009}.tar", cache_dir=cache)
+
+
+RANK_SCRIPT = r"""
+import json, sys, torch
+from tensorsafe import dataset as tds
+ds = tds.StreamingDataset(sys.argv[1], shuffle=True, seed=7, cache_dir=sys.argv[2])
+label = sys.argv[3]
+seen = []
+for epoch in range(2):
+    ds.set_epoch(epoch)
+    # Lists of samples: the MDS "dyn" field has a shape per sample.
+    loader = torch.utils.data.DataLoader(ds, batch_size=16, num_workers=2, persistent_workers=True, collate_fn=list)
+    got = []
+    for batch in loader:
+        got += [(int(s[label]), int(s[sys.argv[4]][0])) for s in batch]
+    seen.append(got)
+print("RESULT " + json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("kind", ["mds", "wds"])
+def test_two_ranks_two_workers_exactly_once(s3, tmp_path, kind):
+    pytest.importorskip("torch")
+    if kind == "mds":
+        url, label, x = upload_dir(s3, write_mds(tmp_path / "ds", compression="zstd"), "ranks/mds"), "label", "x"
+    else:
+        url, label, x = upload_dir(s3, write_wds(tmp_path / "ds"), "ranks/wds"), "cls", "x.npy"
+    cache = tmp_path / "cache"  # one cache directory for the whole "node"
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", OMP_NUM_THREADS="1")
+        procs.append(subprocess.Popen([sys.executable, "-c", RANK_SCRIPT, url, str(cache), label, x], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-4000:]
+        seen = json.loads(next(x for x in out.splitlines() if x.startswith("RESULT "))[7:])
+        results.append([[tuple(pair) for pair in epoch] for epoch in seen])
+    for epoch in range(2):
+        got = results[0][epoch] + results[1][epoch]
+        assert sorted(lab for lab, _ in got) == list(range(300)), epoch  # exactly once
+        assert all(v == 3 * lab for lab, v in got)  # equal to what was written
+        assert not set(results[0][epoch]) & set(results[1][epoch])
+    assert [lab for lab, _ in results[0][0]] != [lab for lab, _ in results[0][1]]  # epochs differ
+
+
+def cli(*args):
+    exe = os.path.join(os.path.dirname(sys.executable), "tensorsafe")
+    return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+def test_dataset_cli_on_mds_and_webdataset_urls(s3, tmp_path):
+    mds = upload_dir(s3, write_mds(tmp_path / "mds"), "cli/mds")
+    wds = upload_dir(s3, write_wds(tmp_path / "wds"), "cli/wds")
+    cache = tmp_path / "cache"
+    for url, key in ((mds, "label"), (wds, "cls")):
+        r = cli("dataset", "info", url, "--cache-dir", cache)
+        assert r.returncode == 0 and "samples: 300" in r.stdout.replace("  ", " "), r.stdout + r.stderr
+        r = cli("dataset", "verify", url, "--cache-dir", cache)
+        assert r.returncode == 0 and "300 samples in" in r.stdout, r.stdout + r.stderr
+        r = cli("dataset", "cat", url, "17", "--cache-dir", cache)
+        assert r.returncode == 0 and json.loads(r.stdout)[key] == 17, r.stdout + r.stderr
+
+
+def test_a_changed_mds_shard_is_caught_and_not_cached(s3, tmp_path):
+    """With an xxh3_64 in the index a same-size change is caught by hash;
+    without hashes, a change of size is. Either way the URL is named and the
+    cache keeps nothing."""
+    local = write_mds(tmp_path / "mds", hashes=["xxh3_64"])
+    url = upload_dir(s3, local, "bad/hashed")
+    data = bytearray((local / "shard.00001.mds").read_bytes())
+    data[-1] ^= 0x40
+    (tmp_path / "flipped").write_bytes(bytes(data))
+    upload(s3, tmp_path / "flipped", "bad/hashed/shard.00001.mds")
+    cache = tmp_path / "cache"
+    # Every shard is opened at open here: the "dyn" column's dtype and rank
+    # are read from each shard.
+    with pytest.raises(ts.CorruptionError, match=r"GET s3://tensors/bad/hashed/shard\.00001\.mds: XXH3-64.*not cached"):
+        tds.Dataset(url, cache_dir=cache)
+    assert not any("shard.00001" in f for f in os.listdir(cache / "files"))
+    assert not os.listdir(cache / "tmp")
+
+    local = write_mds(tmp_path / "mds2")
+    url = upload_dir(s3, local, "bad/plain")
+    (tmp_path / "short").write_bytes((local / "shard.00002.mds").read_bytes()[:-3])
+    upload(s3, tmp_path / "short", "bad/plain/shard.00002.mds")
+    with pytest.raises(ts.CorruptionError, match=r"s3://tensors/bad/plain/shard\.00002\.mds.*the index says"):
+        tds.Dataset(url, cache_dir=tmp_path / "cache2")
+    cached = [f.split("-")[-1] for f in os.listdir(tmp_path / "cache2" / "files")]
+    assert "shard.00000.mds" in cached and "shard.00002.mds" not in cached, cached
+
+
+def test_no_dataset_at_the_prefix(s3, tmp_path):
+    upload(s3, __file__, "empty/notes.py")
+    with pytest.raises(ts.NotFoundError, match=r"s3://tensors/empty/index\.json.*no \.tar shards"):
+        tds.Dataset(f"s3://{BUCKET}/empty", cache_dir=tmp_path / "cache")

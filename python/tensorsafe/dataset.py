@@ -268,7 +268,9 @@ class Writer:
 
     Args:
         out: the dataset directory (created if missing; must not hold an
-            index.json yet).
+            index.json yet), or an ``s3://bucket/prefix``: each shard is
+            built in a staging directory under ``$TMPDIR``, uploaded and
+            removed; ``index.json`` is uploaded last (docs/REMOTE.md).
         schema: the fields, declared up front (see :func:`_schema_json`);
             None: the first sample fixes them (tensor shapes exactly as in
             that sample: declare ``None`` dims for shapes that vary).

@@ -14,6 +14,8 @@
 #include <unordered_map>
 
 #include "dataset/internal.h"
+#include "dataset/remote/upload.h"
+#include "tensorsafe/dataset/remote.h"
 #include "tensorsafe/dataset/shard.h"
 #include "tensorsafe/env.h"
 #include "tensorsafe/writer.h"
@@ -98,7 +100,9 @@ void AppendBytes(std::vector<std::byte>& v, std::span<const std::byte> b) {
 
 class DatasetWriter::Impl {
  public:
-  std::string dir;
+  std::string dir;      // where shards are built: the dataset, or the upload's staging directory
+  std::string display;  // the dataset's location, for messages
+  std::unique_ptr<internal::DatasetUploader> upload;  // an s3:// dataset
   DatasetWriterOptions opt;
   Schema schema;
   bool schema_fixed = false;
@@ -199,8 +203,8 @@ class DatasetWriter::Impl {
   }
 
   Status Add(std::span<const NamedValue> sample) {
-    if (done) return FailedPrecondition(dir + ": the dataset writer is finished");
-    if (failed) return FailedPrecondition(dir + ": the dataset writer failed earlier and was abandoned");
+    if (done) return FailedPrecondition(display + ": the dataset writer is finished");
+    if (failed) return FailedPrecondition(display + ": the dataset writer failed earlier and was abandoned");
     const std::uint64_t no = samples;
     if (!schema_fixed) {
       Schema s;
@@ -306,14 +310,14 @@ class DatasetWriter::Impl {
     const std::string zpath = path + std::string(kZstdSuffix);
     std::error_code ec;
     fs::create_directories(fs::path(path).parent_path(), ec);
-    if (ec) return IOError(dir + ": cannot create the directory of " + name + ": " + ec.message(), ec.value());
+    if (ec) return IOError(display + ": cannot create the directory of " + name + ": " + ec.message(), ec.value());
     // Writers sharing a directory must not replace each other's shards: the
     // names are claimed with O_EXCL before anything is written (an existence
     // check would race), and only claimed files are ever removed.
     if (opt.zstd_level != 0) TS_RETURN_IF_ERROR(Claim(zpath));
     TS_RETURN_IF_ERROR(Claim(path));
     WriterOptions wo;
-    wo.sync = opt.sync && opt.zstd_level == 0;
+    wo.sync = opt.sync && opt.zstd_level == 0 && !upload;
     TS_ASSIGN_OR_RETURN(auto w, Writer::Create(path, wo));
     const std::uint64_t n = shard_samples;
     for (std::size_t k = 0; k < schema.fields.size(); ++k) {
@@ -351,11 +355,15 @@ class DatasetWriter::Impl {
     info.xxh3 = HashHex(digest.xxh3);
     stored_bytes += digest.bytes;
     if (opt.zstd_level != 0) {
-      TS_ASSIGN_OR_RETURN(auto zd, internal::ZstdCompressFile(path, zpath, opt.zstd_level, opt.sync));
+      TS_ASSIGN_OR_RETURN(auto zd, internal::ZstdCompressFile(path, zpath, opt.zstd_level, opt.sync && !upload));
       TS_RETURN_IF_ERROR(Env::Default()->Remove(path));  // only the compressed file is stored
       std::erase(written, path);
       info.zstd = StoredFile{zname, zd.bytes, HashHex(zd.xxh3)};
       stored_bytes += zd.bytes - digest.bytes;
+    }
+    if (upload) {
+      TS_RETURN_IF_ERROR(upload->Upload(info.zstd ? zname : name));
+      std::erase(written, info.zstd ? zpath : path);
     }
     shards.push_back(info);
     ++next_shard;
@@ -387,12 +395,13 @@ class DatasetWriter::Impl {
   void RemoveWritten() {
     for (const std::string& p : written) (void)Env::Default()->Remove(p);
     written.clear();
+    if (upload) (void)upload->Abandon();
   }
 
   Result<DatasetIndex> Finish() {
-    if (done) return FailedPrecondition(dir + ": the dataset writer is already finished");
-    if (failed) return FailedPrecondition(dir + ": the dataset writer failed earlier and was abandoned");
-    if (!schema_fixed) return FailedPrecondition(dir + ": no samples were added and no schema was declared");
+    if (done) return FailedPrecondition(display + ": the dataset writer is already finished");
+    if (failed) return FailedPrecondition(display + ": the dataset writer failed earlier and was abandoned");
+    if (!schema_fixed) return FailedPrecondition(display + ": no samples were added and no schema was declared");
     Status s = FlushOrFail();
     DatasetIndex index;
     index.schema = schema;
@@ -400,9 +409,10 @@ class DatasetWriter::Impl {
     index.shards = shards;
     index.metadata_json = opt.metadata_json;
     if (s.ok() && fs::exists(fs::path(dir) / kIndexFileName)) {
-      s = FailedPrecondition(dir + ": index.json appeared while writing (another writer?)");
+      s = FailedPrecondition(display + ": index.json appeared while writing (another writer?)");
     }
-    if (s.ok()) s = WriteIndexFile(dir, index, opt.sync);
+    if (s.ok()) s = WriteIndexFile(dir, index, opt.sync && !upload);
+    if (s.ok() && upload) s = upload->Commit();  // the index last: the commit
     if (!s.ok()) {
       failed = true;
       RemoveWritten();
@@ -432,14 +442,19 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& 
     Status s = tensorsafe::internal::ValidateJsonObject(options.metadata_json, 64);
     if (!s.ok()) return InvalidArgument("metadata: " + s.message());
   }
+  auto impl = std::make_unique<Impl>();
+  impl->display = dir;
+  impl->dir = dir;
+  if (IsRemoteUrl(dir)) {
+    TS_ASSIGN_OR_RETURN(impl->upload, internal::DatasetUploader::Start(dir));
+    impl->dir = impl->upload->staging_dir();
+  }
   std::error_code ec;
-  fs::create_directories(dir, ec);
+  fs::create_directories(impl->dir, ec);
   if (ec) return IOError(dir + ": cannot create the dataset directory: " + ec.message(), ec.value());
-  if (fs::exists(fs::path(dir) / kIndexFileName, ec)) {
+  if (fs::exists(fs::path(impl->dir) / kIndexFileName, ec)) {
     return FailedPrecondition(dir + " already holds a dataset (index.json); write parts to new directories");
   }
-  auto impl = std::make_unique<Impl>();
-  impl->dir = dir;
   impl->opt = options;
   impl->next_shard = options.first_shard;
   if (!options.schema.fields.empty()) TS_RETURN_IF_ERROR(impl->SetSchema(options.schema));

@@ -195,3 +195,49 @@ def test_no_dataset_at_the_prefix(s3, tmp_path):
     upload(s3, __file__, "empty/notes.py")
     with pytest.raises(ts.NotFoundError, match=r"s3://tensors/empty/index\.json.*no \.tar shards"):
         tds.Dataset(f"s3://{BUCKET}/empty", cache_dir=tmp_path / "cache")
+
+
+# -- writing to S3 -----------------------------------------------------------------
+
+
+def test_writer_to_s3_uploads_shards_then_the_index(s3, moto, tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    url = f"s3://{BUCKET}/written/ds"
+    with tds.Writer(url, shard_samples=100, compression="zstd", metadata={"source": "test"}) as w:
+        for i in range(1000):
+            w.add({"x": np.full(4, 3 * i, np.int32), "label": i})
+        assert os.listdir(tmp_path / "tmp")  # the staging directory
+    assert os.listdir(tmp_path / "tmp") == []  # removed: shards went one at a time
+    ds = tds.Dataset(url, cache_dir=tmp_path / "cache")
+    assert len(ds) == 1000 and len(ds.shards) == 10 and ds.metadata == {"source": "test"}
+    assert all(int(s["x"][0]) == 3 * int(s["label"]) for s in ds)
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix="written/ds/")["Contents"]]
+    assert sorted(keys) == ["written/ds/index.json"] + [f"written/ds/shard-{k:05d}.tsafe.zst" for k in range(10)]
+    # The index was the last object stored: the commit.
+    puts = [line for line in open(moto.log_path) if '"PUT /tensors/written/ds/' in line]
+    assert len(puts) == 11 and "index.json" in puts[-1], puts
+    # A prefix that holds a dataset is not written over.
+    with pytest.raises(ts.FailedPreconditionError, match=r"s3://tensors/written/ds/index\.json exists"):
+        tds.Writer(url)
+
+
+def test_an_abandoned_s3_writer_deletes_its_shards(s3, tmp_path):
+    url = f"s3://{BUCKET}/abandoned/ds"
+    with pytest.raises(RuntimeError, match="stop"):
+        with tds.Writer(url, shard_samples=10) as w:
+            for i in range(55):
+                w.add({"label": i})
+            raise RuntimeError("stop")
+    assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix="abandoned/")
+    with pytest.raises(ts.UnsupportedError, match="http"):
+        tds.Writer("http://127.0.0.1:9/ds")
+
+
+def test_dataset_create_to_s3_from_an_mds_dataset_on_s3(s3, tmp_path):
+    src = upload_dir(s3, write_mds(tmp_path / "mds"), "copy/mds")
+    dst = f"s3://{BUCKET}/copy/native"
+    r = cli("dataset", "create", dst, src, "--cache-dir", tmp_path / "cache", "-q")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert_equal_datasets(tds.Dataset(dst, cache_dir=tmp_path / "cache"),
+                          tds.Dataset(src, cache_dir=tmp_path / "cache"))

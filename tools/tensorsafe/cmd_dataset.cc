@@ -424,10 +424,10 @@ std::function<int()> SetupCommand(CLI::App& sub) {
   auto a = std::make_shared<Args>();
   sub.require_subcommand(1);
   a->create = sub.add_subcommand("create", "Write a dataset from directories of KEY.FIELD files or from datasets");
-  a->create->add_option("OUT", a->out, "Output dataset directory")->required();
+  a->create->add_option("OUT", a->out, "Output dataset: a directory or an s3://bucket/prefix")->required();
   a->create->add_option("SRC", a->sources,
                         "Directories of files (.npy, .tsafe, .json, .txt, other = bytes) or datasets (a directory "
-                        "with index.json, native or MDS; a .tar, a brace pattern or an http(s) URL)");
+                        "with index.json, native or MDS; a .tar, a brace pattern, an http(s) or s3 URL)");
   a->create->add_option("--from", a->from, "A dataset location to copy (any kind; e.g. a directory of .tar files)");
   a->create->add_option("--cache-dir", a->cache_dir, "Where remote shards are downloaded and shards decompressed");
   a->create->add_option("--cache-limit", a->cache_limit, "Remote shard cache size limit in bytes (0 = none)");

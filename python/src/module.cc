@@ -15,6 +15,7 @@ void RegisterGguf(py::module_& m);              // gguf.cc
 void RegisterLmdb(py::module_& m);              // lmdb.cc
 void RegisterSharded(py::module_& m);           // sharded.cc
 void RegisterLoad(py::module_& m);              // load.cc
+void RegisterUrlHandler(py::module_& m);        // url_handler.cc
 }  // namespace tensorsafe::python
 
 PYBIND11_MODULE(_native, m) {
@@ -35,4 +36,5 @@ PYBIND11_MODULE(_native, m) {
   tp::RegisterLmdb(m);
   tp::RegisterSharded(m);
   tp::RegisterLoad(m);
+  tp::RegisterUrlHandler(m);
 }

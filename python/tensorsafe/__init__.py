@@ -63,6 +63,7 @@ from .reader import Reader, open
 from .safe_open import SafeSlice, safe_open
 from .writer import Updater, Writer, compact, verify
 from ._load import load  # docs/LOAD.md
+from . import _fsspec  # noqa: F401,E402  (gs://, hf://, ... through fsspec: docs/REMOTE.md)
 
 __version__ = "0.1.0"
 

@@ -11,6 +11,7 @@ byte arrives (for formats that store one).
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
@@ -30,9 +31,13 @@ def _paths(path_or_paths: Union[PathLike, Sequence[PathLike]]) -> List[str]:
     return [os.fsdecode(p) for p in path_or_paths]
 
 
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
 def is_url(path: str) -> bool:
-    """A location the native readers fetch by ranged GETs (docs/REMOTE.md)."""
-    return path.startswith(("s3://", "http://", "https://"))
+    """A location the native readers fetch by ranged reads (docs/REMOTE.md):
+    s3://, http(s)://, and any other scheme but file:// (through fsspec)."""
+    return bool(_SCHEME.match(path)) and not path.lower().startswith("file://")
 
 
 def _load_remote(paths: List[str], wanted: Optional[List[str]], framework: str, verify: bool,

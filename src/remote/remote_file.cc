@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -161,7 +162,57 @@ Registry& Reg() {
   return **r;
 }
 
+std::mutex g_handler_mu;
+std::shared_ptr<UrlHandler> g_handler;
+
+std::shared_ptr<UrlHandler> Handler() {
+  std::lock_guard<std::mutex> lock(g_handler_mu);
+  return g_handler;
+}
+
+// "scheme://" with an RFC 3986 scheme other than the ones read natively.
+bool IsOtherScheme(std::string_view path) {
+  const std::size_t sep = path.find("://");
+  if (sep == std::string_view::npos || sep == 0 || !std::isalpha(static_cast<unsigned char>(path[0]))) return false;
+  for (char c : path.substr(0, sep)) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '-' && c != '.') return false;
+  }
+  return !StartsWithNoCase(path, "file://") && !StartsWithNoCase(path, "s3://") &&
+         !StartsWithNoCase(path, "http://") && !StartsWithNoCase(path, "https://");
+}
+
+// A URL served by the registered UrlHandler.
+class HandlerSource final : public Source {
+ public:
+  HandlerSource(std::shared_ptr<UrlHandler> h, std::string url) : handler_(std::move(h)), url_(std::move(url)) {}
+  Status ReadRange(std::uint64_t off, std::span<std::byte> out) const override {
+    if (out.empty()) return Status::OK();
+    ++g_requests;
+    return handler_->ReadUrl(url_, off, out);
+  }
+  Result<s3::S3Client::Tail> GetTail(std::uint64_t n) const override {
+    ++g_requests;
+    TS_ASSIGN_OR_RETURN(UrlHandler::Stat st, handler_->StatUrl(url_));
+    s3::S3Client::Tail t;
+    t.size = st.size;
+    t.etag = st.version;
+    const std::uint64_t k = std::min(n, st.size);
+    t.bytes.resize(static_cast<std::size_t>(k));
+    TS_RETURN_IF_ERROR(ReadRange(st.size - k, std::as_writable_bytes(std::span(t.bytes))));
+    return t;
+  }
+
+ private:
+  std::shared_ptr<UrlHandler> handler_;
+  std::string url_;
+};
+
 Result<std::unique_ptr<Source>> MakeSource(const std::string& url) {
+  if (IsOtherScheme(url)) {
+    std::shared_ptr<UrlHandler> h = Handler();
+    if (h == nullptr) return Unsupported(url + ": no reader for this URL scheme");
+    return std::unique_ptr<Source>(std::make_unique<HandlerSource>(std::move(h), url));
+  }
   if (s3::IsS3Url(url)) {
     TS_ASSIGN_OR_RETURN(s3::S3Location loc, s3::ParseS3Url(url));
     TS_ASSIGN_OR_RETURN(std::shared_ptr<s3::S3Client> client, SharedS3Client());
@@ -281,8 +332,12 @@ Result<std::shared_ptr<s3::S3Client>> SharedS3Client() {
   return slot;
 }
 
+
 bool IsRemotePath(std::string_view path) {
-  return StartsWithNoCase(path, "s3://") || StartsWithNoCase(path, "http://") || StartsWithNoCase(path, "https://");
+  if (StartsWithNoCase(path, "s3://") || StartsWithNoCase(path, "http://") || StartsWithNoCase(path, "https://")) {
+    return true;
+  }
+  return IsOtherScheme(path) && Handler() != nullptr;
 }
 
 Result<std::unique_ptr<RandomAccessFile>> OpenRemoteFile(const std::string& url) {
@@ -344,3 +399,14 @@ void ResetRemoteState() {
 }
 
 }  // namespace tensorsafe::internal
+
+namespace tensorsafe {
+
+void SetUrlHandler(std::shared_ptr<UrlHandler> handler) {
+  std::lock_guard<std::mutex> lock(internal::g_handler_mu);
+  internal::g_handler = std::move(handler);
+}
+
+std::uint64_t RemoteRequestCount() { return internal::RemoteRequestCount(); }
+
+}  // namespace tensorsafe

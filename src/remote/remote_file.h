@@ -22,14 +22,17 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <span>
 #include <string_view>
 
 #include "tensorsafe/env.h"
 #include "tensorsafe/status.h"
+#include "tensorsafe/url_handler.h"
 
 namespace tensorsafe::internal {
 
-// "s3://", "http://" or "https://" (any case).
+// "s3://", "http://" or "https://" (any case), or any other "scheme://"
+// while a UrlHandler is set.
 bool IsRemotePath(std::string_view path);
 
 Result<std::unique_ptr<RandomAccessFile>> OpenRemoteFile(const std::string& url);

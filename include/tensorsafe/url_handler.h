@@ -1,0 +1,39 @@
+// URLs of schemes tensorsafe does not read itself ("gs://", "hf://",
+// "az://", "memory://", ...), served by a handler the embedding program
+// registers; the Python package registers fsspec's filesystems
+// (python/tensorsafe/_fsspec.py). Every reader behind the file seam
+// (tensorsafe/env.h) then takes such URLs as it takes s3:// ones: a few
+// requests for a .tsafe index, ranges for the tensors (docs/REMOTE.md).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "tensorsafe/status.h"
+
+namespace tensorsafe {
+
+// Called from the reading thread (several at once); must be thread-safe.
+class UrlHandler {
+ public:
+  virtual ~UrlHandler() = default;
+  struct Stat {
+    std::uint64_t size = 0;
+    std::string version;  // changes when the object does ("" when unknown)
+  };
+  virtual Result<Stat> StatUrl(const std::string& url) = 0;
+  // Exactly out.size() bytes at `offset`.
+  virtual Status ReadUrl(const std::string& url, std::uint64_t offset, std::span<std::byte> out) = 0;
+};
+
+// Sends every "scheme://..." path whose scheme is not s3, http, https or
+// file to `handler` (null: no handler, and such paths are file names).
+void SetUrlHandler(std::shared_ptr<UrlHandler> handler);
+
+// Requests sent for remote tensor files by this process (every retry and
+// every handler call counts).
+std::uint64_t RemoteRequestCount();
+
+}  // namespace tensorsafe

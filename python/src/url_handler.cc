@@ -1,0 +1,84 @@
+// fsspec URLs (python/tensorsafe/_fsspec.py): a UrlHandler whose Stat and
+// Read call Python functions, so that every reader behind the Env seam takes
+// gs://, hf://, az://, memory:// ... paths when fsspec serves them.
+#include <pybind11/pybind11.h>
+
+#include <cstring>
+
+#include "common.h"
+#include "tensorsafe/url_handler.h"
+
+namespace tensorsafe::python {
+namespace {
+
+Status FromPython(const std::string& url, py::error_already_set& e) {
+  const std::string what = url + ": " + std::string(py::str(e.value()));
+  if (e.matches(PyExc_FileNotFoundError)) return NotFound(url + ": no such object (fsspec: " + std::string(py::str(e.value())) + ")");
+  if (e.matches(PyExc_ImportError)) return Unsupported(what);
+  const std::string type = py::str(py::type::handle_of(e.value()).attr("__name__"));
+  if (type == "UnsupportedError") return Unsupported(what);
+  return IOError(what + " (" + type + " from fsspec)", 0);
+}
+
+class PyUrlHandler final : public UrlHandler {
+ public:
+  PyUrlHandler(py::object stat, py::object read) : stat_(std::move(stat)), read_(std::move(read)) {}
+  ~PyUrlHandler() override {
+    py::gil_scoped_acquire gil;
+    stat_ = py::object();
+    read_ = py::object();
+  }
+
+  Result<Stat> StatUrl(const std::string& url) override {
+    py::gil_scoped_acquire gil;
+    try {
+      py::tuple t = stat_(url);
+      return Stat{t[0].cast<std::uint64_t>(), t[1].cast<std::string>()};
+    } catch (py::error_already_set& e) {
+      return FromPython(url, e);
+    }
+  }
+
+  Status ReadUrl(const std::string& url, std::uint64_t offset, std::span<std::byte> out) override {
+    py::gil_scoped_acquire gil;
+    try {
+      py::object got = read_(url, offset, out.size());
+      char* data = nullptr;
+      Py_ssize_t n = 0;
+      if (!PyBytes_Check(got.ptr()) || PyBytes_AsStringAndSize(got.ptr(), &data, &n) != 0) {
+        return Internal(url + ": the URL handler returned no bytes");
+      }
+      if (static_cast<std::uint64_t>(n) != out.size()) {
+        return Corruption(url + ": " + std::to_string(n) + " bytes at offset " + std::to_string(offset) + ", " +
+                          std::to_string(out.size()) + " asked for (the object is shorter than it said?)");
+      }
+      std::memcpy(out.data(), data, out.size());
+      return Status::OK();
+    } catch (py::error_already_set& e) {
+      return FromPython(url, e);
+    }
+  }
+
+ private:
+  py::object stat_, read_;
+};
+
+}  // namespace
+
+void RegisterUrlHandler(py::module_& m) {
+  m.def(
+      "set_url_handler",
+      [](py::object stat, py::object read) {
+        if (stat.is_none()) {
+          SetUrlHandler(nullptr);
+        } else {
+          SetUrlHandler(std::make_shared<PyUrlHandler>(std::move(stat), std::move(read)));
+        }
+      },
+      py::arg("stat"), py::arg("read"),
+      "Routes other URL schemes to stat(url) -> (size, version) and read(url, offset, n) -> bytes; None removes.");
+  m.def("remote_requests", [] { return RemoteRequestCount(); },
+        "Requests sent for remote tensor files by this process (every retry counts).");
+}
+
+}  // namespace tensorsafe::python

@@ -411,3 +411,63 @@ def test_dcp_tool(saved4, tmp_path):
             assert torch.equal(f.get(k, "pt"), v), k
     r = tool("info", tmp_path)
     assert r.returncode == 3 and "not a tensorsafe checkpoint" in r.stderr
+
+
+CONSOLIDATE_SCRIPT = r"""
+import json, os, sys
+import torch
+import torch.distributed.checkpoint as dcp
+from transformers import LlamaConfig, LlamaForCausalLM, AutoModelForCausalLM
+from tensorsafe.dcp import StorageWriter
+
+ckpt, hf_dir = sys.argv[1], sys.argv[2]
+torch.manual_seed(0)
+model = LlamaForCausalLM(LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                     num_attention_heads=4, num_key_value_heads=2, vocab_size=1000,
+                                     max_position_embeddings=64, tie_word_embeddings=False)).eval()
+dcp.save(model.state_dict(), storage_writer=StorageWriter(ckpt))
+import subprocess
+r = subprocess.run([sys.executable, "-m", "tensorsafe.dcp", "consolidate", ckpt, hf_dir, "--max-shard-size", "150KB"],
+                   capture_output=True, text=True)
+assert r.returncode == 0, r.stderr
+model.config.save_pretrained(hf_dir)
+loaded = AutoModelForCausalLM.from_pretrained(hf_dir).eval()
+ids = torch.randint(0, 1000, (2, 16))
+with torch.no_grad():
+    same = bool(torch.equal(model(ids).logits, loaded(ids).logits))
+print(json.dumps({"same": same, "files": sorted(os.listdir(hf_dir))}))
+"""
+
+
+def test_consolidate_to_safetensors_and_an_hf_checkpoint(saved4, tmp_path):
+    st = pytest.importorskip("safetensors.torch")
+    want = dcp_jobs.expected()
+    r = subprocess.run([sys.executable, "-m", "tensorsafe.dcp", "consolidate", saved4, tmp_path / "full.safetensors"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    got = st.load_file(str(tmp_path / "full.safetensors"))  # the real safetensors reads it
+    assert set(got) == set(want) and all(torch.equal(got[k], v) for k, v in want.items())
+    assert not [f for f in os.listdir(tmp_path) if f.startswith(".tmp-")]
+    r = subprocess.run([sys.executable, "-m", "tensorsafe.dcp", "consolidate", saved4, tmp_path / "hf",
+                        "--max-shard-size", "40KB"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    index = json.loads((tmp_path / "hf" / "model.safetensors.index.json").read_text())
+    shards = sorted(set(index["weight_map"].values()))
+    assert len(shards) > 1 and shards == sorted(f for f in os.listdir(tmp_path / "hf") if f.endswith(".safetensors"))
+    got = {}
+    for s in shards:
+        got.update(st.load_file(str(tmp_path / "hf" / s)))
+    assert set(got) == set(want) and all(torch.equal(got[k], v) for k, v in want.items())
+    assert index["metadata"]["total_size"] == sum(v.numel() * v.element_size() for v in want.values())
+
+
+def test_a_transformers_model_from_a_dcp_checkpoint(tmp_path):
+    pytest.importorskip("transformers")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env.pop("TENSORSAFE_AS_SAFETENSORS", None)
+    r = subprocess.run([sys.executable, "-c", CONSOLIDATE_SCRIPT, str(tmp_path / "ckpt"), str(tmp_path / "hf")],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["same"], out
+    assert "model.safetensors.index.json" in out["files"] and "model-00002-of-" in " ".join(out["files"])

@@ -13,12 +13,11 @@ import os
 import sys
 from typing import List, Optional
 
-import torch
 from torch.distributed.checkpoint.metadata import BytesStorageMetadata
 
 from .. import _native
 from ..errors import Error
-from ..writer import Writer
+from ._consolidate import consolidate
 from ._reader import load_metadata, read_document
 from ._schema import METADATA_NAME
 
@@ -85,34 +84,11 @@ def cmd_verify(path: str) -> int:
     return 1 if bad else 0
 
 
-def cmd_consolidate(path: str, out: str) -> int:
-    """Writes one .tsafe of full tensors, assembling one tensor at a time
-    (memory: the largest tensor), plain values left out."""
-    md = load_metadata(path)
-    readers: dict = {}
-    chunks: dict = {}
-    for idx, loc in md.storage_data.items():
-        chunks.setdefault(idx.fqn, []).append((idx, loc))
-    with Writer(out) as w:
-        for fqn, sm in md.state_dict_metadata.items():
-            if isinstance(sm, BytesStorageMetadata):
-                continue
-            full = torch.empty(tuple(sm.size), dtype=sm.properties.dtype)
-            for idx, loc in chunks.get(fqn, []):
-                r = readers.get(loc.file)
-                if r is None:
-                    r = readers[loc.file] = _native.Reader.open(os.path.join(path, loc.file), "pread")
-                off = list(idx.offset)
-                sizes = next(c.sizes for c in sm.chunks if list(c.offsets) == off)
-                dest = full[tuple(slice(o, o + s) for o, s in zip(off, sizes))]
-                starts = [0] if loc.rows is None else range(0, sizes[0] if sizes else 1, loc.rows)
-                for name, s in zip(loc.tensors, starts):
-                    part = dest if loc.rows is None else dest[s:s + loc.rows]
-                    buf = torch.empty(part.shape, dtype=full.dtype)
-                    r.read_into(name, buf.reshape(-1).view(torch.uint8).numpy(), True)
-                    part.copy_(buf)
-            w.add(fqn, full)
-    print(f"{out}: {sum(1 for v in md.state_dict_metadata.values() if not isinstance(v, BytesStorageMetadata))} tensors")
+def cmd_consolidate(path: str, out: str, fmt: str, max_shard_size: str) -> int:
+    """Full tensors one at a time (memory: the largest tensor), plain values
+    left out, into a .tsafe, a safetensors file or an HF checkpoint."""
+    r = consolidate(path, out, fmt, _native.parse_size(max_shard_size))
+    print(f"{out}: {r['tensors']} tensors, {_size(r['bytes'])} in {len(r['files'])} file(s)")
     return 0
 
 
@@ -122,13 +98,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     for name, text in (("info", "files, sizes, item counts"), ("ls", "items: dtype, shape, chunks"),
                        ("verify", "every checksum of every file")):
         sub.add_parser(name, help=text).add_argument("dir")
-    c = sub.add_parser("consolidate", help="one .tsafe of full tensors")
+    c = sub.add_parser("consolidate", help="full tensors into a .tsafe, a safetensors file or an HF checkpoint")
     c.add_argument("dir")
-    c.add_argument("out")
+    c.add_argument("out", help="OUT.tsafe, OUT.safetensors, or a directory (HF sharded safetensors)")
+    c.add_argument("--format", default="auto", choices=("auto", "tsafe", "safetensors", "hf"),
+                   help="default: by OUT's suffix, else hf")
+    c.add_argument("--max-shard-size", default="5GB", help="hf: a new shard past this size (huggingface_hub's "
+                   "default, 5GB)")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "consolidate":
-            return cmd_consolidate(args.dir, args.out)
+            return cmd_consolidate(args.dir, args.out, args.format, args.max_shard_size)
         return {"info": cmd_info, "ls": cmd_ls, "verify": cmd_verify}[args.cmd](args.dir)
     except Error as e:
         print(f"tensorsafe dcp: {e}", file=sys.stderr)

@@ -12,8 +12,9 @@ namespace tensorsafe::python {
 namespace {
 
 Status FromPython(const std::string& url, py::error_already_set& e) {
-  const std::string what = url + ": " + std::string(py::str(e.value()));
-  if (e.matches(PyExc_FileNotFoundError)) return NotFound(url + ": no such object (fsspec: " + std::string(py::str(e.value())) + ")");
+  const std::string message = py::str(e.value());
+  const std::string what = url + ": " + message;
+  if (e.matches(PyExc_FileNotFoundError)) return NotFound(url + ": no such object (fsspec: " + message + ")");
   if (e.matches(PyExc_ImportError)) return Unsupported(what);
   const std::string type = py::str(py::type::handle_of(e.value()).attr("__name__"));
   if (type == "UnsupportedError") return Unsupported(what);
@@ -77,8 +78,9 @@ void RegisterUrlHandler(py::module_& m) {
       },
       py::arg("stat"), py::arg("read"),
       "Routes other URL schemes to stat(url) -> (size, version) and read(url, offset, n) -> bytes; None removes.");
-  m.def("remote_requests", [] { return RemoteRequestCount(); },
-        "Requests sent for remote tensor files by this process (every retry counts).");
+  m.def(
+      "remote_requests", [] { return RemoteRequestCount(); },
+      "Requests sent for remote tensor files by this process (every retry counts).");
 }
 
 }  // namespace tensorsafe::python

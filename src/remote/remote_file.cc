@@ -3,8 +3,8 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <cctype>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <list>
@@ -177,8 +177,8 @@ bool IsOtherScheme(std::string_view path) {
   for (char c : path.substr(0, sep)) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '-' && c != '.') return false;
   }
-  return !StartsWithNoCase(path, "file://") && !StartsWithNoCase(path, "s3://") &&
-         !StartsWithNoCase(path, "http://") && !StartsWithNoCase(path, "https://");
+  return !StartsWithNoCase(path, "file://") && !StartsWithNoCase(path, "s3://") && !StartsWithNoCase(path, "http://") &&
+         !StartsWithNoCase(path, "https://");
 }
 
 // A URL served by the registered UrlHandler.
@@ -331,7 +331,6 @@ Result<std::shared_ptr<s3::S3Client>> SharedS3Client() {
   if (slot == nullptr) slot = s3::S3Client::Create(std::move(cfg));
   return slot;
 }
-
 
 bool IsRemotePath(std::string_view path) {
   if (StartsWithNoCase(path, "s3://") || StartsWithNoCase(path, "http://") || StartsWithNoCase(path, "https://")) {

@@ -21,8 +21,8 @@
 
 #include <cstdint>
 #include <memory>
-#include <string>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "tensorsafe/env.h"

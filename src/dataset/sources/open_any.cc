@@ -107,7 +107,6 @@ Status MergeInto(Schema& merged, const Schema& next, const std::string& location
   return Status::OK();
 }
 
-
 Result<std::string> IndexKindOf(const std::string& text, const std::string& what) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Corruption(what + ": not a JSON object");
@@ -120,7 +119,6 @@ Result<std::string> IndexKindOf(const std::string& text, const std::string& what
   return Unsupported(what + ": neither a tensorsafe dataset index (\"format\": \"" + std::string(kIndexFormatName) +
                      "\") nor a MosaicML MDS index (\"version\": 2)");
 }
-
 
 Result<std::shared_ptr<Dataset>> OpenMdsWith(const std::string& location, std::shared_ptr<const mds::Index> ds,
                                              SourceOpener open, SourcePrefetcher prefetch,

@@ -163,9 +163,8 @@ Result<std::shared_ptr<Dataset>> OpenMdsRemote(const std::string& url, std::shar
       if (const mds::HashDigest* h = mds::internal::NamingDigest(m.raw)) {
         name = "mds-raw-" + h->algorithm + "-" + h->hex;
       } else {
-        name = "mds-of-" + mds::internal::Hex(tensorsafe::internal::Hash64(m.compression + '\n' + base + f.name +
-                                                                            '\n' + mds::internal::Hex(f.xxh3, 16)),
-                                              16);
+        const std::string id = m.compression + '\n' + base + f.name + '\n' + mds::internal::Hex(f.xxh3, 16);
+        name = "mds-of-" + mds::internal::Hex(tensorsafe::internal::Hash64(id), 16);
       }
       path = decompressed + "/" + name + "-" + std::to_string(m.raw.bytes) + ".mds";
       std::error_code ec;

@@ -148,7 +148,7 @@ void RegisterCodecs(py::module_& m) {
           o.sync = sync;
           o.compress = compress;
           o.alignment = alignment;
-          s = WriteTensorSet(path, set, f, o, consent);
+          s = WriteTensorSet(path, std::move(set), f, o, consent);
         }
         Check(s);
       },

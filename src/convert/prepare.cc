@@ -312,6 +312,10 @@ Status CheckDTypesAndRanks(const TensorSet& set, Format to) {
 
 Result<TensorSet> PrepareForFormat(const TensorSet& in, Format to, const Consent& opt,
                                    const FormatWriteOptions& options) {
+  return PrepareForFormat(TensorSet(in), to, opt, options);  // copies views and metadata text, never tensor bytes
+}
+
+Result<TensorSet> PrepareForFormat(TensorSet&& in, Format to, const Consent& opt, const FormatWriteOptions& options) {
   if (to == Format::kUnknown) return InvalidArgument("no output format");
   const Capabilities& caps = InfoOf(to).caps;
   if (options.alignment != 0 && !caps.alignment) {
@@ -323,7 +327,7 @@ Result<TensorSet> PrepareForFormat(const TensorSet& in, Format to, const Consent
     return InvalidArgument("compression applies to " + FormatsWhere([](const Capabilities& c) { return c.compress; }) +
                            " only");
   }
-  TensorSet set = in;  // copies views and metadata text, never tensor bytes
+  TensorSet set = std::move(in);
   TS_RETURN_IF_ERROR(PrepareSparse(set, to, opt));
   TS_RETURN_IF_ERROR(CheckDTypesAndRanks(set, to));
   TS_RETURN_IF_ERROR(PrepareFileMetadata(set, to, opt));

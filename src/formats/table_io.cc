@@ -193,8 +193,13 @@ Status ExplainFormatMismatch(const std::string& path, Format want, Status error)
 
 Status WriteTensorSet(const std::string& path, const TensorSet& in, Format to, const FormatWriteOptions& options,
                       const Consent& consent) {
+  return WriteTensorSet(path, TensorSet(in), to, options, consent);
+}
+
+Status WriteTensorSet(const std::string& path, TensorSet&& in, Format to, const FormatWriteOptions& options,
+                      const Consent& consent) {
   TS_ASSIGN_OR_RETURN(const FormatInfo* row, WritableRow(to));
-  auto set = PrepareForFormat(in, to, consent, options);
+  auto set = PrepareForFormat(std::move(in), to, consent, options);
   if (!set.ok()) return set.status().WithContext(path);
   return row->write_file(path, *set, options);
 }

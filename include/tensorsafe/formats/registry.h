@@ -285,10 +285,16 @@ Status VerifyFile(const std::string& path, Format format = Format::kUnknown,
 // rank, sparse tensor or metadata the target lacks), kLimitExceeded.
 Result<TensorSet> PrepareForFormat(const TensorSet& set, Format to, const Consent& consent,
                                    const FormatWriteOptions& options = {});
+// The same on a set the caller gives up: no copy of its entries (100,000
+// names, shapes and metadata strings cost more than the checks).
+Result<TensorSet> PrepareForFormat(TensorSet&& set, Format to, const Consent& consent,
+                                   const FormatWriteOptions& options = {});
 
 // PrepareForFormat, then the format's writer; nothing is written when a
 // check fails. Errors as for PrepareForFormat, then the writer's (kIOError).
 Status WriteTensorSet(const std::string& path, const TensorSet& set, Format to, const FormatWriteOptions& options = {},
+                      const Consent& consent = {});
+Status WriteTensorSet(const std::string& path, TensorSet&& set, Format to, const FormatWriteOptions& options = {},
                       const Consent& consent = {});
 // PrepareForFormat, then the format's encoder (kUnsupported for formats
 // that write files only).

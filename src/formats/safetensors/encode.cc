@@ -130,11 +130,27 @@ void AppendUint(std::string& out, std::uint64_t v) {
 
 Result<Plan> MakePlan(const TensorSet& set, const WriteOptions& options) {
   TS_ASSIGN_OR_RETURN(std::optional<KeyValues> metadata, ParseMetadataArg(set.metadata_json));
-  std::vector<std::pair<int, const Tensor*>> ranked;
+  // The crate's order: dtype rank descending (wider types first, so they
+  // stay aligned), then name by bytes. Sorted as small contiguous keys (the
+  // name's first 8 bytes as a big-endian integer decide most comparisons)
+  // rather than through pointers to the tensors: for 100,000 tensors the
+  // sort was a fifth of a save.
+  struct Key {
+    int rank;
+    std::uint64_t head;  // the first 8 bytes of the name, big-endian, zero-padded
+    std::string_view name;
+    const Tensor* t;
+  };
+  std::vector<Key> ranked;
   ranked.reserve(set.tensors.size());
   for (const Tensor& t : set.tensors) {
     TS_ASSIGN_OR_RETURN(int rank, CheckTensor(t));
-    ranked.emplace_back(rank, &t);
+    const std::string_view name = t.info.name;
+    std::uint64_t head = 0;
+    for (std::size_t i = 0; i < 8; ++i) {
+      head = (head << 8) | (i < name.size() ? static_cast<unsigned char>(name[i]) : 0u);
+    }
+    ranked.push_back({rank, head, name, &t});
   }
   {
     std::unordered_set<std::string_view> names;
@@ -145,11 +161,10 @@ Result<Plan> MakePlan(const TensorSet& set, const WriteOptions& options) {
       }
     }
   }
-  // The crate's order: dtype rank descending (wider types first, so they
-  // stay aligned), then name by bytes.
-  std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
-    if (a.first != b.first) return a.first > b.first;
-    return a.second->info.name < b.second->info.name;
+  std::sort(ranked.begin(), ranked.end(), [](const Key& a, const Key& b) {
+    if (a.rank != b.rank) return a.rank > b.rank;
+    if (a.head != b.head) return a.head < b.head;  // the same order as the bytes'
+    return a.name < b.name;
   });
 
   Plan plan;
@@ -170,12 +185,13 @@ Result<Plan> MakePlan(const TensorSet& set, const WriteOptions& options) {
   }
   std::uint64_t offset = 0;
   plan.order.reserve(ranked.size());
-  for (const auto& [rank, t] : ranked) {
+  for (const Key& k : ranked) {
+    const Tensor* t = k.t;
     if (!first) json.push_back(',');
     first = false;
     internal::AppendJsonString(json, t->info.name);
     json += ":{\"dtype\":\"";
-    json += internal::StDTypeAt(rank).name;
+    json += internal::StDTypeAt(k.rank).name;
     json += "\",\"shape\":[";
     for (std::size_t i = 0; i < t->info.shape.size(); ++i) {
       if (i) json.push_back(',');

@@ -55,6 +55,17 @@ def test_save_is_byte_identical(tmp_path, rng, trial):
     assert same_file((tmp_path / "ours.safetensors").read_bytes(), (tmp_path / "theirs.safetensors").read_bytes())
 
 
+def test_name_order_is_the_crates_byte_order():
+    """Names sharing 8-byte prefixes, shorter than 8 bytes, with a NUL, non-
+    ASCII, across dtypes: the writer sorts on the first 8 bytes first."""
+    names = ["layer.10.w", "layer.1.w", "layer.100", "é", "éa", "z", "a" * 20 + "b", "a" * 20 + "a", "a" * 8,
+             "a" * 7, "a" * 9, "A", "\x7f", "\u00ff", "ab\x00", "ab", "model.layers.0.self_attn.q_proj.weight",
+             "model.layers.0.self_attn.k_proj.weight"]
+    kinds = [np.float32, np.float16, np.int64, np.uint8]
+    d = {n: np.arange(i + 1, dtype=kinds[i % 4]) for i, n in enumerate(names)}
+    assert same_file(tsn.save(d), stn.save(d))
+
+
 def test_single_key_metadata_is_byte_identical():
     d = {"a": np.arange(3, dtype=np.float32)}
     assert tsn.save(d, {"format": "np"}) == stn.save(d, {"format": "np"})

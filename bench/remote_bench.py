@@ -22,6 +22,9 @@ server is a Python process on the same 2 cores as the client, so absolute
 figures are the server's; ratios measured in one run are the result.
 
 Usage: .venv/bin/python bench/remote_bench.py [--quick] [--repeat N] [--out docs/remote-bench.md]
+runai-model-streamer is not in .venv (its pins fight torch's): install it
+beside, `pip install --no-deps --target DIR runai-model-streamer
+runai-model-streamer-s3 humanize`, and run with PYTHONPATH=DIR.
 """
 
 from __future__ import annotations
@@ -178,8 +181,11 @@ def main():
     file_mib = args.file_mib or (128 if args.quick else 1024)
     work = tempfile.mkdtemp(prefix="remote-bench-")
     server = Moto(os.path.join(work, "moto.log"))
+    # S3_ENDPOINT_URL: MosaicML's; the RUNAI_ ones: path-style requests to a
+    # plain-http endpoint for runai-model-streamer's AWS SDK.
     env = dict(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_REGION="us-east-1",
-               AWS_ENDPOINT_URL=server.endpoint, S3_ENDPOINT_URL=server.endpoint)
+               AWS_ENDPOINT_URL=server.endpoint, S3_ENDPOINT_URL=server.endpoint, AWS_EC2_METADATA_DISABLED="true",
+               RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING="0")
     os.environ.update(env)
     client = boto3.client("s3", endpoint_url=server.endpoint, region_name="us-east-1")
     client.create_bucket(Bucket=BUCKET)

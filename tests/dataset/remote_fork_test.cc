@@ -16,6 +16,18 @@
 #include "util/fork_local.h"
 #include "util/hash.h"
 
+// gcc defines __SANITIZE_ADDRESS__; clang answers __has_feature instead.
+#if defined(__SANITIZE_ADDRESS__)
+#define TS_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TS_UNDER_ASAN 1
+#endif
+#endif
+#ifndef TS_UNDER_ASAN
+#define TS_UNDER_ASAN 0
+#endif
+
 namespace tensorsafe::dataset {
 namespace {
 
@@ -62,6 +74,14 @@ std::string RandomBytes(std::size_t n, std::uint32_t seed) {
 }
 
 TEST(ShardCacheForkTest, AChildFetchesAndPrefetchesWhileTheParentDownloads) {
+  if (TS_UNDER_ASAN) {
+    // ASan's own allocator is not fork-safe: forked while the parent's
+    // download threads allocate, the child's new threads wait forever on an
+    // allocator region lock (SizeClassAllocator64::GetFromAllocator, seen
+    // with gdb). glibc's malloc resets its locks in the child; the normal
+    // build runs this test.
+    GTEST_SKIP() << "ASan's allocator deadlocks a child forked while other threads allocate";
+  }
   TempDir tmp;
   const fs::path www = tmp.path() / "www";
   fs::create_directories(www);

@@ -17,22 +17,11 @@
 #include <string>
 #include <vector>
 
+#include "support/sanitizer.h"
 #include "support/temp_dir.h"
 #include "tensorsafe/convert.h"
 #include "tensorsafe/reader.h"
 #include "tensorsafe/writer.h"
-
-// gcc defines __SANITIZE_ADDRESS__; clang answers __has_feature instead.
-#if defined(__SANITIZE_ADDRESS__)
-#define TS_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TS_UNDER_ASAN 1
-#endif
-#endif
-#ifndef TS_UNDER_ASAN
-#define TS_UNDER_ASAN 0
-#endif
 
 namespace tensorsafe {
 namespace {

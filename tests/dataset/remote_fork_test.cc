@@ -11,22 +11,11 @@
 #include <string>
 
 #include "support/nginx_server.h"
+#include "support/sanitizer.h"
 #include "support/temp_dir.h"
 #include "tensorsafe/dataset/remote.h"
 #include "util/fork_local.h"
 #include "util/hash.h"
-
-// gcc defines __SANITIZE_ADDRESS__; clang answers __has_feature instead.
-#if defined(__SANITIZE_ADDRESS__)
-#define TS_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TS_UNDER_ASAN 1
-#endif
-#endif
-#ifndef TS_UNDER_ASAN
-#define TS_UNDER_ASAN 0
-#endif
 
 namespace tensorsafe::dataset {
 namespace {

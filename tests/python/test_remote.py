@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 boto3 = pytest.importorskip("boto3")
 import tensorsafe.torch as tst  # noqa: E402
 
-from moto_s3 import BUCKET, MOTO, moto, s3, upload, upload_dir  # noqa: E402,F401  (pytest fixtures)
+from moto_s3 import BUCKET, MOTO, check_two_ranks_two_workers, moto, s3, upload, upload_dir  # noqa: E402,F401
 
 pytestmark = pytest.mark.skipif(MOTO is None, reason="moto_server (moto[server]) is not installed")
 
@@ -201,22 +201,6 @@ def test_a_flipped_byte_in_the_object_is_caught_on_load(s3, tmp_path, rng):
 
 # -- datasets -----------------------------------------------------------------------
 
-RANK_SCRIPT = r"""
-import json, sys, torch
-from tensorsafe import dataset as tds
-ds = tds.StreamingDataset(sys.argv[1], shuffle=True, seed=7, cache_dir=sys.argv[2])
-seen = []
-for epoch in range(2):
-    ds.set_epoch(epoch)
-    loader = torch.utils.data.DataLoader(ds, batch_size=16, num_workers=2, persistent_workers=True)
-    got = []
-    for batch in loader:
-        got += [(int(l), int(x[0])) for l, x in zip(batch["label"], batch["x"])]
-    seen.append(got)
-print("RESULT " + json.dumps(seen))
-"""
-
-
 def native_dataset(path, n=1000, per_shard=100):
     from tensorsafe import dataset as tds
 
@@ -228,24 +212,7 @@ def native_dataset(path, n=1000, per_shard=100):
 
 def test_dataset_over_s3_two_ranks_two_workers_exactly_once(s3, tmp_path):
     url = upload_dir(s3, native_dataset(tmp_path / "ds"), "ds/ranks")
-    cache = tmp_path / "cache"  # one cache directory for the whole "node"
-    procs = []
-    for rank in range(2):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", OMP_NUM_THREADS="1")
-        procs.append(subprocess.Popen([sys.executable, "-c", RANK_SCRIPT, url, str(cache)], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    results = []
-    for p in procs:
-        out, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err[-4000:]
-        seen = json.loads(next(x for x in out.splitlines() if x.startswith("RESULT "))[7:])
-        results.append([[tuple(pair) for pair in epoch] for epoch in seen])
-    for epoch in range(2):
-        got = results[0][epoch] + results[1][epoch]
-        assert sorted(label for label, _ in got) == list(range(1000)), epoch  # exactly once
-        assert all(x == 3 * label for label, x in got)  # equal to what was written
-        assert not set(results[0][epoch]) & set(results[1][epoch])
-    assert [l for l, _ in results[0][0]] != [l for l, _ in results[0][1]]  # epochs differ
+    check_two_ranks_two_workers(url, tmp_path / "cache", "label", "x", 1000)
 
 
 def test_dataset_cache_limit_over_s3(s3, tmp_path):

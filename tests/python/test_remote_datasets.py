@@ -16,7 +16,7 @@ import pytest
 import tensorsafe as ts
 from tensorsafe import dataset as tds
 
-from moto_s3 import BUCKET, MOTO, moto, s3, upload, upload_dir  # noqa: F401  (pytest fixtures)
+from moto_s3 import BUCKET, MOTO, check_two_ranks_two_workers, moto, s3, upload, upload_dir  # noqa: F401
 
 pytestmark = pytest.mark.skipif(MOTO is None, reason="moto_server (moto[server]) is not installed")
 
@@ -100,24 +100,6 @@ def test_mds_and_webdataset_over_http(tmp_path, nginx):
         tds.Dataset(base + "/wds/shard-{0000..0009}.tar", cache_dir=cache)
 
 
-RANK_SCRIPT = r"""
-import json, sys, torch
-from tensorsafe import dataset as tds
-ds = tds.StreamingDataset(sys.argv[1], shuffle=True, seed=7, cache_dir=sys.argv[2])
-label = sys.argv[3]
-seen = []
-for epoch in range(2):
-    ds.set_epoch(epoch)
-    # Lists of samples: the MDS "dyn" field has a shape per sample.
-    loader = torch.utils.data.DataLoader(ds, batch_size=16, num_workers=2, persistent_workers=True, collate_fn=list)
-    got = []
-    for batch in loader:
-        got += [(int(s[label]), int(s[sys.argv[4]][0])) for s in batch]
-    seen.append(got)
-print("RESULT " + json.dumps(seen))
-"""
-
-
 @pytest.mark.parametrize("kind", ["mds", "wds"])
 def test_two_ranks_two_workers_exactly_once(s3, tmp_path, kind):
     pytest.importorskip("torch")
@@ -125,24 +107,8 @@ def test_two_ranks_two_workers_exactly_once(s3, tmp_path, kind):
         url, label, x = upload_dir(s3, write_mds(tmp_path / "ds", compression="zstd"), "ranks/mds"), "label", "x"
     else:
         url, label, x = upload_dir(s3, write_wds(tmp_path / "ds"), "ranks/wds"), "cls", "x.npy"
-    cache = tmp_path / "cache"  # one cache directory for the whole "node"
-    procs = []
-    for rank in range(2):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", OMP_NUM_THREADS="1")
-        procs.append(subprocess.Popen([sys.executable, "-c", RANK_SCRIPT, url, str(cache), label, x], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    results = []
-    for p in procs:
-        out, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err[-4000:]
-        seen = json.loads(next(x for x in out.splitlines() if x.startswith("RESULT "))[7:])
-        results.append([[tuple(pair) for pair in epoch] for epoch in seen])
-    for epoch in range(2):
-        got = results[0][epoch] + results[1][epoch]
-        assert sorted(lab for lab, _ in got) == list(range(300)), epoch  # exactly once
-        assert all(v == 3 * lab for lab, v in got)  # equal to what was written
-        assert not set(results[0][epoch]) & set(results[1][epoch])
-    assert [lab for lab, _ in results[0][0]] != [lab for lab, _ in results[0][1]]  # epochs differ
+    # Lists of samples: the MDS "dyn" field has a shape per sample.
+    check_two_ranks_two_workers(url, tmp_path / "cache", label, x, 300, collate="list")
 
 
 def cli(*args):

@@ -60,16 +60,32 @@ bool MdsColumnsStatic(const mds::ShardEntry& shard) {
   return true;
 }
 
-// The Dataset's prefetcher over the caller's: the Dataset numbers the shards
-// it keeps (empty ones skipped), the caller its own list.
-ShardPrefetcher MapPrefetch(sources::SourcePrefetcher prefetch, std::vector<std::size_t> kept) {
-  if (!prefetch) return nullptr;
-  return [prefetch = std::move(prefetch), kept = std::move(kept)](std::span<const std::size_t> ids) {
-    std::vector<std::size_t> ks;
-    ks.reserve(ids.size());
-    for (std::size_t i : ids) ks.push_back(kept.at(i));
-    prefetch(ks);
+// The Dataset over the shards the adapter kept: `kept[s]` is the caller's
+// number of the Dataset's shard s (empty shards are skipped), for the
+// opener and the prefetcher alike; every shard is adapted to the merged
+// schema.
+Result<std::shared_ptr<Dataset>> FromKeptShards(const std::string& location, Schema schema,
+                                                std::vector<ShardInfo> shards, sources::SourceOpener open,
+                                                std::vector<std::size_t> kept, sources::SourcePrefetcher prefetch,
+                                                const DatasetOptions& options) {
+  auto shared_schema = std::make_shared<const Schema>(schema);
+  auto shared_kept = std::make_shared<const std::vector<std::size_t>>(std::move(kept));
+  ShardOpener opener = [open = std::move(open), shared_schema, shared_kept](
+                           const ShardInfo&, std::size_t s) -> Result<std::shared_ptr<const ShardSource>> {
+    TS_ASSIGN_OR_RETURN(auto src, open(shared_kept->at(s)));
+    return Adapt(std::move(src), shared_schema);
   };
+  ShardPrefetcher mapped;
+  if (prefetch) {
+    mapped = [prefetch = std::move(prefetch), shared_kept](std::span<const std::size_t> ids) {
+      std::vector<std::size_t> ks;
+      ks.reserve(ids.size());
+      for (std::size_t i : ids) ks.push_back(shared_kept->at(i));
+      prefetch(ks);
+    };
+  }
+  return Dataset::FromShards(location, std::move(schema), std::move(shards), std::move(opener), options, "",
+                             std::move(mapped));
 }
 
 }  // namespace
@@ -170,14 +186,8 @@ Result<std::shared_ptr<Dataset>> OpenMdsWith(const std::string& location, std::s
     TS_ASSIGN_OR_RETURN(auto src, open(mds_index[s]));
     TS_RETURN_IF_ERROR(MergeInto(schema, src->schema(), location, QuoteName(m.raw.basename)));
   }
-  auto shared_schema = std::make_shared<const Schema>(schema);
-  ShardOpener opener = [open, shared_schema, mds_index](const ShardInfo&,
-                                                        std::size_t s) -> Result<std::shared_ptr<const ShardSource>> {
-    TS_ASSIGN_OR_RETURN(auto src, open(mds_index.at(s)));
-    return Adapt(std::move(src), shared_schema);
-  };
-  return Dataset::FromShards(location, std::move(schema), std::move(shards), std::move(opener), options, "",
-                             MapPrefetch(std::move(prefetch), std::move(mds_index)));
+  return FromKeptShards(location, std::move(schema), std::move(shards), std::move(open), std::move(mds_index),
+                        std::move(prefetch), options);
 }
 
 Result<std::shared_ptr<Dataset>> OpenWdsWith(const std::string& location, std::vector<WdsShardRef> refs,
@@ -211,14 +221,8 @@ Result<std::shared_ptr<Dataset>> OpenWdsWith(const std::string& location, std::v
     kept.push_back(k);
   }
   if (shards.empty()) return Unsupported(location + ": the WebDataset shards hold no samples");
-  auto shared_schema = std::make_shared<const Schema>(schema);
-  ShardOpener opener = [open, shared_schema, kept](const ShardInfo&,
-                                                   std::size_t s) -> Result<std::shared_ptr<const ShardSource>> {
-    TS_ASSIGN_OR_RETURN(auto src, open(kept.at(s)));
-    return Adapt(std::move(src), shared_schema);
-  };
-  return Dataset::FromShards(location, std::move(schema), std::move(shards), std::move(opener), options, "",
-                             MapPrefetch(std::move(prefetch), std::move(kept)));
+  return FromKeptShards(location, std::move(schema), std::move(shards), std::move(open), std::move(kept),
+                        std::move(prefetch), options);
 }
 
 }  // namespace sources

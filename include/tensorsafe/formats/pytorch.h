@@ -135,4 +135,25 @@ Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& options =
 // header and name (30 + name length). Used by format detection.
 bool LooksLikeCheckpoint(std::span<const std::byte> prefix);
 
+// The `.metadata` file of a checkpoint of torch.distributed.checkpoint's
+// default back-end (FileSystemWriter: a pickle of DCP's Metadata dataclass),
+// read by the restricted unpickler with DCP's eight metadata dataclasses and
+// the three helpers their states use allowed as data, nothing else (the
+// schema and the rules are docs/DCP.md "DCP's own checkpoints"). Returns a
+// JSON document:
+//   {"version": "1.0.0" or null,
+//    "items": [{"fqn", "kind": "tensor", "dtype": "float32", "size": [..],
+//               "layout", "requires_grad", "memory_format", "pin_memory",
+//               "chunks": [{"offsets": [..], "sizes": [..]}]},
+//              {"fqn", "kind": "bytes"}],
+//    "storage": [{"fqn", "offset": [..] or null, "index": int or null,
+//                 "relative_path", "file_offset", "length", "transforms": []}],
+//    "planner_data": the value as JSON, "storage_meta": {...} or null}
+// in the pickle's order. Errors name `display_name`: kUnsupported (any other
+// global or opcode, as for checkpoints), kCorruption (a malformed pickle, a
+// field of the wrong type or missing, a chunk outside its tensor, a
+// relative_path leaving the directory), kLimitExceeded (Limits).
+Result<std::string> DcpMetadataJson(std::span<const std::byte> bytes, const std::string& display_name,
+                                    const Limits& limits = {});
+
 }  // namespace tensorsafe::pytorch

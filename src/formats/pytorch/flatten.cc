@@ -202,7 +202,8 @@ Result<Json> Decoder::ToJson(const Value* v, std::uint32_t depth, const std::str
       return o;
     }
     case Kind::kTensor:
-    case Kind::kStorage: break;
+    case Kind::kStorage:
+    case Kind::kObject: break;  // kObject: Allow::kDcpMetadata only
   }
   return Internal(file_ + ": a tensor inside a value");
 }

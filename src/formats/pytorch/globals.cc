@@ -114,6 +114,27 @@ constexpr Named kGlobals[] = {
     {"torch.storage.UntypedStorage", {GlobalKind::kStorageType, kUntyped}},
 };
 
+// DCP's metadata pickle (torch/distributed/checkpoint/metadata.py and
+// filesystem.py, torch 2.13.0), for Allow::kDcpMetadata only: the classes
+// whose instances are kept as their state (dcp_metadata.cc reads them), and
+// the helpers their states are pickled with.
+constexpr std::string_view kDcpClasses[] = {
+    "torch.distributed.checkpoint.metadata.Metadata",
+    "torch.distributed.checkpoint.metadata.TensorStorageMetadata",
+    "torch.distributed.checkpoint.metadata.BytesStorageMetadata",
+    "torch.distributed.checkpoint.metadata.ChunkStorageMetadata",
+    "torch.distributed.checkpoint.metadata.TensorProperties",
+    "torch.distributed.checkpoint.metadata.MetadataIndex",
+    "torch.distributed.checkpoint.metadata.StorageMeta",
+    "torch.distributed.checkpoint.filesystem._StorageInfo",
+};
+constexpr Named kDcpGlobals[] = {
+    {"torch.serialization._get_layout", {GlobalKind::kGetLayout}},
+    {"torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING", {GlobalKind::kMemFormat}},
+    {"pathlib.PosixPath", {GlobalKind::kPath}},
+    {"pathlib.PurePosixPath", {GlobalKind::kPath}},
+};
+
 // Globals torch's weights_only unpickler would take but that name objects
 // tensorsafe cannot represent: refused with the reason.
 struct Refused {
@@ -198,8 +219,16 @@ std::optional<std::uint16_t> FindTorchDType(std::string_view name) {
 
 const TorchDType& TorchDTypeAt(std::uint16_t index) { return kDTypes[index]; }
 
-Result<Global> ResolveGlobal(std::string_view module, std::string_view name) {
+Result<Global> ResolveGlobal(std::string_view module, std::string_view name, Allow allow) {
   const std::string full = Mapped(module, name);
+  if (allow == Allow::kDcpMetadata) {
+    for (std::size_t i = 0; i < std::size(kDcpClasses); ++i) {
+      if (kDcpClasses[i] == full) return Global{GlobalKind::kDcpClass, static_cast<std::uint16_t>(i)};
+    }
+    for (const Named& n : kDcpGlobals) {
+      if (n.full == full) return n.g;
+    }
+  }
   for (const Named& n : kGlobals) {
     if (n.full == full) return n.g;
   }
@@ -236,6 +265,14 @@ std::string GlobalName(const Global& g) {
       }
       break;
     case GlobalKind::kDType: return "torch." + std::string(kDTypes[g.arg].name);
+    case GlobalKind::kDcpClass: return g.arg < std::size(kDcpClasses) ? std::string(kDcpClasses[g.arg]) : "?";
+    case GlobalKind::kGetLayout:
+    case GlobalKind::kMemFormat:
+    case GlobalKind::kPath:
+      for (const Named& n : kDcpGlobals) {
+        if (n.g.kind == g.kind) return std::string(n.full);
+      }
+      break;
     default:
       for (const Named& n : kGlobals) {
         if (n.g.kind == g.kind) return std::string(n.full);

@@ -64,7 +64,17 @@ enum class GlobalKind : std::uint8_t {
   kComplex,                    // builtins.complex
   kStorageType,                // torch.FloatStorage, ..., torch.storage.UntypedStorage
   kDType,                      // torch.float32, ...
+  // Allow::kDcpMetadata only (dcp_metadata.cc):
+  kDcpClass,   // a dataclass of DCP's metadata; arg: index into its table
+  kGetLayout,  // torch.serialization._get_layout("torch.strided"): the name
+  kMemFormat,  // torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING(n): n
+  kPath,       // pathlib.PosixPath(*parts): the joined path
 };
+
+// Which globals a pickle may name: those torch.save writes for checkpoints,
+// or, for the metadata pickle of DCP's default checkpoints, those plus DCP's
+// metadata dataclasses, whose instances become kObject values.
+enum class Allow : std::uint8_t { kCheckpoint, kDcpMetadata };
 inline constexpr std::uint16_t kUntyped = 0xffff;
 
 struct Global {
@@ -76,7 +86,7 @@ struct Global {
 // _compat_pickle and torch's weights_only unpickler map them) against the
 // allowlist. kUnsupported naming the global otherwise, with the reason when
 // torch would have taken it (quantized, sparse, nested tensors, ...).
-Result<Global> ResolveGlobal(std::string_view module, std::string_view name);
+Result<Global> ResolveGlobal(std::string_view module, std::string_view name, Allow allow = Allow::kCheckpoint);
 // "module.name" as the file spells it, mapped from Python 2 names.
 std::string GlobalName(const Global& g);
 
@@ -96,6 +106,7 @@ enum class Kind : std::uint8_t {
   kGlobal,   // g
   kStorage,  // i: index into Tables::storages
   kTensor,   // i: index into Tables::tensors
+  kObject,   // an instance of g (a kDcpClass); items: its BUILD state, if any
 };
 
 struct Value {
@@ -155,8 +166,9 @@ enum class PidForm { kZip, kLegacy };
 // each Load has a fresh stack and memo, as each pickle.load() does.
 class Unpickler {
  public:
-  Unpickler(std::span<const std::byte> bytes, std::string where, const Limits& limits, PidForm form)
-      : bytes_(bytes), where_(std::move(where)), limits_(limits), form_(form) {}
+  Unpickler(std::span<const std::byte> bytes, std::string where, const Limits& limits, PidForm form,
+            Allow allow = Allow::kCheckpoint)
+      : bytes_(bytes), where_(std::move(where)), limits_(limits), form_(form), allow_(allow) {}
 
   // Runs the pickle that starts at `pos` up to its STOP. On success returns
   // the value STOP pops and sets *end to the offset after STOP. Errors name
@@ -176,6 +188,7 @@ class Unpickler {
   std::string where_;
   const Limits& limits_;
   PidForm form_;
+  Allow allow_;
   std::deque<Value> arena_;
   Tables tables_;
 };

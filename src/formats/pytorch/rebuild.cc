@@ -366,6 +366,40 @@ Result<Value*> Unpickler::Run::Call(const Global& g, Value* args_tuple, bool new
       c->im = parts[1];
       return c;
     }
+    case GlobalKind::kDcpClass: {
+      // cls.__new__(cls): the instance is its state, set by BUILD.
+      if (!newobj) break;
+      if (!a.empty()) return arity("none");
+      TS_ASSIGN_OR_RETURN(Value * o, New(Kind::kObject));
+      o->g = g;
+      return o;
+    }
+    case GlobalKind::kGetLayout:
+      // _get_layout("torch.strided"): the layout's name, as data.
+      if (newobj || a.size() != 1 || a[0]->kind != Kind::kStr || a[0]->s.rfind("torch.", 0) != 0) {
+        return arity("one \"torch.<layout>\" string");
+      }
+      return a[0];
+    case GlobalKind::kMemFormat:
+      // The enum built from its value (0, 1 or 2).
+      if (newobj || a.size() != 1 || a[0]->kind != Kind::kInt || a[0]->i < 0 || a[0]->i > 2) {
+        return arity("one of 0, 1, 2");
+      }
+      return a[0];
+    case GlobalKind::kPath: {
+      // PosixPath(*parts), joined as pathlib joins them.
+      if (newobj) break;
+      std::string path;
+      for (const Value* p : a) {
+        if (p->kind != Kind::kStr) return Corrupt(name + " of " + std::string(KindText(*p)));
+        if (!p->s.empty() && p->s[0] == '/') {
+          path = p->s;
+        } else if (!p->s.empty()) {
+          path += (path.empty() || path.back() == '/') ? p->s : "/" + p->s;
+        }
+      }
+      return MakeStr(path.empty() ? "." : path, false);
+    }
     default: break;
   }
   return Refuse(std::string(newobj ? "instantiating " : "calling ") + name + " is not supported");
@@ -378,6 +412,14 @@ Status Unpickler::Run::Build(Value* inst, Value* state) {
     if (state->kind != Kind::kDict && state->kind != Kind::kNone && state->kind != Kind::kTuple) {
       return Corrupt("the state of a dict is " + std::string(KindText(*state)));
     }
+    return Status::OK();
+  }
+  if (inst->kind == Kind::kObject) {
+    if (state->kind != Kind::kDict && state->kind != Kind::kTuple) {
+      return Corrupt("the state of " + GlobalName(inst->g) + " is " + std::string(KindText(*state)));
+    }
+    if (!inst->items.empty()) return Corrupt("a second BUILD of one " + GlobalName(inst->g));
+    inst->items.push_back(state);
     return Status::OK();
   }
   return Refuse("BUILD of " + std::string(KindText(*inst)) + " is not supported (only a dict's attributes are)");

@@ -162,6 +162,7 @@ std::optional<std::string> CanonicalKey(const Value& v, int depth = 0) {
     case Kind::kGlobal: return "G" + std::to_string(static_cast<int>(v.g.kind)) + "," + std::to_string(v.g.arg);
     case Kind::kStorage: return "P" + std::to_string(v.i);
     case Kind::kTensor: return "X" + std::to_string(reinterpret_cast<std::uintptr_t>(&v));
+    case Kind::kObject: return "O" + std::to_string(reinterpret_cast<std::uintptr_t>(&v));
     case Kind::kList:
     case Kind::kDict:
     case Kind::kSet: return std::nullopt;
@@ -235,6 +236,7 @@ std::string_view KindText(const Value& v) {
     case Kind::kGlobal: return "a global";
     case Kind::kStorage: return "a storage";
     case Kind::kTensor: return "a tensor";
+    case Kind::kObject: return "an object";
   }
   return "a value";
 }
@@ -560,6 +562,7 @@ Status Unpickler::Run::Step() {
       return Build(inst, state);
     }
     case 'Q': {  // BINPERSID
+      if (u_.allow_ == Allow::kDcpMetadata) return Refuse("DCP's metadata holds no persistent ids");
       TS_ASSIGN_OR_RETURN(Value * pid, Pop());
       TS_ASSIGN_OR_RETURN(Value * s, PersistentLoad(pid));
       return Push(s);
@@ -572,7 +575,7 @@ Status Unpickler::Run::Step() {
 
 Status Unpickler::Run::PushGlobal(std::string_view module, std::string_view name) {
   if (!IsValidUtf8(module) || !IsValidUtf8(name)) return Corrupt("a global whose name is not UTF-8");
-  auto g = ResolveGlobal(module, name);
+  auto g = ResolveGlobal(module, name, u_.allow_);
   if (!g.ok()) return Unsupported(At() + g.status().message());
   TS_ASSIGN_OR_RETURN(Value * v, New(Kind::kGlobal));
   v->g = *g;

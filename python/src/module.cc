@@ -16,6 +16,7 @@ void RegisterLmdb(py::module_& m);              // lmdb.cc
 void RegisterSharded(py::module_& m);           // sharded.cc
 void RegisterLoad(py::module_& m);              // load.cc
 void RegisterUrlHandler(py::module_& m);        // url_handler.cc
+void RegisterDcp(py::module_& m);               // dcp.cc
 }  // namespace tensorsafe::python
 
 PYBIND11_MODULE(_native, m) {
@@ -37,4 +38,5 @@ PYBIND11_MODULE(_native, m) {
   tp::RegisterSharded(m);
   tp::RegisterLoad(m);
   tp::RegisterUrlHandler(m);
+  tp::RegisterDcp(m);
 }

@@ -7,6 +7,8 @@ Jobs:
            plain values from `expected()`, saved to DIR, loaded back on the
            same ranks.
   load     loads DIR on WORLD ranks into DTensors of this mesh, compares.
+  savedcp  the save job's state through DCP's own FileSystemWriter (pickled
+           .metadata, .distcp files), for test_dcp_default.py.
   train    FSDP2 model + Adam, 3 steps, saved to DIR (ARGS: steps).
   resume   loads DIR into FSDP2 on WORLD ranks, prints the next two losses.
   killsave saves step 1 to DIR, where step 0 is committed; rank 1 SIGKILLs
@@ -123,7 +125,9 @@ def run(rank, world, job, path, port, args):
         from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
         from torch.distributed.device_mesh import init_device_mesh
 
-        if job in ("save", "load"):
+        if job == "savedcp":
+            dcp.save(state(init_device_mesh("cpu", (world,))), storage_writer=dcp.FileSystemWriter(path))
+        elif job in ("save", "load"):
             mesh = init_device_mesh("cpu", (world,))
             if job == "save":
                 dcp.save(state(mesh), storage_writer=StorageWriter(path, block_bytes=BLOCK))

@@ -24,6 +24,7 @@ from torch.distributed.checkpoint.metadata import BytesStorageMetadata
 from .. import _native
 from ..errors import InvalidArgumentError, UnsupportedError
 from ..writer import Writer
+from . import _default
 from ._reader import load_metadata
 
 # torch dtype -> safetensors code (the formats' shared dtype table, docs/FORMAT.md).
@@ -36,14 +37,25 @@ for _name, _code in (("float8_e4m3fn", "F8_E4M3"), ("float8_e5m2", "F8_E5M2"), (
         _ST[getattr(torch, _name)] = _code
 
 
+def any_metadata(path: str) -> Any:
+    """DCP's Metadata of a tensorsafe.dcp checkpoint, or of one of DCP's own
+    back-end (read without pickle)."""
+    if _default.is_default_checkpoint(path):
+        return _default.to_metadata(_default.read_document(path))
+    return load_metadata(path)
+
+
 def tensor_items(path: str) -> List[Tuple[str, Any]]:
     """(fqn, TensorStorageMetadata) of every tensor, in the metadata's order."""
-    md = load_metadata(path)
+    md = any_metadata(path)
     return [(fqn, sm) for fqn, sm in md.state_dict_metadata.items() if not isinstance(sm, BytesStorageMetadata)]
 
 
 def full_tensors(path: str) -> Iterator[Tuple[str, torch.Tensor]]:
     """Each tensor whole, one at a time, every block verified on read."""
+    if _default.is_default_checkpoint(path):
+        yield from _default.full_tensors(path)
+        return
     md = load_metadata(path)
     readers: Dict[str, Any] = {}
     chunks: Dict[str, list] = {}

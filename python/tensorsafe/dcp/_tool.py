@@ -1,5 +1,6 @@
 """`tensorsafe dcp info|ls|verify|consolidate DIR`: checkpoints of
-tensorsafe.dcp from the command line (also `python -m tensorsafe.dcp`).
+tensorsafe.dcp, and of DCP's own back-end (FileSystemWriter, read without
+pickle), from the command line (also `python -m tensorsafe.dcp`).
 
 Exit codes: 0 success, 1 a check failed (verify), 2 bad usage, 3 not a
 checkpoint or damaged metadata.
@@ -17,8 +18,9 @@ from torch.distributed.checkpoint.metadata import BytesStorageMetadata
 
 from .. import _native
 from ..errors import Error
-from ._consolidate import consolidate
-from ._reader import load_metadata, read_document
+from . import _default
+from ._consolidate import any_metadata, consolidate
+from ._reader import read_document
 from ._schema import METADATA_NAME
 
 
@@ -30,9 +32,27 @@ def _size(n: float) -> str:
     return ""
 
 
+def _info_default(path: str) -> int:
+    doc = _default.read_document(path)
+    tensors = sum(1 for it in doc["items"] if it["kind"] == "tensor")
+    files = sorted({s["relative_path"] for s in doc["storage"]})
+    sizes = {f: os.path.getsize(os.path.join(path, f)) if os.path.exists(os.path.join(path, f)) else None
+             for f in files}
+    print(f"{path}: DCP's own format (FileSystemWriter: pickled .metadata, read without pickle), "
+          f"DCP {doc['version']}, no checksums")
+    print(f"  items: {len(doc['items'])} ({tensors} tensors, {len(doc['items']) - tensors} plain values), "
+          f"chunks: {len(doc['storage'])}")
+    print(f"  files: {len(files)}, {_size(sum(v or 0 for v in sizes.values()))}")
+    for name in files:
+        print(f"    {name}  {'missing' if sizes[name] is None else _size(sizes[name])}")
+    return 0
+
+
 def cmd_info(path: str) -> int:
+    if _default.is_default_checkpoint(path):
+        return _info_default(path)
     doc = json.loads(read_document(path))
-    md = load_metadata(path)
+    md = any_metadata(path)
     tensors = [k for k, v in md.state_dict_metadata.items() if not isinstance(v, BytesStorageMetadata)]
     total = sum(v["size"] for v in doc["files"].values())
     print(f"{path}: tensorsafe-dcp schema {doc['version']}, DCP {doc['dcp_version']}, save {doc['save_id']}")
@@ -45,7 +65,7 @@ def cmd_info(path: str) -> int:
 
 
 def cmd_ls(path: str) -> int:
-    md = load_metadata(path)
+    md = any_metadata(path)
     for fqn, sm in md.state_dict_metadata.items():
         if isinstance(sm, BytesStorageMetadata):
             print(f"{fqn}  bytes")
@@ -57,8 +77,17 @@ def cmd_ls(path: str) -> int:
 
 def cmd_verify(path: str) -> int:
     """Every file named, every tensor's checksum, and the metadata's
-    checksums against the files' indexes."""
-    md = load_metadata(path)
+    checksums against the files' indexes. DCP's own format has no checksums:
+    every item is read, its zip CRC-32s, shape and dtype checked against
+    the metadata, and the chunks' tiling of each tensor."""
+    if _default.is_default_checkpoint(path):
+        n, bad = _default.verify(path)
+        for problem in bad:
+            print(f"BAD {problem}")
+        print(f"{path}: {n - len(bad)} of {n} items verified (DCP's own format: CRC-32 of each item's archive, "
+              f"shapes, dtypes and chunk tiling; it has no checksums of its own)")
+        return 1 if bad else 0
+    md = any_metadata(path)
     by_file: dict = {}
     for idx, loc in md.storage_data.items():
         by_file.setdefault(loc.file, []).append((idx, loc))
@@ -93,7 +122,7 @@ def cmd_consolidate(path: str, out: str, fmt: str, max_shard_size: str) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="tensorsafe dcp", description="tensorsafe.dcp checkpoints (docs/DCP.md)")
+    ap = argparse.ArgumentParser(prog="tensorsafe dcp", description="tensorsafe.dcp checkpoints and DCP's own (docs/DCP.md)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name, text in (("info", "files, sizes, item counts"), ("ls", "items: dtype, shape, chunks"),
                        ("verify", "every checksum of every file")):
@@ -112,7 +141,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return {"info": cmd_info, "ls": cmd_ls, "verify": cmd_verify}[args.cmd](args.dir)
     except Error as e:
         print(f"tensorsafe dcp: {e}", file=sys.stderr)
-        return 3 if METADATA_NAME in str(e) else 1
+        return 3 if METADATA_NAME in str(e) or _default.DEFAULT_METADATA in str(e) else 1
 
 
 if __name__ == "__main__":

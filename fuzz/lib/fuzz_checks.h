@@ -50,6 +50,10 @@ void CheckZio(std::span<const std::byte> data);
 // code, and what it accepts satisfies the set invariants; the same input
 // decodes the same way twice; checking CRCs only ever adds refusals.
 void CheckPytorch(std::span<const std::byte> data);
+// DCP's pickled `.metadata` (DcpMetadataJson): errors are corruption,
+// refusal or a limit and name the file; two reads agree; what it accepts
+// has every chunk inside its tensor and every path inside the directory.
+void CheckDcpMetadata(std::span<const std::byte> data);
 
 // The stream decoders (docs/STREAM.md): the input as one native message
 // (DecodeMessage, at an aligned and at an unaligned address: views vs

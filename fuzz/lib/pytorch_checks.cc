@@ -12,6 +12,8 @@
 #include "tensorsafe/formats/pytorch.h"
 #include "util/aligned_alloc.h"
 
+#include <nlohmann/json.hpp>
+
 namespace tensorsafe::fuzz {
 namespace {
 
@@ -145,6 +147,39 @@ void CheckPytorch(std::span<const std::byte> data) {
   DecodeAndCheck(ZipAround(text, false), "pickle in a zip archive", true);
   DecodeAndCheck(ZipAround(text, true), "pickle in a big-endian zip archive", false);
   DecodeAndCheck(LegacyAround(text), "pickle in a legacy stream", false);
+}
+
+// DCP's metadata (fuzz_checks.h, CheckDcpMetadata).
+void CheckDcpMetadata(std::span<const std::byte> data) {
+  pytorch::Limits limits = Options(false).limits;
+  const Result<std::string> a = pytorch::DcpMetadataJson(data, "fuzz/.metadata", limits);
+  const Result<std::string> b = pytorch::DcpMetadataJson(data, "fuzz/.metadata", limits);
+  TS_FUZZ_CHECK(a.ok() == b.ok() && (a.ok() ? *a == *b : a.status().message() == b.status().message()),
+                "two reads of one input differ");
+  if (!a.ok()) {
+    const StatusCode c = a.status().code();
+    TS_FUZZ_CHECK(c == StatusCode::kCorruption || c == StatusCode::kUnsupported || c == StatusCode::kLimitExceeded,
+                  Describe(a.status()));
+    TS_FUZZ_CHECK(a.status().message().rfind("fuzz/.metadata", 0) == 0, "the error does not name the file");
+    return;
+  }
+  const auto doc = nlohmann::json::parse(*a, nullptr, false);
+  TS_FUZZ_CHECK(doc.is_object() && doc["items"].is_array() && doc["storage"].is_array(), *a);
+  for (const auto& it : doc["items"]) {
+    if (it["kind"] == "bytes") continue;
+    const auto& size = it["size"];
+    for (const auto& c : it["chunks"]) {
+      TS_FUZZ_CHECK(c["offsets"].size() == size.size() && c["sizes"].size() == size.size(), *a);
+      for (std::size_t d = 0; d < size.size(); ++d) {
+        const std::int64_t o = c["offsets"][d], s = c["sizes"][d], n = size[d];
+        TS_FUZZ_CHECK(o >= 0 && s >= 0 && o <= n && s <= n - o, "a chunk outside its tensor");
+      }
+    }
+  }
+  for (const auto& s : doc["storage"]) {
+    const std::string p = s["relative_path"];
+    TS_FUZZ_CHECK(!p.empty() && p[0] != '/' && p.find("..") == std::string::npos, "a path outside: " + p);
+  }
 }
 
 }  // namespace tensorsafe::fuzz

@@ -50,7 +50,7 @@ TEST(DcpMetadata, GoldenFilesReadAsTorchReadsThem) {
   const auto doc = nlohmann::ordered_json::parse(*r);
   EXPECT_EQ(doc["items"][0]["fqn"], "model.rows");
   EXPECT_EQ(doc["items"][3]["fqn"], "values.step");
-  EXPECT_EQ(doc["storage"][1]["offset"], nlohmann::json::array({7, 0}));
+  EXPECT_EQ(doc["storage"][1]["offset"], nlohmann::ordered_json::array({7, 0}));
 }
 
 struct Bad {

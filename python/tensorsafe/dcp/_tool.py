@@ -122,7 +122,8 @@ def cmd_consolidate(path: str, out: str, fmt: str, max_shard_size: str) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="tensorsafe dcp", description="tensorsafe.dcp checkpoints and DCP's own (docs/DCP.md)")
+    ap = argparse.ArgumentParser(prog="tensorsafe dcp",
+                                 description="tensorsafe.dcp checkpoints and DCP's own (docs/DCP.md)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name, text in (("info", "files, sizes, item counts"), ("ls", "items: dtype, shape, chunks"),
                        ("verify", "every checksum of every file")):

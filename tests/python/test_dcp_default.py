@@ -75,6 +75,13 @@ def test_ls_info_verify(saved):
     assert r.returncode == 0 and f"{n} of {n} items verified" in r.stdout, r.stdout + r.stderr
 
 
+def test_a_reader_that_leaves_gets_no_traceback(saved):
+    # `true` exits before the tool (which imports torch) writes a line.
+    r = subprocess.run(f"{sys.executable} -m tensorsafe.dcp ls {saved} | true", shell=True, capture_output=True,
+                       text=True)
+    assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr
+
+
 def test_consolidate_equals_the_saved_state_and_torchs_converter(saved, tmp_path):
     st = pytest.importorskip("safetensors.torch")
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save

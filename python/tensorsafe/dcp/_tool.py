@@ -138,11 +138,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = ap.parse_args(argv)
     try:
         if args.cmd == "consolidate":
-            return cmd_consolidate(args.dir, args.out, args.format, args.max_shard_size)
-        return {"info": cmd_info, "ls": cmd_ls, "verify": cmd_verify}[args.cmd](args.dir)
+            rc = cmd_consolidate(args.dir, args.out, args.format, args.max_shard_size)
+        else:
+            rc = {"info": cmd_info, "ls": cmd_ls, "verify": cmd_verify}[args.cmd](args.dir)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return rc
     except Error as e:
         print(f"tensorsafe dcp: {e}", file=sys.stderr)
         return 3 if METADATA_NAME in str(e) or _default.DEFAULT_METADATA in str(e) else 1
+    except BrokenPipeError:
+        # `tensorsafe dcp ls DIR | head`: the reader left; no traceback, and
+        # none either when Python flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

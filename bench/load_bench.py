@@ -18,8 +18,11 @@ same run by bench/load_ceiling.c (compiled here with cc):
     python bench/load_bench.py [--gib 2] [--cases a,b] [--idle] [--rounds 1]
                                [--methods ts_load,...] [--dir DIR] [--json OUT]
 
-runai-model-streamer and zTensor are not installed here (no wheels in this
-environment's package lists), so they are not run.
+The peers, each on the same tensors: safetensors' load_file (mapped, and
+backend="pread": its materialised load), torch.load(mmap=True), numpy.fromfile,
+runai-model-streamer's SafetensorsStreamer (tensors it owns) and zTensor's
+numpy load_file (zero-copy views, and copy=True); the last two are installed
+with --no-deps by scripts/install-deps.sh (requirements-streaming.txt).
 """
 
 from __future__ import annotations
@@ -36,8 +39,10 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-METHODS = ["ts_load", "ts_load_noverify", "ts_into", "ts_mapped", "ts_pread", "st_load", "torch_mmap",
-           "np_fromfile", "c_prefault", "c_fresh"]
+METHODS = ["ts_load", "ts_load_noverify", "ts_into", "ts_mapped", "ts_pread", "st_load", "st_pread", "torch_mmap",
+           "np_fromfile", "runai", "zt_mapped", "zt_copy", "c_prefault", "c_fresh"]
+# Methods that read the .safetensors copy (the rest read the .tsafe one).
+SAFETENSORS_METHODS = ("st_load", "st_pread", "runai", "zt_mapped", "zt_copy")
 
 
 def cpu_now():
@@ -46,17 +51,25 @@ def cpu_now():
 
 
 def touch(tensors):
-    """Reads one byte of every 4 KiB page of every tensor (faults mapped pages in)."""
+    """Reads one byte of every 4 KiB page of every tensor (faults mapped pages
+    in), in C (ts_touch in load_ceiling.c, through ctypes): about 1 us a
+    tensor, where a NumPy stride sum per tensor costs 20 us and would
+    weigh on 20,000 tensors more than the load."""
+    import ctypes
+
     import numpy as np
     import torch
 
+    lib = ctypes.CDLL(os.environ["LOAD_BENCH_TOUCH_LIB"])
+    fn = lib.ts_touch
+    fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_uint64], ctypes.c_uint64
     s = 0
     for t in tensors.values():
         if isinstance(t, torch.Tensor):
-            t = t.reshape(-1).view(torch.uint8).numpy()
-        u = t.reshape(-1).view(np.uint8)
-        if u.size:
-            s += int(u[::4096].sum())
+            s += fn(t.data_ptr(), t.nbytes)
+        else:
+            a = np.asarray(t)
+            s += fn(a.__array_interface__["data"][0], a.nbytes)
     return s
 
 
@@ -94,6 +107,20 @@ def child(method, path):
         import safetensors.torch
 
         out = safetensors.torch.load_file(path)
+    elif method == "st_pread":
+        import safetensors.torch
+
+        out = safetensors.torch.load_file(path, backend="pread")
+    elif method == "runai":
+        from runai_model_streamer import SafetensorsStreamer
+
+        with SafetensorsStreamer() as streamer:
+            streamer.stream_files([path])  # owned=True: tensors of their own
+            out = dict(streamer.get_tensors())
+    elif method in ("zt_mapped", "zt_copy"):
+        import ztensor.numpy
+
+        out = ztensor.numpy.load_file(path, copy=method == "zt_copy")
     elif method == "torch_mmap":
         out = torch.load(path, mmap=True, weights_only=True)
     elif method == "np_fromfile":
@@ -134,12 +161,16 @@ def make_files(d, gib, case):
 
 def ceiling_binary(d):
     exe = os.path.join(d, "load_ceiling")
-    subprocess.run(["cc", "-O2", "-pthread", "-o", exe, os.path.join(HERE, "load_ceiling.c")], check=True)
+    src = os.path.join(HERE, "load_ceiling.c")
+    subprocess.run(["cc", "-O2", "-pthread", "-o", exe, src], check=True)
+    lib = os.path.join(d, "load_touch.so")
+    subprocess.run(["cc", "-O2", "-pthread", "-shared", "-fPIC", "-o", lib, src], check=True)
+    os.environ["LOAD_BENCH_TOUCH_LIB"] = lib
     return exe
 
 
 def run_one(exe, method, paths, state, idle_s):
-    src = {"st_load": "safetensors", "torch_mmap": "pt"}.get(method, "tsafe")
+    src = "safetensors" if method in SAFETENSORS_METHODS else "pt" if method == "torch_mmap" else "tsafe"
     path = paths[src]
     if state == "warm":
         subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)
@@ -225,6 +256,8 @@ def report(results):
         ceil = results.get(("a", state, ceil_m)) if ceil_m == "memcpy" else results.get((case, state, ceil_m))
         if m == "ts_mapped":  # the mapped target is safetensors' mapped load
             ceil_m, ceil = "st_load", results.get((case, state, "st_load"))
+        if m == "ts_pread":  # and the pread one its materialised load
+            ceil_m, ceil = "st_pread", results.get((case, state, "st_pread"))
         ratio = f"{r['gbps'] / ceil['gbps']:.2f}x {ceil_m}" if ceil and "gbps" in ceil else ""
         print(f"| {case} | {state} | {m} | {r['gbps']:.2f} | {r['cpu']:.2f} | {ratio} |")
 

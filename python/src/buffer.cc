@@ -138,6 +138,19 @@ void CapsuleVersioned(PyObject* capsule) {
   }
 }
 
+// A "dltensor" capsule (DLPack 0.x ABI, writable: it has no read-only flag)
+// that owns `ctx`.
+py::object LegacyCapsule(std::unique_ptr<DLContext> ctx, const Tensor& t, DLDataType type) {
+  DLManagedTensor* m = &ctx->legacy;
+  m->manager_ctx = ctx.get();
+  m->deleter = DeleteLegacy;
+  FillDLTensor(ctx.get(), t, type, &m->dl_tensor);
+  PyObject* cap = PyCapsule_New(m, "dltensor", CapsuleLegacy);
+  if (!cap) throw py::error_already_set();
+  ctx.release();
+  return py::reinterpret_steal<py::object>(cap);
+}
+
 py::object ToDLPack(const TensorBuffer& b, py::object max_version, py::object dl_device, py::object copy) {
   const Tensor& t = b.tensor;
   if (!copy.is_none() && copy.cast<bool>()) {
@@ -173,14 +186,7 @@ py::object ToDLPack(const TensorBuffer& b, py::object max_version, py::object dl
     ctx.release();
     return py::reinterpret_steal<py::object>(cap);
   }
-  DLManagedTensor* m = &ctx->legacy;
-  m->manager_ctx = ctx.get();
-  m->deleter = DeleteLegacy;
-  FillDLTensor(ctx.get(), t, *type, &m->dl_tensor);
-  PyObject* cap = PyCapsule_New(m, "dltensor", CapsuleLegacy);
-  if (!cap) throw py::error_already_set();
-  ctx.release();
-  return py::reinterpret_steal<py::object>(cap);
+  return LegacyCapsule(std::move(ctx), t, *type);
 }
 
 // Set once by tensorsafe._arrays; leaked on purpose so that no Python object
@@ -193,6 +199,14 @@ py::object NumpyDtypeFor(DType dtype) {
   const auto i = static_cast<std::size_t>(dtype);
   if (g_numpy_dtypes && i < g_numpy_dtypes->size()) return (*g_numpy_dtypes)[i];
   return py::none();
+}
+
+py::object WritableDLPack(const Tensor& t) {
+  std::optional<DLDataType> type = DLTypeOf(t.info.dtype);
+  if (!type || t.info.layout != Layout::kDense) return py::none();
+  auto ctx = std::make_unique<DLContext>();
+  ctx->owner = t.owner;
+  return LegacyCapsule(std::move(ctx), t, *type);
 }
 
 // A read-only ndarray of `shape` and `dt` over `data`, with `base` as its base.

@@ -32,6 +32,11 @@ py::object NumpyDtypeFor(DType dtype);
 // raw bytes as uint8 of shape (nbytes,).
 py::object ToNdarray(py::object buffer, bool packed);
 
+// A writable "dltensor" capsule of dense `tensor` (torch.utils.dlpack.
+// from_dlpack makes a tensor of exactly its bytes from it, owning a
+// reference to tensor.owner), or None for packed sub-byte dtypes.
+py::object WritableDLPack(const Tensor& tensor);
+
 // NumPy and torch size arrays in signed 64-bit integers, but the format lets
 // a shape's nonzero dims multiply to anything below 2^64 (a zero dim makes
 // the tensor empty). OK when every dim and the product of the nonzero dims

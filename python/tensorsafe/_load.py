@@ -245,15 +245,23 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]], names: Optional[Ite
                                 cached_buffered=cached_buffered)
         out = {name: into[name] for name, *_ in items}
     else:
-        arena, offsets, report = plan.load(verify=verify, direct=direct, io_threads=io_threads,
-                                           request_bytes=request_bytes, prefault=prefault, huge_pages=huge_pages,
-                                           verify_threads=verify_threads, cached_buffered=cached_buffered)
+        arena, offsets, report, capsules = plan.load(
+            verify=verify, direct=direct, io_threads=io_threads, request_bytes=request_bytes, prefault=prefault,
+            huge_pages=huge_pages, verify_threads=verify_threads, cached_buffered=cached_buffered,
+            capsules=torch_out)
         out = {}
         if torch_out:
             import torch
+            from torch.utils.dlpack import from_dlpack
+
             from ._arrays import torch_shape
 
-            for (name, dname, shape, n, _f, _c), off in zip(items, offsets):
+            # Each tensor is a storage of its own bytes (torch.save of one
+            # saves only it), all holding the one arena.
+            for (name, dname, shape, n, _f, _c), off, cap in zip(items, offsets, capsules):
+                if cap is not None:
+                    out[name] = from_dlpack(cap)
+                    continue
                 flat = torch.from_numpy(arena[off:off + n]) if n else torch.empty(0, dtype=torch.uint8)
                 out[name] = flat.view(_torch_dtype(dname)).reshape(torch_shape(dname, tuple(shape)))
         else:

@@ -173,10 +173,26 @@ class safe_open:  # noqa: N801 - the name safetensors uses
             NotFoundError: (a KeyError) no tensor of that name.
             UnsupportedError: a dtype the framework lacks (f6, i4, u4; f4 in NumPy).
         """
+        if self._fw != "np" and self._backend == "pread" and self._reader is not None:
+            self._check()
+            info = self._reader.find(name)
+            if info.get("layout") != "coo" and info["nbytes"]:
+                # One read straight into the tensor, not into a buffer copied again.
+                return self._to_device(self._read_tsafe(info))
         buf = self._buffer(name)
         if self._fw == "np":
             return buf.numpy(False)
         return self._to_device(self._torch(buf, self._shard(name) if self._view is not None else 0))
+
+    def _read_tsafe(self, info: Dict[str, Any]) -> Any:
+        """A dense .tsafe tensor read into a fresh torch tensor (pread backend)."""
+        import torch
+
+        name, dname, shape = info["name"], info["dtype"], tuple(info["shape"])
+        _native.check_shape(name, dname, shape)
+        t = torch.empty(_arrays.torch_shape(dname, shape), dtype=_arrays.torch_dtype(dname))
+        self._reader.read_into(name, t.reshape(-1).view(torch.uint8).numpy())
+        return t
 
     def get_tensors(self) -> Dict[str, Any]:
         """Every tensor, in offset order (shard by shard for a sharded

@@ -162,3 +162,72 @@ def test_pread_backend_reads_once_into_tensors(tmp_path):
     _same(got, t)
     for v in got.values():
         v.add_(0) if v.is_floating_point() else None  # writable memory of its own
+
+
+@pytest.mark.parametrize("ext", ["tsafe", "safetensors"])
+def test_every_torch_dtype_in_a_storage_of_its_own(tmp_path, ext):
+    """Each loaded tensor (made from the native DLPack export, or sliced from
+    the arena for dtypes DLPack lacks) has the file's dtype, shape and bytes,
+    is writable, outlives the dict, and is a storage of only its own bytes:
+    torch.save of one tensor writes that tensor, not the whole arena."""
+    import gc
+    import io
+
+    from tensorsafe import _dtypes
+
+    table = _dtypes.torch_tables()[0]
+    want = {}
+    for name, tdtype in table.items():
+        if ext == "safetensors" and name == "c128":
+            continue
+        raw = torch.from_numpy(RNG.integers(0, 256, size=(3, 4 * tdtype.itemsize), dtype=np.uint8))
+        want[name] = (raw & 1 if tdtype == torch.bool else raw).view(tdtype)
+    want["zero"] = torch.zeros(0, 5, dtype=torch.float32)
+    want["big"] = torch.arange(1 << 20, dtype=torch.float32)
+    path = str(tmp_path / f"d.{ext}")
+    save_file(want, path)
+    for got in (tensorsafe.load(path), load_file(path, backend="pread")):
+        _same(got, want)
+        for k, t in got.items():
+            assert t.untyped_storage().nbytes() == t.numel() * t.element_size(), k
+        buf = io.BytesIO()
+        torch.save(got["u8"], buf)
+        assert len(buf.getvalue()) < 4096
+        kept = got["big"]
+        kept[0] = -1.0
+        del got
+        gc.collect()
+        assert kept[0].item() == -1.0 and kept[-1].item() == float((1 << 20) - 1)
+
+
+@pytest.mark.parametrize("ext", ["tsafe", "safetensors"])
+def test_pread_get_tensor_holds_one_copy(tmp_path, ext):
+    """safe_open(backend="pread").get_tensor reads a tensor once, into the
+    tensor: the process's peak memory grows by one tensor (64 MiB), not two
+    (a reader's buffer, then a copy of it). Every dtype's bytes are checked
+    by get_tensor in the same mode."""
+    import subprocess
+    import sys
+
+    path = tmp_path / f"w.{ext}"
+    save_file({"w": torch.arange(16 << 20, dtype=torch.float32)}, str(path))
+    # VmHWM, the peak of this process image (ru_maxrss keeps the forking parent's).
+    code = (
+        "import sys, torch, tensorsafe as ts\n"
+        "def hwm():\n"
+        "    return int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) * 1024\n"
+        "with ts.safe_open(sys.argv[1], 'pt', backend='pread') as f:\n"
+        "    before = hwm()\n"
+        "    t = f.get_tensor('w')\n"
+        "    grew = (hwm() - before) / t.nbytes\n"
+        "assert torch.equal(t, torch.arange(16 << 20, dtype=torch.float32))\n"
+        "print(grew)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    grew = float(out.stdout.strip())
+    assert 0.9 < grew < 1.3, f"peak memory grew by {grew:.2f} tensors"
+    small = _tensors()
+    save_file(small, str(tmp_path / f"s.{ext}"))
+    with tensorsafe.safe_open(str(tmp_path / f"s.{ext}"), "pt", backend="pread") as f:
+        _same({k: f.get_tensor(k) for k in f.keys()}, small)
+        with pytest.raises(NotFoundError, match="nope"):
+            f.get_tensor("nope")

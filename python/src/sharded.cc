@@ -26,6 +26,33 @@
 namespace tensorsafe::python {
 namespace {
 
+// Sorts `v`, in O(n log r) comparisons for r ascending runs: a sharded
+// checkpoint's names come as one sorted run per shard, or fewer (each
+// shard's header is sorted and the shards often follow one another), and
+// std::sort's n log n comparisons of names sharing long prefixes took 30 ms
+// of 100,000 names' keys(). Many short runs fall back to std::sort.
+void SortRuns(std::vector<std::string_view>& v) {
+  std::vector<std::size_t> bounds{0};
+  for (std::size_t i = 1; i < v.size(); ++i) {
+    if (v[i] < v[i - 1]) {
+      bounds.push_back(i);
+      if (bounds.size() > 256) return std::sort(v.begin(), v.end());
+    }
+  }
+  bounds.push_back(v.size());
+  while (bounds.size() > 2) {  // merge neighbouring runs pairwise
+    std::vector<std::size_t> next{0};
+    for (std::size_t k = 2; k < bounds.size(); k += 2) {
+      std::inplace_merge(v.begin() + static_cast<std::ptrdiff_t>(bounds[k - 2]),
+                         v.begin() + static_cast<std::ptrdiff_t>(bounds[k - 1]),
+                         v.begin() + static_cast<std::ptrdiff_t>(bounds[k]));
+      next.push_back(bounds[k]);
+    }
+    if (bounds.size() % 2 == 0) next.push_back(bounds.back());  // an odd run out
+    bounds = std::move(next);
+  }
+}
+
 class TensorSetView {
  public:
   static std::shared_ptr<TensorSetView> Open(const std::string& path, const std::string& format) {
@@ -163,7 +190,7 @@ class TensorSetView {
     for (const Tensor& t : ck_.set.tensors) names.emplace_back(t.info.name);
     {
       py::gil_scoped_release nogil;
-      std::sort(names.begin(), names.end());
+      SortRuns(names);
     }
     py::list out(names.size());
     for (std::size_t i = 0; i < names.size(); ++i) {

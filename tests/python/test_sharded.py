@@ -204,3 +204,23 @@ def test_save_file_writes_the_format_its_name_asks_for(tmp_path):
         assert not (tmp_path / name).exists()
     with pytest.raises(ts.InvalidArgumentError, match="holds exactly one tensor"):
         tsn.save_file({"a": np.zeros(1), "b": np.zeros(1)}, tmp_path / "two.npy")
+
+
+@pytest.mark.parametrize("shards,order", [(1, "sorted"), (7, "shuffled"), (7, "reversed"), (300, "shuffled")])
+def test_keys_sorted_whatever_the_shards_order(tmp_path, rng, shards, order):
+    """keys() over a sharded checkpoint merges the shards' sorted runs (a
+    few runs), or sorts outright (more than 256): either way it equals
+    Python's sorted() of the names, with long shared prefixes."""
+    names = [f"model.layers.{i // 10}.block.{i % 10}.weight" for i in range(600)]
+    if order == "shuffled":
+        names = [names[i] for i in rng.permutation(len(names))]
+    elif order == "reversed":
+        names = names[::-1]
+    arrays = {n: np.full(4, i, np.float32) for i, n in enumerate(names)}
+    per = -(-len(names) // shards)
+    d = tmp_path / "ck"
+    stats = tsn.save_sharded(arrays, d, max_shard_size=per * 16)
+    assert len(stats["files"]) == shards
+    with ts.safe_open(d, "np") as f:
+        assert f.keys() == sorted(names)
+        assert all(int(f.get_tensor(n)[0]) == i for i, n in enumerate(names))

@@ -178,6 +178,20 @@ def _writable_bytes(name: str, dest: Any, dname: str, shape: Tuple[int, ...], pa
     return dest.detach().reshape(-1).view(torch.uint8).numpy()
 
 
+def _into_address(name: str, dest: Any, dname: str, shape: Tuple[int, ...], path: str, framework: str,
+                  torch_tensor: Any, dtypes: Dict[str, Any]):
+    """``dest``'s data address when it is a torch tensor that matches (the
+    checks of _writable_bytes, cheaper), else its writable uint8 view."""
+    if torch_tensor is not None and isinstance(dest, torch_tensor):
+        want = dtypes.get(dname)
+        if want is None:
+            want = dtypes[dname] = _torch_dtype(dname)
+        if (dest.dtype is want and dest.shape == shape and dest.is_cpu and dest.is_contiguous()
+                and dest.numel()):
+            return dest.data_ptr()
+    return _writable_bytes(name, dest, dname, shape, path, framework)
+
+
 def load(path_or_paths: Union[PathLike, Sequence[PathLike]], names: Optional[Iterable[str]] = None,
          framework: str = "pt", device: Any = "cpu", verify: bool = True, into: Optional[Dict[str, Any]] = None,
          *, slice: Optional[Tuple[int, ...]] = None, direct: bool = True, io_threads: int = 8,
@@ -238,7 +252,14 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]], names: Optional[Ite
     items = plan.items()
     files = plan.files
     if into is not None:
-        outs = [_writable_bytes(name, into[name], dname, tuple(shape), files[f][0], framework)
+        try:
+            import torch
+
+            torch_tensor = torch.Tensor
+        except ImportError:
+            torch_tensor = None
+        dtypes: Dict[str, Any] = {}
+        outs = [_into_address(name, into[name], dname, shape, files[f][0], framework, torch_tensor, dtypes)
                 for name, dname, shape, _n, f, _c in items]
         report = plan.load_into(outs, verify=verify, direct=direct, io_threads=io_threads,
                                 request_bytes=request_bytes, verify_threads=verify_threads,

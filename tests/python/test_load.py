@@ -136,6 +136,19 @@ def test_into_state_dict_in_place(tmp_path):
         tensorsafe.load(path, into=bad)
     with pytest.raises(InvalidArgumentError, match="is f32"):
         tensorsafe.load(path, into={"a.weight": torch.zeros(32, 64, dtype=torch.float16)})
+    with pytest.raises(InvalidArgumentError, match="not contiguous"):
+        tensorsafe.load(path, into={"a.weight": torch.zeros(64, 32).t()})
+    # Parameters themselves (keep_vars=True), and NumPy arrays, are filled too.
+    params = Net()
+    tensorsafe.load(path, into=params.state_dict(keep_vars=True))
+    _same(params.state_dict(), src.state_dict())
+    arrays = {"a.weight": np.zeros((32, 64), np.float32), "a.bias": np.zeros(32, np.float32)}
+    tensorsafe.load(path, into=arrays, framework="np")
+    assert np.array_equal(arrays["a.weight"], src.a.weight.detach().numpy())
+    with pytest.raises(InvalidArgumentError, match="writable"):
+        ro = np.zeros(32, np.float32)
+        ro.flags.writeable = False
+        tensorsafe.load(path, into={"a.bias": ro}, framework="np")
 
 
 def test_names_and_slices(tmp_path):

@@ -16,7 +16,8 @@ same run by bench/load_ceiling.c (compiled here with cc):
   memcpy      the warm ceiling
 
     python bench/load_bench.py [--gib 2] [--cases a,b] [--idle] [--rounds 1]
-                               [--methods ts_load,...] [--dir DIR] [--json OUT]
+                               [--methods ts_load,...] [--dir DIR] [--json OUT] [--plot OUT.png]
+    python bench/load_bench.py --replot RUN.json... --plot OUT.png
 
 The peers, each on the same tensors: safetensors' load_file (mapped, and
 backend="pread": its materialised load), torch.load(mmap=True), numpy.fromfile,
@@ -214,9 +215,18 @@ def main():
     ap.add_argument("--dir", default=None, help="on the disk to measure (not tmpfs)")
     ap.add_argument("--keep", action="store_true", help="keep the files for another run")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--plot", default=None, help="write a bar chart of GB/s and CPU s to this .png")
+    ap.add_argument("--replot", nargs="+", default=None, metavar="JSON",
+                    help="only draw --plot from the --json files of earlier runs")
     a = ap.parse_args()
     if a.child:
         return child(*a.child)
+    if a.replot:
+        results = {}
+        for path in a.replot:
+            with open(path) as f:
+                results.update({tuple(k.split("|")): v for k, v in json.load(f).items()})
+        return plot(results, a.plot or "load_bench.png")
     d = a.dir or tempfile.mkdtemp(prefix="tensorsafe_load_bench_", dir="/var/tmp")
     os.makedirs(d, exist_ok=True)
     states = a.states.split(",") + (["idle"] if a.idle else [])
@@ -248,12 +258,47 @@ def main():
                     print(f"{case} {state:8} {m:17} {gbs:6.2f} GB/s  cpu {cpu:6.2f} s  "
                           f"(resident before {ok[0]['resident_before']:.2f})", flush=True)
         report(results)
+        if a.plot:
+            plot(results, a.plot)
         if a.json:
             with open(a.json, "w") as f:
                 json.dump({"|".join(k): v for k, v in results.items()}, f, indent=1)
     finally:
         if not a.keep and not a.dir:
             shutil.rmtree(d, ignore_errors=True)
+
+
+def plot(results, out):
+    """One panel per (case, state): GB/s per method (capped at 4x the
+    fresh-memory ceiling, so that mapped loads of a warm cache, which read
+    nothing, do not flatten the rest), CPU seconds beside each bar."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = sorted({(c, s) for c, s, _ in results}, key=lambda p: (p[0], ["warm", "evicted", "idle"].index(p[1])))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 3.2 * len(panels)), squeeze=False)
+    for ax, (case, state) in zip(axes[:, 0], panels):
+        rows = [(m, r) for (c, s, m), r in results.items() if (c, s) == (case, state) and "gbps" in r]
+        ceil = results.get((case, state, "c_fresh"), {}).get("gbps") or max(r["gbps"] for _, r in rows)
+        cap = 4 * ceil
+        names = [m for m, _ in rows]
+        vals = [min(r["gbps"], cap) for _, r in rows]
+        colors = ["tab:blue" if m.startswith("ts_") else "tab:gray" if m.startswith("c_") or m == "memcpy"
+                  else "tab:orange" for m in names]
+        bars = ax.barh(names, vals, color=colors)
+        for b, (m, r) in zip(bars, rows):
+            label = f"{r['gbps']:.2f} GB/s, {r['cpu']:.2f} s CPU" + (" (off scale)" if r["gbps"] > cap else "")
+            ax.text(b.get_width(), b.get_y() + b.get_height() / 2, " " + label, va="center", fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlim(0, cap * 1.35)
+        count = "64 tensors" if case == "a" else "20,000 tensors"
+        ax.set_title(f"({case}) {count}, {state}: GB/s (blue tensorsafe, orange peers, grey ceilings)", fontsize=9)
+        ax.tick_params(labelsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    print(f"plot: {out}")
 
 
 def report(results):

@@ -4,12 +4,16 @@
 // (python/tensorsafe/_fsspec.py). Every reader behind the file seam
 // (tensorsafe/env.h) then takes such URLs as it takes s3:// ones: a few
 // requests for a .tsafe index, ranges for the tensors (docs/REMOTE.md).
+// Datasets at such URLs go through the shard cache (docs/REMOTE.md,
+// "Datasets"), which also lists prefixes and, for dataset writers, stores
+// and removes objects when the handler can.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "tensorsafe/status.h"
 
@@ -26,6 +30,26 @@ class UrlHandler {
   virtual Result<Stat> StatUrl(const std::string& url) = 0;
   // Exactly out.size() bytes at `offset`.
   virtual Status ReadUrl(const std::string& url, std::uint64_t offset, std::span<std::byte> out) = 0;
+
+  // Optional: a handler without them gives kUnsupported.
+  struct Entry {
+    std::string url;  // full URL, starting with the prefix asked for
+    std::uint64_t size = 0;
+    std::string version;
+  };
+  // Every object whose URL starts with `prefix` (a WebDataset prefix with no
+  // index.json).
+  virtual Result<std::vector<Entry>> ListUrl(const std::string& prefix) {
+    return Unsupported(prefix + ": this URL handler cannot list");
+  }
+  // Stores the local file `path` as `url`, replacing any object there.
+  virtual Status PutUrl(const std::string& url, const std::string& path) {
+    (void)path;
+    return Unsupported(url + ": this URL handler cannot store objects");
+  }
+  virtual Status RemoveUrl(const std::string& url) {
+    return Unsupported(url + ": this URL handler cannot remove objects");
+  }
 };
 
 // Sends every "scheme://..." path whose scheme is not s3, http, https or

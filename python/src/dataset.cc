@@ -31,6 +31,10 @@ struct PyDataset {
   std::shared_ptr<ds::Dataset> d;
   std::unique_ptr<SampleConverter> conv;
   std::size_t max_open_shards = 64;
+
+  PyDataset() = default;
+  PyDataset(PyDataset&&) = default;
+  ~PyDataset() { ReleaseDataset(d); }
 };
 
 std::vector<std::uint64_t> ToIds(py::handle ids, std::uint64_t n) {

@@ -244,12 +244,31 @@ PyTypeObject* g_iter_type = nullptr;
 
 void IterDealloc(PyObject* self) {
   auto* o = reinterpret_cast<SampleIterObject*>(self);
-  delete o->st;
+  IterState* st = o->st;
   o->st = nullptr;
+  if (st != nullptr) {
+    // As ReleaseDataset; the converter takes the GIL back for its objects.
+    Py_BEGIN_ALLOW_THREADS delete st;
+    Py_END_ALLOW_THREADS
+  }
   PyTypeObject* tp = Py_TYPE(self);
   tp->tp_free(self);
   Py_DECREF(tp);
 }
+
+}  // namespace
+
+void ReleaseDataset(std::shared_ptr<ds::Dataset>& d) {
+  if (d == nullptr) return;
+  if (!Py_IsInitialized() || !PyGILState_Check()) {
+    d.reset();
+    return;
+  }
+  py::gil_scoped_release release;
+  d.reset();
+}
+
+namespace {
 
 PyObject* IterNext(PyObject* self) {
   IterState* st = reinterpret_cast<SampleIterObject*>(self)->st;

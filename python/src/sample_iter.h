@@ -65,6 +65,11 @@ class SampleConverter {
   PyObject* last_ref_ = nullptr;
 };
 
+// Drops a dataset reference with the GIL released when this thread holds it:
+// the last reference stops the shard cache's download threads, and one may
+// be waiting for the GIL inside a Python URL handler (fsspec).
+void ReleaseDataset(std::shared_ptr<dataset::Dataset>& d);
+
 // A SampleIter over `it`; `total` is what it will yield (__length_hint__).
 py::object MakeSampleIter(std::shared_ptr<dataset::Dataset> dataset, dataset::SampleIterator it, std::uint64_t total,
                           std::size_t max_open_shards);

@@ -23,11 +23,15 @@ Status FromPython(const std::string& url, py::error_already_set& e) {
 
 class PyUrlHandler final : public UrlHandler {
  public:
-  PyUrlHandler(py::object stat, py::object read) : stat_(std::move(stat)), read_(std::move(read)) {}
+  PyUrlHandler(py::object stat, py::object read, py::object list, py::object put, py::object remove)
+      : stat_(std::move(stat)),
+        read_(std::move(read)),
+        list_(std::move(list)),
+        put_(std::move(put)),
+        remove_(std::move(remove)) {}
   ~PyUrlHandler() override {
     py::gil_scoped_acquire gil;
-    stat_ = py::object();
-    read_ = py::object();
+    stat_ = read_ = list_ = put_ = remove_ = py::object();
   }
 
   Result<Stat> StatUrl(const std::string& url) override {
@@ -60,8 +64,50 @@ class PyUrlHandler final : public UrlHandler {
     }
   }
 
+  Result<std::vector<Entry>> ListUrl(const std::string& prefix) override {
+    py::gil_scoped_acquire gil;
+    if (list_.is_none()) return UrlHandler::ListUrl(prefix);
+    try {
+      std::vector<Entry> out;
+      for (py::handle item : list_(prefix)) {
+        if (!py::isinstance<py::tuple>(item) || py::len(item) != 3) {
+          return Internal(prefix + ": the URL handler's listing is not (url, size, version) tuples");
+        }
+        py::tuple t = py::reinterpret_borrow<py::tuple>(item);
+        out.push_back(Entry{t[0].cast<std::string>(), t[1].cast<std::uint64_t>(), t[2].cast<std::string>()});
+      }
+      return out;
+    } catch (py::error_already_set& e) {
+      return FromPython(prefix, e);
+    } catch (py::cast_error& e) {
+      return Internal(prefix + ": the URL handler's listing is not (url, size, version) tuples: " + e.what());
+    }
+  }
+
+  Status PutUrl(const std::string& url, const std::string& path) override {
+    py::gil_scoped_acquire gil;
+    if (put_.is_none()) return UrlHandler::PutUrl(url, path);
+    try {
+      put_(url, path);
+      return Status::OK();
+    } catch (py::error_already_set& e) {
+      return FromPython(url, e);
+    }
+  }
+
+  Status RemoveUrl(const std::string& url) override {
+    py::gil_scoped_acquire gil;
+    if (remove_.is_none()) return UrlHandler::RemoveUrl(url);
+    try {
+      remove_(url);
+      return Status::OK();
+    } catch (py::error_already_set& e) {
+      return FromPython(url, e);
+    }
+  }
+
  private:
-  py::object stat_, read_;
+  py::object stat_, read_, list_, put_, remove_;
 };
 
 }  // namespace
@@ -69,15 +115,18 @@ class PyUrlHandler final : public UrlHandler {
 void RegisterUrlHandler(py::module_& m) {
   m.def(
       "set_url_handler",
-      [](py::object stat, py::object read) {
+      [](py::object stat, py::object read, py::object list, py::object put, py::object remove) {
         if (stat.is_none()) {
           SetUrlHandler(nullptr);
         } else {
-          SetUrlHandler(std::make_shared<PyUrlHandler>(std::move(stat), std::move(read)));
+          SetUrlHandler(std::make_shared<PyUrlHandler>(std::move(stat), std::move(read), std::move(list),
+                                                       std::move(put), std::move(remove)));
         }
       },
-      py::arg("stat"), py::arg("read"),
-      "Routes other URL schemes to stat(url) -> (size, version) and read(url, offset, n) -> bytes; None removes.");
+      py::arg("stat"), py::arg("read"), py::arg("list") = py::none(), py::arg("put") = py::none(),
+      py::arg("remove") = py::none(),
+      "Routes other URL schemes to stat(url) -> (size, version), read(url, offset, n) -> bytes and, for "
+      "datasets, list(prefix) -> [(url, size, version)], put(url, local_path), remove(url); stat=None removes.");
   m.def(
       "remote_requests", [] { return RemoteRequestCount(); },
       "Requests sent for remote tensor files by this process (every retry counts).");

@@ -339,6 +339,8 @@ bool IsRemotePath(std::string_view path) {
   return IsOtherScheme(path) && Handler() != nullptr;
 }
 
+std::shared_ptr<UrlHandler> HandlerFor(std::string_view path) { return IsOtherScheme(path) ? Handler() : nullptr; }
+
 Result<std::unique_ptr<RandomAccessFile>> OpenRemoteFile(const std::string& url) {
   TS_ASSIGN_OR_RETURN(auto src, MakeSource(url));
   TS_ASSIGN_OR_RETURN(s3::S3Client::Tail tail, src->GetTail(kTailBytes));

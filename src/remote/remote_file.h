@@ -34,6 +34,9 @@ namespace tensorsafe::internal {
 // "s3://", "http://" or "https://" (any case), or any other "scheme://"
 // while a UrlHandler is set.
 bool IsRemotePath(std::string_view path);
+// The registered UrlHandler when `path` is a "scheme://" URL of a scheme not
+// read natively (not s3, http, https or file) and one is set; else null.
+std::shared_ptr<UrlHandler> HandlerFor(std::string_view path);
 
 Result<std::unique_ptr<RandomAccessFile>> OpenRemoteFile(const std::string& url);
 Result<Env::MappedFile> MapRemoteFile(const std::string& url);

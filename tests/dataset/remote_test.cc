@@ -162,9 +162,9 @@ TEST(RemoteNameTest, BaseUrlIsNormalizedOrRejected) {
   ASSERT_TRUE(bare.ok());
   EXPECT_EQ(bare->full, "https://h/");
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"ftp://h/x", "only http://, https:// and s3://"},
-      {"file:///etc", "only http://, https:// and s3://"},
-      {"/local/dir", "only http://, https:// and s3://"},
+      {"ftp://h/x", "only http://, https://, s3:// and"},
+      {"file:///etc", "only http://, https://, s3:// and"},
+      {"/local/dir", "only http://, https://, s3:// and"},
       {"http:///x", "no host"},
       {"http://user:pw@h/x", "credentials"},
       {"http://h/x?a=1", "query or fragment"},

@@ -2,6 +2,8 @@
 in-memory filesystem (memory://) serves the bytes, and every tensor-file API
 reads them through the native file seam, ranges only."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -81,3 +83,17 @@ def test_errors_name_the_url(mem, tmp_path, rng):
     mem.pipe("/t/bad.tsafe", bytes(data))
     with pytest.raises(ts.CorruptionError, match=r"memory://t/bad\.tsafe"):
         ts.load("memory://t/bad.tsafe", framework="np")
+
+
+def test_an_hf_sharded_checkpoint_by_its_index_url(mem, tmp_path, rng):
+    want = tensors(rng)
+    names = {"emb": "model-00001-of-00002.safetensors", "ids": "model-00002-of-00002.safetensors",
+             "half": "model-00002-of-00002.safetensors"}
+    for shard in sorted(set(names.values())):
+        tsn.save_file({k: v for k, v in want.items() if names[k] == shard}, str(tmp_path / shard))
+        put(mem, tmp_path / shard, shard)
+    mem.pipe("/t/model.safetensors.index.json", json.dumps({"metadata": {}, "weight_map": names}).encode())
+    url = "memory://t/model.safetensors.index.json"
+    same(ts.load(url, framework="np"), want)
+    with ts.safe_open(url, framework="np") as f:
+        same({k: f.get_tensor(k) for k in f.keys()}, want)

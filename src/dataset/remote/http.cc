@@ -134,9 +134,39 @@ Status GetS3(const std::string& url, HttpSink& sink, const HttpExpect& expect, c
   return Status::OK();
 }
 
+// Files of a dataset at a URL the registered UrlHandler serves (fsspec in
+// Python): its size first, checked as a Content-Length is, then pieces of
+// 8 MiB in order. The handler's filesystem does its own retries.
+Status GetFromHandler(UrlHandler& handler, const std::string& url, HttpSink& sink, const HttpExpect& expect,
+                      const std::atomic<bool>* cancel) {
+  TS_RETURN_IF_ERROR(sink.Reset());
+  TS_ASSIGN_OR_RETURN(UrlHandler::Stat st, handler.StatUrl(url));
+  if (expect.max_size != 0 && st.size > expect.max_size) {
+    return LimitExceeded("GET " + url + ": size " + std::to_string(st.size) + " exceeds the limit of " +
+                         std::to_string(expect.max_size) + " bytes");
+  }
+  if (expect.exact_size && st.size != *expect.exact_size) {
+    return Corruption("GET " + url + ": the object has " + std::to_string(st.size) + " bytes, the index says " +
+                      std::to_string(*expect.exact_size) + "; not cached");
+  }
+  constexpr std::uint64_t kPiece = 8ull << 20;
+  std::vector<std::byte> buf(static_cast<std::size_t>(std::min(st.size, kPiece)));
+  for (std::uint64_t off = 0; off < st.size; off += kPiece) {
+    if (cancel != nullptr && cancel->load()) return FailedPrecondition("GET " + url + ": cancelled");
+    const std::size_t n = static_cast<std::size_t>(std::min(kPiece, st.size - off));
+    TS_RETURN_IF_ERROR(handler.ReadUrl(url, off, std::span(buf).first(n)));
+    TS_RETURN_IF_ERROR(sink.Write(std::span<const std::byte>(buf).first(n)));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<HttpObject> HttpClient::Head(const std::string& url) const {
+  if (std::shared_ptr<UrlHandler> h = HandlerFor(url)) {
+    TS_ASSIGN_OR_RETURN(UrlHandler::Stat st, h->StatUrl(url));
+    return HttpObject{url, st.size, std::move(st.version)};
+  }
   if (s3::IsS3Url(url)) {
     TS_ASSIGN_OR_RETURN(s3::S3Location loc, s3::ParseS3Url(url));
     TS_ASSIGN_OR_RETURN(std::shared_ptr<s3::S3Client> client, SharedS3Client());
@@ -166,6 +196,19 @@ Result<HttpObject> HttpClient::Head(const std::string& url) const {
 }
 
 Result<std::vector<HttpObject>> HttpClient::List(const std::string& prefix_url) const {
+  if (std::shared_ptr<UrlHandler> h = HandlerFor(prefix_url)) {
+    TS_ASSIGN_OR_RETURN(std::vector<UrlHandler::Entry> entries, h->ListUrl(prefix_url));
+    std::vector<HttpObject> out;
+    out.reserve(entries.size());
+    for (UrlHandler::Entry& e : entries) {
+      if (e.url.compare(0, prefix_url.size(), prefix_url) != 0) {
+        return Internal("listing " + prefix_url + ": the URL handler returned " + e.url + ", outside the prefix");
+      }
+      out.push_back(HttpObject{std::move(e.url), e.size, std::move(e.version)});
+    }
+    std::sort(out.begin(), out.end(), [](const HttpObject& a, const HttpObject& b) { return a.url < b.url; });
+    return out;
+  }
   if (!s3::IsS3Url(prefix_url)) {
     return Unsupported(prefix_url + ": an http(s) server has no listing; name the files (a brace pattern such as " +
                        "shard-{0000..0099}.tar) or give the dataset an index.json");
@@ -208,6 +251,7 @@ void HttpClient::ReturnHandle(void* handle) const {
 
 Status HttpClient::Get(const std::string& url, HttpSink& sink, const HttpExpect& expect,
                        const std::atomic<bool>* cancel) const {
+  if (std::shared_ptr<UrlHandler> h = HandlerFor(url)) return GetFromHandler(*h, url, sink, expect, cancel);
   if (s3::IsS3Url(url)) return GetS3(url, sink, expect, cancel);
   CURL* curl = static_cast<CURL*>(TakeHandle());
   if (curl == nullptr) return Internal("GET " + url + ": curl_easy_init failed");

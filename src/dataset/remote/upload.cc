@@ -19,33 +19,69 @@ namespace s3 = tensorsafe::internal::s3;
 
 namespace {
 
-Result<s3::S3Location> Location(const std::string& url) { return s3::ParseS3Url(url); }
+// Where the dataset goes: an s3:// prefix, or a URL the registered
+// UrlHandler (fsspec in Python) can store objects at.
+struct Store {
+  std::shared_ptr<UrlHandler> handler;
+  std::shared_ptr<s3::S3Client> client;
 
-// OK when nothing is at `url`; kFailedPrecondition naming `why` when there is.
-Status CheckAbsent(const s3::S3Client& client, const std::string& url, const std::string& why) {
-  TS_ASSIGN_OR_RETURN(s3::S3Location loc, Location(url));
-  Result<s3::ObjectInfo> head = client.Head(loc);
-  if (head.ok()) return FailedPrecondition(url + " exists: " + why);
-  if (head.status().code() == StatusCode::kNotFound) return Status::OK();
-  return head.status();
-}
+  static Result<Store> For(const std::string& url) {
+    Store st;
+    st.handler = tensorsafe::internal::HandlerFor(url);
+    if (st.handler == nullptr) {
+      TS_ASSIGN_OR_RETURN(st.client, SharedS3Client());
+    }
+    return st;
+  }
+  // OK when nothing is at `url`; kFailedPrecondition naming `why` when there is.
+  Status CheckAbsent(const std::string& url, const std::string& why) const {
+    Status found;
+    if (handler != nullptr) {
+      found = handler->StatUrl(url).status();
+    } else {
+      TS_ASSIGN_OR_RETURN(s3::S3Location loc, s3::ParseS3Url(url));
+      found = client->Head(loc).status();
+    }
+    if (found.ok()) return FailedPrecondition(url + " exists: " + why);
+    if (found.code() == StatusCode::kNotFound) return Status::OK();
+    return found;
+  }
+  Status Put(const std::string& url, const std::string& path) const {
+    if (handler != nullptr) return handler->PutUrl(url, path);
+    TS_ASSIGN_OR_RETURN(s3::S3Location loc, s3::ParseS3Url(url));
+    TS_ASSIGN_OR_RETURN(auto region, Env::Default()->Map(path));
+    return client->Put(loc, region->bytes());
+  }
+  Status Delete(const std::string& url) const {
+    if (handler != nullptr) return handler->RemoveUrl(url);
+    TS_ASSIGN_OR_RETURN(s3::S3Location loc, s3::ParseS3Url(url));
+    return client->Delete(loc);
+  }
+};
 
 }  // namespace
 
 Result<std::unique_ptr<DatasetUploader>> DatasetUploader::Start(const std::string& url) {
-  if (!s3::IsS3Url(url)) {
-    return Unsupported(url + ": datasets are written to local directories and s3:// prefixes; an http(s) server " +
-                       "takes no uploads");
+  const bool other = tensorsafe::internal::HandlerFor(url) != nullptr;
+  if (!s3::IsS3Url(url) && !other) {
+    return Unsupported(url + ": datasets are written to local directories, s3:// prefixes and fsspec URLs; an " +
+                       "http(s) server takes no uploads");
   }
   std::string base = url;
   if (base.back() != '/') base += '/';
-  TS_ASSIGN_OR_RETURN(s3::S3Location loc, Location(base));
-  if (loc.key == "/" || loc.key.find("//") != std::string::npos) {
+  // The path after the bucket (s3) or scheme (others) has no empty segment.
+  std::string path = base.substr(base.find("://") + 3);
+  if (!other) {
+    Result<s3::S3Location> loc = s3::ParseS3Url(base);
+    if (!loc.ok()) return loc.status();
+    path = loc->key;
+  }
+  if (path == "/" || path.find("//") != std::string::npos) {
     return InvalidArgument(url + ": empty path segment in the prefix");
   }
-  TS_ASSIGN_OR_RETURN(std::shared_ptr<s3::S3Client> client, SharedS3Client());
-  TS_RETURN_IF_ERROR(CheckAbsent(*client, base + std::string(kIndexFileName),
-                                 "the prefix already holds a dataset; write parts to new prefixes"));
+  TS_ASSIGN_OR_RETURN(Store store, Store::For(base));
+  TS_RETURN_IF_ERROR(store.CheckAbsent(base + std::string(kIndexFileName),
+                                       "the prefix already holds a dataset; write parts to new prefixes"));
   std::error_code ec;
   fs::path tmp = fs::temp_directory_path(ec);
   if (ec) tmp = "/tmp";
@@ -62,37 +98,28 @@ DatasetUploader::~DatasetUploader() {
 Status DatasetUploader::Upload(const std::string& name) {
   const std::string path = (fs::path(staging_) / name).string();
   const std::string url = base_ + name;
-  TS_ASSIGN_OR_RETURN(s3::S3Location loc, Location(url));
-  TS_ASSIGN_OR_RETURN(std::shared_ptr<s3::S3Client> client, SharedS3Client());
-  {
-    TS_ASSIGN_OR_RETURN(auto region, Env::Default()->Map(path));
-    // Recorded first: a PUT that fails after the server stored the object
-    // (a multipart upload aborted late, a lost response) is still deleted.
-    uploaded_.push_back(url);
-    TS_RETURN_IF_ERROR(client->Put(loc, region->bytes()));
-  }
+  TS_ASSIGN_OR_RETURN(Store store, Store::For(url));
+  // Recorded first: a PUT that fails after the server stored the object
+  // (a multipart upload aborted late, a lost response) is still deleted.
+  uploaded_.push_back(url);
+  TS_RETURN_IF_ERROR(store.Put(url, path));
   std::error_code ec;
   fs::remove(path, ec);
   return Status::OK();
 }
 
 Status DatasetUploader::Commit() {
-  TS_ASSIGN_OR_RETURN(std::shared_ptr<s3::S3Client> client, SharedS3Client());
   const std::string index_url = base_ + std::string(kIndexFileName);
-  TS_RETURN_IF_ERROR(CheckAbsent(*client, index_url, "index.json appeared while writing (another writer?)"));
-  const std::string path = (fs::path(staging_) / kIndexFileName).string();
-  TS_ASSIGN_OR_RETURN(s3::S3Location loc, Location(index_url));
-  TS_ASSIGN_OR_RETURN(auto region, Env::Default()->Map(path));
-  return client->Put(loc, region->bytes());
+  TS_ASSIGN_OR_RETURN(Store store, Store::For(index_url));
+  TS_RETURN_IF_ERROR(store.CheckAbsent(index_url, "index.json appeared while writing (another writer?)"));
+  return store.Put(index_url, (fs::path(staging_) / kIndexFileName).string());
 }
 
 Status DatasetUploader::Abandon() {
   Status first;
-  Result<std::shared_ptr<s3::S3Client>> client = SharedS3Client();
-  if (!client.ok()) return client.status();
   for (const std::string& url : uploaded_) {
-    Result<s3::S3Location> loc = Location(url);
-    Status s = loc.ok() ? (*client)->Delete(*loc) : loc.status();
+    Result<Store> store = Store::For(url);
+    Status s = store.ok() ? store->Delete(url) : store.status();
     if (!s.ok() && s.code() != StatusCode::kNotFound && first.ok()) first = s;
   }
   uploaded_.clear();

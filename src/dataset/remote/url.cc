@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "remote/remote_file.h"
 #include "tensorsafe/dataset/remote.h"
 
 namespace tensorsafe {
@@ -92,7 +93,8 @@ bool IsRemoteUrl(std::string_view location) {
     }
     return true;
   };
-  return starts("http://") || starts("https://") || starts("s3://");
+  return starts("http://") || starts("https://") || starts("s3://") ||
+         tensorsafe::internal::HandlerFor(location) != nullptr;
 }
 
 }  // namespace dataset
@@ -108,8 +110,11 @@ Result<BaseUrl> ParseBaseUrl(std::string_view url) {
     for (char c : url.substr(0, colon)) b.scheme += Lower(c);
     rest = url.substr(colon + 3);
   } else {
-    return bad("only http://, https:// and s3:// are supported");
+    return bad("only http://, https://, s3:// and, with a URL handler (fsspec), other schemes are supported");
   }
+  // Host names are case-insensitive; other schemes' first part (a bucket,
+  // a container, a directory of fsspec's memory://) may not be.
+  const bool host = b.scheme == "http" || b.scheme == "https" || b.scheme == "s3";
   const std::size_t slash = rest.find('/');
   const std::string_view authority = rest.substr(0, slash);
   std::string_view path = slash == std::string_view::npos ? std::string_view("/") : rest.substr(slash);
@@ -117,10 +122,10 @@ Result<BaseUrl> ParseBaseUrl(std::string_view url) {
   for (char c : authority) {
     const auto u = static_cast<unsigned char>(c);
     const bool ok = (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') || c == '.' ||
-                    c == '-' || c == ':' || c == '[' || c == ']';
+                    c == '-' || c == ':' || c == '[' || c == ']' || (!host && c == '_');
     if (c == '@') return bad("credentials in the URL are not supported");
     if (!ok) return bad("invalid character in host \"" + Printable(authority) + "\"");
-    b.authority += Lower(c);
+    b.authority += host ? Lower(c) : c;
   }
   for (char c : path) {
     const auto u = static_cast<unsigned char>(c);

@@ -17,11 +17,14 @@ boto3, against one local S3 server (moto_server on 127.0.0.1) in one run
                 safetensors.numpy.load_file, and runai-model-streamer when it
                 is installed.
 
-Each figure is the best of --repeat runs, each from an empty cache. The
+Each figure is the best of --repeat runs, each from an empty cache. moto's
 server is a Python process on the same 2 cores as the client, so absolute
 figures are the server's; ratios measured in one run are the result.
+--server nginx serves the same objects path-style from files (GET and HEAD
+with ranges, what every reader here sends; SigV4 headers are ignored): a
+server fast enough that the clients, not it, set the pace.
 
-Usage: .venv/bin/python bench/remote_bench.py [--quick] [--repeat N] [--out docs/remote-bench.md]
+Usage: .venv/bin/python bench/remote_bench.py [--quick] [--repeat N] [--server moto|nginx] [--out FILE]
 runai-model-streamer is not in .venv (its pins fight torch's): install it
 beside, `pip install --no-deps --target DIR runai-model-streamer
 runai-model-streamer-s3 humanize`, and run with PYTHONPATH=DIR.
@@ -57,9 +60,59 @@ def best(repeat, fn):
     return min(times)
 
 
+class Nginx:
+    """nginx on 127.0.0.1 serving <work>/www/<bucket>/<key> at /<bucket>/<key>."""
+
+    def __init__(self, work):
+        import socket
+        import subprocess
+
+        self.www, run = os.path.join(work, "www"), os.path.join(work, "nginx")
+        os.makedirs(os.path.join(self.www, BUCKET))
+        os.makedirs(run)
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        user = "user root;\n" if os.geteuid() == 0 else ""
+        temps = "".join(f"  {k}_temp_path {run}/{k};\n" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        conf = os.path.join(run, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(f"{user}daemon off;\nworker_processes 2;\npid {run}/nginx.pid;\n"
+                    f"error_log {run}/error.log warn;\nevents {{ worker_connections 256; }}\nhttp {{\n"
+                    f"  access_log off;\n  sendfile on;\n  keepalive_requests 100000;\n{temps}  types {{ }}\n"
+                    f"  default_type application/octet-stream;\n"
+                    f"  server {{ listen 127.0.0.1:{port}; location / {{ root {self.www}; }} }}\n}}\n")
+        self.proc = subprocess.Popen(["/usr/sbin/nginx", "-p", f"{run}/", "-c", conf, "-e", f"{run}/error.log"])
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        self.endpoint = f"http://127.0.0.1:{port}"
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+SERVER = None  # the Nginx when --server nginx (uploads are file copies)
+KEYS = {}  # prefix -> keys uploaded under it
+
+
+def put(client, local, key):
+    if SERVER is not None:
+        dest = os.path.join(SERVER.www, BUCKET, key)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        shutil.copyfile(local, dest)
+    else:
+        client.upload_file(local, BUCKET, key)
+
+
 def upload_dir(client, local, prefix):
     for name in sorted(os.listdir(local)):
-        client.upload_file(os.path.join(local, name), BUCKET, f"{prefix}/{name}")
+        put(client, os.path.join(local, name), f"{prefix}/{name}")
+        KEYS.setdefault(prefix, []).append(f"{prefix}/{name}")
     return f"s3://{BUCKET}/{prefix}"
 
 
@@ -94,13 +147,13 @@ def epoch_tensorsafe(url, cache):
 def download_all(client, url, cache):
     """The server's ceiling for the same bytes: boto3 download_file of every
     object under the prefix, one after another (each with its threads)."""
-    prefix = url[len(f"s3://{BUCKET}/"):] + "/"
+    prefix = url[len(f"s3://{BUCKET}/"):]
 
     def run():
         shutil.rmtree(cache, ignore_errors=True)
         os.makedirs(cache)
-        for o in client.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"]:
-            client.download_file(BUCKET, o["Key"], os.path.join(cache, os.path.basename(o["Key"])))
+        for key in KEYS[prefix]:
+            client.download_file(BUCKET, key, os.path.join(cache, os.path.basename(key)))
     return run
 
 
@@ -127,7 +180,7 @@ def file_load(client, work, mib, repeat):
     path = os.path.join(work, "model.safetensors")
     tsn.save_file(tensors, path)
     key = "bench/model.safetensors"
-    client.upload_file(path, BUCKET, key)
+    put(client, path, key)
     os.remove(path)
     url = f"s3://{BUCKET}/{key}"
     nbytes = sum(t.nbytes for t in tensors.values())
@@ -178,13 +231,19 @@ def main():
     ap.add_argument("--file-mib", type=int, default=None, help="the tensor file's size (default 1024; --quick 128)")
     ap.add_argument("--out", default=None, help="write the markdown report here")
     ap.add_argument("--only", default="datasets,file", help="datasets, file or both (comma-separated)")
+    ap.add_argument("--server", choices=("moto", "nginx"), default="moto")
+    ap.add_argument("--sizes", default="1k,1m", help="the datasets' sample sizes: 1k, 1m or both")
     args = ap.parse_args()
-    if MOTO is None:
+    if args.server == "moto" and MOTO is None:
         sys.exit("moto_server is not installed (pip install 'moto[server]')")
     small, large = (20_000, 200) if args.quick else (200_000, 2_000)
     file_mib = args.file_mib or (128 if args.quick else 1024)
     work = tempfile.mkdtemp(prefix="remote-bench-")
-    server = Moto(os.path.join(work, "moto.log"))
+    global SERVER
+    if args.server == "nginx":
+        server = SERVER = Nginx(work)
+    else:
+        server = Moto(os.path.join(work, "moto.log"))
     # S3_ENDPOINT_URL: MosaicML's; the RUNAI_ ones: path-style requests to a
     # plain-http endpoint for runai-model-streamer's AWS SDK.
     env = dict(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_REGION="us-east-1",
@@ -192,11 +251,14 @@ def main():
                RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING="0")
     os.environ.update(env)
     client = boto3.client("s3", endpoint_url=server.endpoint, region_name="us-east-1")
-    client.create_bucket(Bucket=BUCKET)
+    if SERVER is None:
+        client.create_bucket(Bucket=BUCKET)
     lines = []
     try:
         only = set(args.only.split(","))
-        for n, size, tag in ((small, 1024, "1k"), (large, 1 << 20, "1m")) if "datasets" in only else ():
+        sizes = [(n, size, tag) for n, size, tag in ((small, 1024, "1k"), (large, 1 << 20, "1m"))
+                 if tag in args.sizes.split(",")]
+        for n, size, tag in sizes if "datasets" in only else ():
             native, mds = make_datasets(client, work, n, size, tag)
             cache = os.path.join(work, "cache")
             t_ts = best(args.repeat, epoch_tensorsafe(native, cache))
@@ -204,6 +266,7 @@ def main():
             t_mosaic = best(args.repeat, epoch_mosaic(mds, cache))
             t_ceiling = best(args.repeat, download_all(client, native, cache))
             mib = n * size / (1 << 20)
+            ceiling = " (the server's ceiling)" if SERVER is None else ""
             lines.append(f"| {n:,} x {size // 1024} KiB, first epoch | tensorsafe, native shards | "
                          f"{t_ts:.2f} s | {n / t_ts:,.0f} samples/s, {mib / t_ts:.0f} MiB/s | "
                          f"**{t_mosaic / t_ts:.2f}x** |")
@@ -211,7 +274,7 @@ def main():
                          f"**{t_mosaic / t_ts_mds:.2f}x** |")
             lines.append(f"| | MosaicML StreamingDataset (baseline) | {t_mosaic:.2f} s | "
                          f"{n / t_mosaic:,.0f} samples/s | 1.00x |")
-            lines.append(f"| | boto3 download_file of the native shards, no decoding (the server's ceiling) | "
+            lines.append(f"| | boto3 download_file of the native shards, no decoding{ceiling} | "
                          f"{t_ceiling:.2f} s | {mib / t_ceiling:.0f} MiB/s | {t_mosaic / t_ceiling:.2f}x |")
             print("\n".join(lines[-4:]), flush=True)
         nbytes, rows = file_load(client, work, file_mib, args.repeat) if "file" in only else (0, {})

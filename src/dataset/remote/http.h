@@ -34,6 +34,15 @@ class HttpSink {
   virtual ~HttpSink() = default;
   virtual Status Reset() = 0;
   virtual Status Write(std::span<const std::byte> bytes) = 0;
+  // Optional, for bodies whose size is known first (s3://): memory for all
+  // `size` bytes, filled by parallel ranged GETs in any order and then
+  // committed with DirectDone(), instead of Write() calls. An empty span
+  // (the default) means Write() it is.
+  virtual Result<std::span<std::byte>> Direct(std::uint64_t size) {
+    (void)size;
+    return std::span<std::byte>();
+  }
+  virtual Status DirectDone() { return Status::OK(); }
 };
 
 // What the body must look like. Checked against Content-Length before the

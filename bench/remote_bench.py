@@ -61,15 +61,19 @@ def best(repeat, fn):
 
 
 class Nginx:
-    """nginx on 127.0.0.1 serving <work>/www/<bucket>/<key> at /<bucket>/<key>."""
+    """nginx on 127.0.0.1 serving www/<bucket>/<key> at /<bucket>/<key>; www is
+    in /dev/shm when there is one, so that the server's storage is memory and
+    the client's cache alone writes to the disk under test."""
 
     def __init__(self, work):
         import socket
         import subprocess
 
-        self.www, run = os.path.join(work, "www"), os.path.join(work, "nginx")
+        shm = "/dev/shm" if os.path.isdir("/dev/shm") else work
+        self.www, run = tempfile.mkdtemp(prefix="remote-bench-www-", dir=shm), os.path.join(work, "nginx")
         os.makedirs(os.path.join(self.www, BUCKET))
         os.makedirs(run)
+        os.chmod(self.www, 0o755)
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
@@ -94,6 +98,7 @@ class Nginx:
     def stop(self):
         self.proc.terminate()
         self.proc.wait(timeout=10)
+        shutil.rmtree(self.www, ignore_errors=True)
 
 
 SERVER = None  # the Nginx when --server nginx (uploads are file copies)

@@ -94,6 +94,12 @@ struct ShardCacheOptions {
   bool verify_on_hit = false;
   // CA bundle for https:// (PEM file); empty = the system default.
   std::string ca_file;
+  // This boot's identity; empty = /proc/sys/kernel/random/boot_id. Files
+  // enter the cache without fsync; when the id differs from the one the
+  // cache directory recorded (a reboot, perhaps a crash), every file is
+  // hashed again before its next use, or dropped when the index has no hash.
+  // With no id at all, each file is fsynced before it gets its name.
+  std::string boot_id;
 };
 
 // A complete, verified local copy of a remote file, pinned while this object

@@ -227,7 +227,8 @@ CachedFile::~CachedFile() {
 struct ShardCache::Impl {
   BaseUrl base;
   ShardCacheOptions opt;
-  std::string files_dir, tmp_dir, locks_dir, global_lock_path;
+  std::string files_dir, tmp_dir, locks_dir, unverified_dir, global_lock_path, boot_path;
+  bool sync_files = false;  // no boot id: fsync every file before its rename
   std::unique_ptr<HttpClient> http;
   std::atomic<bool> stopping{false};
 
@@ -300,6 +301,74 @@ struct ShardCache::Impl {
     return Internal(path + ": keeps being replaced while opening it");
   }
 
+  // "Durability": under the cache lock at open. When the boot id differs
+  // from the recorded one, files renamed in (unsynced) before a crash may
+  // hold unwritten blocks: all of them move to unverified/ until Reverify.
+  Status CheckBoot() {
+    std::string id = opt.boot_id;
+    if (id.empty()) {
+      const int fd = ::open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+      char buf[64] = {0};
+      if (fd >= 0) {
+        const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+        ::close(fd);
+        id.assign(buf, static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
+        while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+      }
+    }
+    if (id.empty()) {
+      sync_files = true;
+      return Status::OK();
+    }
+    std::string recorded;
+    if (const int fd = ::open(boot_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW); fd >= 0) {
+      char buf[128] = {0};
+      const ssize_t n = ::read(fd, buf, sizeof(buf));
+      ::close(fd);
+      recorded.assign(buf, static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
+    }
+    if (recorded == id) return Status::OK();
+    TS_ASSIGN_OR_RETURN(std::vector<DirEntry> files, ListDir(files_dir));
+    for (const DirEntry& e : files) {
+      const std::string from = files_dir + "/" + e.name, to = unverified_dir + "/" + e.name;
+      if (::rename(from.c_str(), to.c_str()) != 0 && errno != ENOENT) {
+        return IOError(from + ": rename to " + to + ": " + Errno(errno), errno);
+      }
+    }
+    // The new id, durably, after the moves (a crash before this redoes them).
+    const std::string tmp = boot_path + ".new";
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) return IOError(tmp + ": open: " + Errno(errno), errno);
+    const bool ok = ::write(fd, id.data(), id.size()) == static_cast<ssize_t>(id.size()) && ::fsync(fd) == 0;
+    const int err = errno;
+    ::close(fd);
+    if (!ok || ::rename(tmp.c_str(), boot_path.c_str()) != 0) {
+      ::unlink(tmp.c_str());
+      return IOError(boot_path + ": write: " + Errno(ok ? errno : err), ok ? errno : err);
+    }
+    return Status::OK();
+  }
+
+  // A file left in unverified/ by CheckBoot: back into files/ when its size
+  // and XXH3-64 are right (no download), else removed. Needs the key lock.
+  Result<bool> Reverify(const RemoteFile& f, const std::string& final_path) {
+    const std::string path = unverified_dir + "/" + final_path.substr(files_dir.size() + 1);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return false;
+    struct stat st;
+    bool good = f.check_xxh3 && ::fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) == f.bytes;
+    if (good) {
+      Result<std::uint64_t> h = HashFd(fd, f.bytes, path);
+      good = h.ok() && *h == f.xxh3;
+    }
+    ::close(fd);
+    if (!good) {
+      ::unlink(path.c_str());
+      return false;
+    }
+    return ::rename(path.c_str(), final_path.c_str()) == 0;  // else evicted meanwhile: a miss
+  }
+
   // Removes tmp files whose download lock is free: their writer died.
   // `only_key`: the caller holds that key's lock, so all of its temps are
   // stale. Returns the bytes reserved by live downloads.
@@ -348,6 +417,15 @@ struct ShardCache::Impl {
       TS_ASSIGN_OR_RETURN(std::uint64_t usage, CleanTemps(nullptr));
       TS_ASSIGN_OR_RETURN(std::vector<DirEntry> files, ListDir(files_dir));
       for (const DirEntry& e : files) usage += static_cast<std::uint64_t>(e.st.st_size);
+      // Files not yet checked since a reboot go first: nothing pins them.
+      TS_ASSIGN_OR_RETURN(std::vector<DirEntry> unchecked, ListDir(unverified_dir));
+      for (const DirEntry& e : unchecked) {
+        const auto size = static_cast<std::uint64_t>(e.st.st_size);
+        if (usage + bytes > opt.cache_limit_bytes) {
+          if (::unlink((unverified_dir + "/" + e.name).c_str()) == 0) continue;
+        }
+        usage += size;
+      }
       std::sort(files.begin(), files.end(), [](const DirEntry& a, const DirEntry& b) {
         if (a.st.st_mtim.tv_sec != b.st.st_mtim.tv_sec) return a.st.st_mtim.tv_sec < b.st.st_mtim.tv_sec;
         if (a.st.st_mtim.tv_nsec != b.st.st_mtim.tv_nsec) return a.st.st_mtim.tv_nsec < b.st.st_mtim.tv_nsec;
@@ -400,6 +478,11 @@ struct ShardCache::Impl {
     {
       TS_ASSIGN_OR_RETURN(std::optional<CachedFile> hit, TryHit(f, final_path, true));
       if (hit) return std::move(*hit);
+      TS_ASSIGN_OR_RETURN(bool restored, Reverify(f, final_path));
+      if (restored) {
+        TS_ASSIGN_OR_RETURN(hit, TryHit(f, final_path, true));
+        if (hit) return std::move(*hit);
+      }
     }
     TS_RETURN_IF_ERROR(CleanTemps(&key).status());
     TS_ASSIGN_OR_RETURN(auto reserved, Reserve(key, f.bytes, url));
@@ -424,9 +507,9 @@ struct ShardCache::Impl {
       return fail(Corruption("GET " + url + ": XXH3-64 of the " + std::to_string(f.bytes) + " bytes received is 0x" +
                              Hex16(sink.digest()) + ", the index says 0x" + Hex16(f.xxh3) + "; not cached"));
     }
-    // Durable before visible: after a power cut the final name never holds
-    // a file whose data did not reach the disk.
-    if (::fsync(fd) != 0) return fail(IOError(tmp_path + ": fsync: " + Errno(errno), errno));
+    // "Durability": without a boot id, durable before visible. With one, a
+    // crash shows as a new boot id, and CheckBoot has every file checked.
+    if (sync_files && ::fsync(fd) != 0) return fail(IOError(tmp_path + ": fsync: " + Errno(errno), errno));
     (void)::fchmod(fd, 0644);
     // Pinned before it gets its final name, so no evictor can take it.
     if (FlockRetry(fd, LOCK_SH) != 0) return fail(IOError(tmp_path + ": flock: " + Errno(errno), errno));
@@ -511,8 +594,10 @@ Result<std::unique_ptr<ShardCache>> ShardCache::Open(std::string_view base_url, 
   impl->files_dir = (dir / "files").string();
   impl->tmp_dir = (dir / "tmp").string();
   impl->locks_dir = (dir / "locks").string();
+  impl->unverified_dir = (dir / "unverified").string();
   impl->global_lock_path = (dir / "cache.lock").string();
-  for (const std::string& d : {impl->files_dir, impl->tmp_dir, impl->locks_dir}) {
+  impl->boot_path = (dir / "boot").string();
+  for (const std::string& d : {impl->files_dir, impl->tmp_dir, impl->locks_dir, impl->unverified_dir}) {
     std::filesystem::create_directories(d, ec);
     if (ec) return IOError(d + ": cannot create: " + ec.message(), ec.value());
   }
@@ -543,6 +628,7 @@ Result<std::unique_ptr<ShardCache>> ShardCache::Open(std::string_view base_url, 
                         PathLock::Acquire(impl->global_lock_path, impl->opt.lock_timeout, nullptr));
     TS_RETURN_IF_ERROR(impl->CleanTemps(nullptr).status());
     TS_RETURN_IF_ERROR(impl->CleanLocks());
+    TS_RETURN_IF_ERROR(impl->CheckBoot());
   }
   return std::unique_ptr<ShardCache>(new ShardCache(std::move(impl)));
 }

@@ -321,11 +321,15 @@ TEST_F(RemoteTest, AfterARebootEachFileIsCheckedBeforeUse) {
     std::fill(bytes.begin() + 4096, bytes.begin() + 8192, '\0');
     WriteFileBytes((cache_dir() / "files" / name).string(), bytes);
   }
+  // A decompressed copy (made from a checked file, written unsynced too).
+  fs::create_directories(cache_dir() / "decompressed");
+  WriteFileBytes((cache_dir() / "decompressed" / "x.tsafe").string(), "half-written");
   ShardCacheOptions boot_b = Options();
   boot_b.boot_id = "boot-b";
   auto r = ShardCache::Open(url, boot_b);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(CachedFiles().empty());
+  EXPECT_FALSE(fs::exists(cache_dir() / "decompressed"));
   EXPECT_EQ(ListDir(cache_dir() / "unverified").size(), 3u);
   // The sound file is back without the server.
   auto hit = (*r)->Fetch(f_good);

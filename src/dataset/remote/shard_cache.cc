@@ -19,6 +19,7 @@
 #include <set>
 #include <thread>
 
+#include "dataset/remote/cache_files.h"
 #include "dataset/remote/http.h"
 #include "dataset/remote/lock.h"
 #include "dataset/remote/url.h"
@@ -28,6 +29,14 @@
 
 namespace tensorsafe::dataset {
 
+using cache_files::DirEntry;
+using cache_files::Errno;
+using cache_files::FileSink;
+using cache_files::FlockRetry;
+using cache_files::HashFd;
+using cache_files::ListDir;
+using cache_files::StringSink;
+using cache_files::Touch;
 using tensorsafe::internal::BaseUrl;
 using tensorsafe::internal::HttpClient;
 using tensorsafe::internal::HttpConfig;
@@ -47,8 +56,6 @@ std::string Hex16(std::uint64_t v) {
   return s;
 }
 
-std::string Errno(int err) { return std::strerror(err); }
-
 // The readable end of a local name: the last segment of a validated name,
 // whose bytes are all in [A-Za-z0-9._~+=,@-], cut to 64 of them.
 std::string Tail(std::string_view name) {
@@ -56,136 +63,6 @@ std::string Tail(std::string_view name) {
   std::string_view last = slash == std::string_view::npos ? name : name.substr(slash + 1);
   if (last.size() > kMaxTailChars) last = last.substr(last.size() - kMaxTailChars);
   return std::string(last);
-}
-
-// Marks the file most recently used for the LRU order. An explicit
-// nanosecond time, not "now" from the kernel's coarse clock, so that two
-// uses in a row stay ordered.
-void Touch(int fd) {
-  struct timespec ts[2];
-  ::clock_gettime(CLOCK_REALTIME, &ts[0]);
-  ts[1] = ts[0];
-  if (::futimens(fd, ts) != 0) (void)::futimens(fd, nullptr);
-}
-
-int FlockRetry(int fd, int op) {
-  int rc;
-  do {
-    rc = ::flock(fd, op);
-  } while (rc != 0 && errno == EINTR);
-  return rc;
-}
-
-Result<std::uint64_t> HashFd(int fd, std::uint64_t size, const std::string& path) {
-  tensorsafe::internal::StreamingHash h;
-  std::vector<std::byte> buf(1 << 20);
-  std::uint64_t off = 0;
-  while (off < size) {
-    const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), size - off));
-    const ssize_t n = ::pread(fd, buf.data(), want, static_cast<off_t>(off));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return IOError(path + ": read: " + Errno(errno), errno);
-    if (n == 0) return Corruption(path + ": truncated at " + std::to_string(off) + " bytes");
-    h.Update({buf.data(), static_cast<std::size_t>(n)});
-    off += static_cast<std::uint64_t>(n);
-  }
-  return h.Digest();
-}
-
-// Writes a download into the temporary file, hashing as it goes; or, for
-// Direct(), lets it land in a shared mapping of the file (one copy fewer:
-// the socket's bytes go straight to the page cache) and hashes it after.
-class FileSink : public HttpSink {
- public:
-  FileSink(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
-  ~FileSink() override { Unmap(); }
-  Status Reset() override {
-    Unmap();
-    hash_.Reset();
-    offset_ = 0;
-    if (::ftruncate(fd_, 0) != 0) return IOError(path_ + ": ftruncate: " + Errno(errno), errno);
-    return Status::OK();
-  }
-  Status Write(std::span<const std::byte> bytes) override {
-    hash_.Update(bytes);
-    while (!bytes.empty()) {
-      const ssize_t n = ::pwrite(fd_, bytes.data(), bytes.size(), static_cast<off_t>(offset_));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return IOError(path_ + ": write: " + Errno(errno), errno);
-      offset_ += static_cast<std::uint64_t>(n);
-      bytes = bytes.subspan(static_cast<std::size_t>(n));
-    }
-    return Status::OK();
-  }
-  Result<std::span<std::byte>> Direct(std::uint64_t size) override {
-    if (size == 0) return std::span<std::byte>();
-    // Blocks first: a full disk is ENOSPC here, never SIGBUS on a store
-    // into the mapping.
-    if (const int e = ::posix_fallocate(fd_, 0, static_cast<off_t>(size)); e != 0) {
-      return IOError(path_ + ": fallocate " + std::to_string(size) + " bytes: " + Errno(e), e);
-    }
-    void* p = ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
-    if (p == MAP_FAILED) return IOError(path_ + ": mmap: " + Errno(errno), errno);
-    map_ = static_cast<std::byte*>(p);
-    map_size_ = static_cast<std::size_t>(size);
-    return std::span<std::byte>(map_, map_size_);
-  }
-  Status DirectDone() override {
-    hash_.Reset();
-    hash_.Update(std::span<const std::byte>(map_, map_size_));
-    offset_ = map_size_;
-    Unmap();
-    return Status::OK();
-  }
-  std::uint64_t digest() const { return hash_.Digest(); }
-  std::uint64_t size() const { return offset_; }
-
- private:
-  void Unmap() {
-    if (map_ != nullptr) ::munmap(map_, map_size_);
-    map_ = nullptr;
-    map_size_ = 0;
-  }
-
-  int fd_;
-  std::string path_;
-  std::uint64_t offset_ = 0;
-  tensorsafe::internal::StreamingHash hash_;
-  std::byte* map_ = nullptr;
-  std::size_t map_size_ = 0;
-};
-
-class StringSink : public HttpSink {
- public:
-  Status Reset() override {
-    data.clear();
-    return Status::OK();
-  }
-  Status Write(std::span<const std::byte> bytes) override {
-    data.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    return Status::OK();
-  }
-  std::string data;
-};
-
-struct DirEntry {
-  std::string name;
-  struct stat st;
-};
-
-Result<std::vector<DirEntry>> ListDir(const std::string& dir) {
-  std::vector<DirEntry> out;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return IOError(dir + ": opendir: " + Errno(errno), errno);
-  while (struct dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
-    DirEntry de{name, {}};
-    if (::fstatat(::dirfd(d), e->d_name, &de.st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // raced away
-    out.push_back(std::move(de));
-  }
-  ::closedir(d);
-  return out;
 }
 
 // tmp/<key>.<bytes>.XXXXXX -> key and reserved bytes.
@@ -227,7 +104,7 @@ CachedFile::~CachedFile() {
 struct ShardCache::Impl {
   BaseUrl base;
   ShardCacheOptions opt;
-  std::string files_dir, tmp_dir, locks_dir, unverified_dir, global_lock_path, boot_path;
+  std::string files_dir, tmp_dir, locks_dir, unverified_dir, decompressed_dir, global_lock_path, boot_path;
   bool sync_files = false;  // no boot id: fsync every file before its rename
   std::unique_ptr<HttpClient> http;
   std::atomic<bool> stopping{false};
@@ -335,6 +212,11 @@ struct ShardCache::Impl {
         return IOError(from + ": rename to " + to + ": " + Errno(errno), errno);
       }
     }
+    // Decompressed copies (sources/open_remote.cc) are written unsynced too,
+    // and reused by name: dropped, to be made again from checked files.
+    std::error_code ec;
+    std::filesystem::remove_all(decompressed_dir, ec);
+    if (ec) return IOError(decompressed_dir + ": cannot remove: " + ec.message(), ec.value());
     // The new id, durably, after the moves (a crash before this redoes them).
     const std::string tmp = boot_path + ".new";
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
@@ -597,6 +479,7 @@ Result<std::unique_ptr<ShardCache>> ShardCache::Open(std::string_view base_url, 
   impl->unverified_dir = (dir / "unverified").string();
   impl->global_lock_path = (dir / "cache.lock").string();
   impl->boot_path = (dir / "boot").string();
+  impl->decompressed_dir = (dir / "decompressed").string();
   for (const std::string& d : {impl->files_dir, impl->tmp_dir, impl->locks_dir, impl->unverified_dir}) {
     std::filesystem::create_directories(d, ec);
     if (ec) return IOError(d + ": cannot create: " + ec.message(), ec.value());

@@ -25,9 +25,10 @@ with ranges, what every reader here sends; SigV4 headers are ignored): a
 server fast enough that the clients, not it, set the pace.
 
 Usage: .venv/bin/python bench/remote_bench.py [--quick] [--repeat N] [--server moto|nginx] [--out FILE]
-runai-model-streamer is not in .venv (its pins fight torch's): install it
-beside, `pip install --no-deps --target DIR runai-model-streamer
-runai-model-streamer-s3 humanize`, and run with PYTHONPATH=DIR.
+.venv's runai-model-streamer has no S3 plugin ("S3 not supported"): install
+both beside it, `pip install --no-deps --target DIR runai-model-streamer==0.17.1
+runai-model-streamer-s3==0.17.1 humanize`, and run with PYTHONPATH=DIR. Its
+AWS SDK fails against moto; it works against --server nginx.
 """
 
 from __future__ import annotations

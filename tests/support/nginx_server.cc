@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -184,8 +185,19 @@ bool NginxServer::Launch() {
 void NginxServer::Stop() {
   if (pid_ <= 0) return;
   ::kill(pid_, SIGTERM);
+  // Bounded: a server that ignores SIGTERM must not hang the test until
+  // ctest's timeout; say so, so that such a run can be told apart.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   int st = 0;
-  ::waitpid(pid_, &st, 0);
+  while (::waitpid(pid_, &st, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr, "nginx (pid %d) still running 10 s after SIGTERM: SIGKILL\n", static_cast<int>(pid_));
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &st, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   pid_ = -1;
 }
 

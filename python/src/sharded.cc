@@ -187,11 +187,23 @@ class TensorSetView {
   py::list SortedNames() const {
     std::vector<std::string_view> names;
     names.reserve(ck_.set.tensors.size());
+    // Open proved that a weight map names exactly these tensors, and
+    // transformers writes it sorted: then no merge is needed.
+    const auto& map = ck_.index.weight_map;
+    auto less = [](const auto& a, const auto& b) { return a.first < b.first; };
+    if (sharded_ && std::is_sorted(map.begin(), map.end(), less)) {
+      for (const auto& [name, shard] : map) names.push_back(name);
+      return NamesList(names);
+    }
     for (const Tensor& t : ck_.set.tensors) names.emplace_back(t.info.name);
     {
       py::gil_scoped_release nogil;
       SortRuns(names);
     }
+    return NamesList(names);
+  }
+
+  static py::list NamesList(const std::vector<std::string_view>& names) {
     py::list out(names.size());
     for (std::size_t i = 0; i < names.size(); ++i) {
       PyObject* o = PyUnicode_DecodeUTF8(names[i].data(), static_cast<Py_ssize_t>(names[i].size()), "surrogateescape");

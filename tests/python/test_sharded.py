@@ -206,13 +206,15 @@ def test_save_file_writes_the_format_its_name_asks_for(tmp_path):
         tsn.save_file({"a": np.zeros(1), "b": np.zeros(1)}, tmp_path / "two.npy")
 
 
-@pytest.mark.parametrize("shards,order", [(1, "sorted"), (7, "shuffled"), (7, "reversed"), (300, "shuffled")])
+@pytest.mark.parametrize("shards,order", [(1, "sorted"), (7, "shuffled"), (7, "reversed"), (300, "shuffled"),
+                                          (7, "shuffled, index sorted")])
 def test_keys_sorted_whatever_the_shards_order(tmp_path, rng, shards, order):
     """keys() over a sharded checkpoint merges the shards' sorted runs (a
-    few runs), or sorts outright (more than 256): either way it equals
+    few runs), or sorts outright (more than 256), or takes the weight map's
+    order when it is sorted (as transformers writes it): each way it equals
     Python's sorted() of the names, with long shared prefixes."""
     names = [f"model.layers.{i // 10}.block.{i % 10}.weight" for i in range(600)]
-    if order == "shuffled":
+    if order.startswith("shuffled"):
         names = [names[i] for i in rng.permutation(len(names))]
     elif order == "reversed":
         names = names[::-1]
@@ -221,6 +223,11 @@ def test_keys_sorted_whatever_the_shards_order(tmp_path, rng, shards, order):
     d = tmp_path / "ck"
     stats = tsn.save_sharded(arrays, d, max_shard_size=per * 16)
     assert len(stats["files"]) == shards
+    index = d / "model.safetensors.index.json"
+    if order.endswith("index sorted"):
+        index.write_text(json.dumps(json.loads(index.read_text()), indent=2, sort_keys=True) + "\n")
+    if shards > 1:
+        assert (list(json.loads(index.read_text())["weight_map"]) == sorted(names)) == order.endswith("index sorted")
     with ts.safe_open(d, "np") as f:
         assert f.keys() == sorted(names)
         assert all(int(f.get_tensor(n)[0]) == i for i, n in enumerate(names))

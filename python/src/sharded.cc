@@ -341,7 +341,18 @@ void RegisterSharded(py::module_& m) {
 
   m.def(
       "is_sharded_path", [](const std::string& path) { return sharded::IsShardedPath(path); }, py::arg("path"),
-      "Whether `path` names a sharded checkpoint: a directory or a \"*.index.json\".");
+      "Whether `path` names a sharded checkpoint: a directory or a \"*.index.json\" (a URL: also one that may be "
+      "a folder).");
+  m.def(
+      "resolve_checkpoint",
+      [](const std::string& path) {
+        Result<std::string> r = [&] {
+          py::gil_scoped_release nogil;  // a URL costs requests
+          return sharded::ResolveCheckpoint(path);
+        }();
+        return Unwrap(std::move(r));
+      },
+      py::arg("path"), "The index or tensor file a checkpoint directory, or a URL of one, stands for.");
 
   m.def(
       "parse_size", [](const std::string& text) { return Unwrap(sharded::ParseSize(text)); }, py::arg("text"));

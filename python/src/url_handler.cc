@@ -3,6 +3,7 @@
 // gs://, hf://, az://, memory:// ... paths when fsspec serves them.
 #include <pybind11/pybind11.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "common.h"
@@ -15,6 +16,7 @@ Status FromPython(const std::string& url, py::error_already_set& e) {
   const std::string message = py::str(e.value());
   const std::string what = url + ": " + message;
   if (e.matches(PyExc_FileNotFoundError)) return NotFound(url + ": no such object (fsspec: " + message + ")");
+  if (e.matches(PyExc_IsADirectoryError)) return IOError(what, EISDIR);  // a folder: sharded.h's ResolveCheckpoint
   if (e.matches(PyExc_ImportError)) return Unsupported(what);
   const std::string type = py::str(py::type::handle_of(e.value()).attr("__name__"));
   if (type == "UnsupportedError") return Unsupported(what);

@@ -40,6 +40,18 @@ def is_url(path: str) -> bool:
     return bool(_SCHEME.match(path)) and not path.lower().startswith("file://")
 
 
+def checkpoint_format(path: str) -> Tuple[str, str]:
+    """(path, format) of what a reading API opens: "sharded" for a checkpoint
+    directory or index. A URL that may be a folder is resolved first
+    (docs/REMOTE.md), so that one tensor file under it opens as that file."""
+    if not _native.is_sharded_path(path):
+        return path, _native.detect_format(path)
+    if not is_url(path):
+        return path, "sharded"
+    path = _native.resolve_checkpoint(path)
+    return path, "sharded" if path.lower().endswith(".index.json") else _native.detect_format(path)
+
+
 def _load_remote(paths: List[str], wanted: Optional[List[str]], framework: str, verify: bool,
                  into: Optional[Dict[str, Any]], slice: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """URLs (docs/REMOTE.md): no O_DIRECT plan; each tensor is read by ranged
@@ -61,7 +73,7 @@ def _load_remote(paths: List[str], wanted: Optional[List[str]], framework: str, 
     left = None if wanted is None else dict.fromkeys(wanted)
     start = time.perf_counter()
     for path in paths:
-        fmt = _native.detect_format(path) if not _native.is_sharded_path(path) else "sharded"
+        path, fmt = checkpoint_format(path)
         if fmt == "tsafe":
             src: Any = _native.Reader.open(path)
         elif fmt in ("safetensors", "gguf", "sharded"):

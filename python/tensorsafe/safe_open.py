@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Union
 import numpy as np
 
 from . import _arrays, _dtypes, _native
-from ._load import is_url
+from ._load import checkpoint_format, is_url
 from ._slicing import normalize_key, read_slice_from_view, slice_array
 from .errors import FailedPreconditionError, InvalidArgumentError, NotFoundError, UnsupportedError
 
@@ -81,10 +81,7 @@ class safe_open:  # noqa: N801 - the name safetensors uses
         self._keys: Optional[List[str]] = None
         self._offset_order: Optional[List[str]] = None
         self._reader = self._view = None
-        if _native.is_sharded_path(path):
-            fmt = "sharded"
-        else:
-            fmt = _native.detect_format(path)
+        path, fmt = checkpoint_format(path)
         if fmt == "tsafe":
             # Nothing per tensor is decoded here: opening costs the same for
             # 10 tensors or 100,000.

@@ -287,6 +287,20 @@ TEST(ShardedOpen, ResolvesDirectories) {
   EXPECT_FALSE(sharded::IsShardedPath(dir.File("model.safetensors")));
 }
 
+// A URL cannot be listed or stat'ed without a request: one that may be a
+// checkpoint's folder counts as sharded, and ResolveCheckpoint asks.
+TEST(ShardedResolve, UrlsThatMayBeFolders) {
+  EXPECT_TRUE(sharded::IsShardedPath("s3://bucket/models/llama-3.1-8b"));
+  EXPECT_TRUE(sharded::IsShardedPath("https://host/models/gpt2/"));
+  EXPECT_TRUE(sharded::IsShardedPath("s3://bucket/ck/model.safetensors.index.json"));
+  for (const char* file : {"s3://bucket/m.safetensors", "s3://b/M.TSAFE", "http://h/x.gguf", "https://h/w.bin",
+                           "https://h/m.npz?X-Amz-Signature=ab/cd", "s3://b/config.json", "s3://b/x.ten"}) {
+    EXPECT_FALSE(sharded::IsShardedPath(file)) << file;
+  }
+  // A local path is a folder only if it is one.
+  EXPECT_FALSE(sharded::IsShardedPath("no/such/folder"));
+}
+
 TEST(ShardedOpen, TsafeShardsAndVerify) {
   TempDir dir;
   sharded::WriteOptions o;

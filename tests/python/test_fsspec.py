@@ -85,6 +85,34 @@ def test_errors_name_the_url(mem, tmp_path, rng):
         ts.load("memory://t/bad.tsafe", framework="np")
 
 
+def test_a_checkpoint_by_its_folder_url(mem, tmp_path, rng):
+    """A folder URL, as a Hub repo or a bucket prefix is given: the index
+    under it, else its one tensor file (what huggingface_hub looks for)."""
+    want = tensors(rng)
+    tsn.save_sharded(want, str(tmp_path / "ck"), max_shard_size=4096)
+    shards = sorted(p.name for p in (tmp_path / "ck").iterdir())
+    assert len(shards) == 3, shards  # an index and two shards
+    for name in shards:
+        put(mem, tmp_path / "ck" / name, f"ck/{name}")
+    ts.write(str(tmp_path / "model.tsafe"), want, format="tsafe")
+    put(mem, tmp_path / "model.tsafe", "one/model.tsafe")
+    for folder in ("memory://t/ck", "memory://t/ck/", "memory://t/one", "memory://t/one/"):
+        with ts.safe_open(folder, framework="np") as f:
+            same({k: f.get_tensor(k) for k in f.keys()}, want)
+        same(ts.load(folder, framework="np"), want)
+        same(tsn.load_file(folder), want)
+        same(ts.read(folder)[0], want)
+    # The index wins over a single file beside it, as for a local folder.
+    put(mem, tmp_path / "model.tsafe", "ck/model.tsafe")
+    with ts.safe_open("memory://t/ck", framework="np") as f:
+        assert [s["name"] for s in f._view.shards()] == [n for n in shards if n.endswith(".safetensors")]
+    for missing in ("memory://t/nothing", "memory://t/nothing/"):
+        with pytest.raises(ts.NotFoundError, match=missing + ": no checkpoint at this URL: .*"
+                           "none of model.safetensors.index.json, model.tsafe.index.json, model.safetensors and "
+                           "model.tsafe lies under it"):
+            ts.safe_open(missing, framework="np")
+
+
 def test_an_hf_sharded_checkpoint_by_its_index_url(mem, tmp_path, rng):
     want = tensors(rng)
     names = {"emb": "model-00001-of-00002.safetensors", "ids": "model-00002-of-00002.safetensors",

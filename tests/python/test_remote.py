@@ -120,6 +120,18 @@ def test_sharded_checkpoint_over_s3(s3, tmp_path, rng):
         assert_same({k: f.get_tensor(k) for k in f.keys()}, want)
     assert_same(tst.load_file(url), want)
     assert_same(ts.load(url), want)
+    # By its folder: the prefix is no object (HEAD 404), so the index under it.
+    for folder in (f"s3://{BUCKET}/sharded", f"s3://{BUCKET}/sharded/"):
+        with ts.safe_open(folder, framework="pt") as f:
+            assert_same({k: f.get_tensor(k) for k in f.keys()}, want)
+        assert_same(ts.load(folder), want)
+        r = cli("info", folder)
+        assert r.returncode == 0, r.stderr
+        assert f"file:         s3://{BUCKET}/sharded/model.safetensors.index.json\n" in r.stdout, r.stdout
+        assert "sharded (3 shards)" in r.stdout and re.search(r"^tensors: +6$", r.stdout, re.M), r.stdout
+    r = cli("ls", f"s3://{BUCKET}/no-such-model")
+    assert r.returncode != 0
+    assert f"s3://{BUCKET}/no-such-model: no checkpoint at this URL" in r.stderr, r.stderr
 
 
 def test_tsafe_of_100k_tensors_opens_in_few_requests(s3, moto, tmp_path):

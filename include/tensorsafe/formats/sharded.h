@@ -60,7 +60,10 @@ struct Index {
 
 // True when `path` names a sharded checkpoint: an existing directory, or a
 // name ending in ".index.json". Never an error (a missing file is false
-// unless its name says index).
+// unless its name says index). A URL (s3://, http(s)://, or one a
+// UrlHandler serves) is true also when it ends in "/" or its last
+// component has no tensor-file extension: it may be a checkpoint's folder,
+// which ResolveCheckpoint asks the server about.
 bool IsShardedPath(const std::string& path);
 
 // True when the name ends in ".index.json".
@@ -75,6 +78,13 @@ bool IsIndexName(std::string_view path);
 // that kind in the directory), kUnsupported (only PyTorch pickle
 // checkpoints there: "*.bin.index.json", "*.bin"), kInvalidArgument
 // (several candidates: name one), kIOError.
+// A URL that names an object is itself. Otherwise (a missing object, a
+// folder of an fsspec filesystem, or a URL ending in "/") it is taken as a
+// folder, which servers cannot be asked to list: the first of
+// "model.safetensors.index.json", "model.tsafe.index.json",
+// "model.safetensors" and "model.tsafe" that exists under it (one request
+// each until found). Errors: kNotFound naming the URL and the four names;
+// the server's other errors as they come.
 Result<std::string> ResolveCheckpoint(const std::string& path);
 
 // Parses an index held in memory. Checks, in this order (SHARDED.md §2):

@@ -17,7 +17,9 @@
 #include <unordered_map>
 
 #include "formats/safetensors/sharded_internal.h"
+#include "remote/remote_file.h"
 #include "tensorsafe/env.h"
+#include "tensorsafe/formats/registry.h"
 #include "tensorsafe/formats/safetensors.h"
 #include "tensorsafe/formats/sharded.h"
 #include "tensorsafe/reader.h"
@@ -101,6 +103,53 @@ bool IsDir(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+// A URL's last path component, without its query or fragment.
+std::string_view UrlName(std::string_view url) {
+  url = url.substr(0, url.find_first_of("?#"));
+  return url.substr(url.rfind('/') + 1);
+}
+
+// True when `name` ends in ".json" or in a format's file extension.
+bool HasFileExtension(std::string_view name) {
+  const std::string lower = Lower(name);
+  const std::size_t dot = lower.rfind('.');
+  if (dot == std::string::npos) return false;
+  const std::string_view ext = std::string_view(lower).substr(dot + 1);
+  if (ext == "json") return true;
+  for (const FormatInfo& f : AllFormats()) {
+    if (std::find(f.extensions.begin(), f.extensions.end(), ext) != f.extensions.end()) return true;
+  }
+  return false;
+}
+
+// ResolveCheckpoint for a URL: the object itself, or the first checkpoint
+// file a folder holds, as huggingface_hub's loaders look for them.
+Result<std::string> ResolveUrl(const std::string& url) {
+  if (IsIndexName(url)) return url;
+  if (url.back() != '/') {
+    Result<std::unique_ptr<RandomAccessFile>> f = Env::Default()->OpenRead(url);
+    if (f.ok()) return url;
+    const Status& s = f.status();
+    const bool folder =
+        s.code() == StatusCode::kNotFound || (s.code() == StatusCode::kIOError && s.error_number() == EISDIR);
+    // A URL with a query (a presigned one) names an object, never a folder.
+    if (!folder || url.find_first_of("?#") != std::string::npos) return s;
+  }
+  std::string base = url;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  constexpr const char* kNames[] = {"model.safetensors.index.json", "model.tsafe.index.json", "model.safetensors",
+                                    "model.tsafe"};
+  for (const char* name : kNames) {
+    const std::string candidate = base + "/" + name;
+    Result<std::unique_ptr<RandomAccessFile>> f = Env::Default()->OpenRead(candidate);
+    if (f.ok()) return candidate;
+    if (f.status().code() != StatusCode::kNotFound) return f.status();
+  }
+  return NotFound(url + ": no checkpoint at this URL: " + (url.back() == '/' ? "" : "no object has this name, and ") +
+                  "none of model.safetensors.index.json, model.tsafe.index.json, model.safetensors and model.tsafe "
+                  "lies under it");
+}
+
 }  // namespace
 
 namespace internal {
@@ -160,10 +209,12 @@ bool IsIndexName(std::string_view path) { return EndsWith(Lower(path), ".index.j
 
 bool IsShardedPath(const std::string& path) {
   if (IsIndexName(path)) return true;
+  if (tensorsafe::internal::IsRemotePath(path)) return !HasFileExtension(UrlName(path));
   return IsDir(path);
 }
 
 Result<std::string> ResolveCheckpoint(const std::string& path) {
+  if (tensorsafe::internal::IsRemotePath(path)) return ResolveUrl(path);
   if (!IsDir(path)) return path;
   std::error_code ec;
   std::vector<std::string> indexes, pickle_indexes, files, pickles;

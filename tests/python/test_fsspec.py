@@ -102,6 +102,8 @@ def test_a_checkpoint_by_its_folder_url(mem, tmp_path, rng):
         same(ts.load(folder, framework="np"), want)
         same(tsn.load_file(folder), want)
         same(ts.read(folder)[0], want)
+    ts.convert("memory://t/ck/", str(tmp_path / "out.tsafe"))
+    same(ts.read(str(tmp_path / "out.tsafe"))[0], want)
     # The index wins over a single file beside it, as for a local folder.
     put(mem, tmp_path / "model.tsafe", "ck/model.tsafe")
     with ts.safe_open("memory://t/ck", framework="np") as f:

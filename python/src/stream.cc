@@ -302,9 +302,12 @@ void RegisterStream(py::module_& m) {
                              [](const PyZmqSender& self) { return Live(self.s, "the ZeroMQ sender").endpoint(); })
       .def_property_readonly("messages_sent",
                              [](const PyZmqSender& self) { return Live(self.s, "the ZeroMQ sender").messages_sent(); })
-      .def_property_readonly("peak_queued_bytes", [](const PyZmqSender& self) {
-        return Live(self.s, "the ZeroMQ sender").peak_queued_bytes();
-      });
+      .def_property_readonly(
+          "peak_queued_bytes",
+          [](const PyZmqSender& self) { return Live(self.s, "the ZeroMQ sender").peak_queued_bytes(); })
+      .def_property_readonly(
+          "bytes_copied", [](const PyZmqSender& self) { return Live(self.s, "the ZeroMQ sender").bytes_copied(); },
+          "Tensor bytes copied before sending (those under 64 KiB, or all when zero copy is off).");
 
   py::class_<PyZmqReceiver>(m, "ZmqReceiver", "Batches from a ZeroMQ PULL or SUB socket; use tensorsafe.stream.")
       .def_static(

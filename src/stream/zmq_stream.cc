@@ -160,13 +160,16 @@ class ZmqSender::Impl {
 
   // A frame sent from `data` (owned by `owner`), or from a tracked copy when
   // there is no owner. Counts toward the queued bytes until libzmq frees it.
+  // An owner is any non-empty shared_ptr, its stored pointer null or not:
+  // a release token (python/src/stream.cc) owns no object of its own.
   zmq::message_t Frame(std::span<const std::byte> data, std::shared_ptr<const void> owner) {
     if (data.empty()) return zmq::message_t();
-    if (!owner) {
+    if (owner.use_count() == 0) {
       auto copy = std::shared_ptr<std::byte[]>(new std::byte[data.size()]);
       std::memcpy(copy.get(), data.data(), data.size());
       data = {copy.get(), data.size()};
       owner = std::move(copy);
+      copied_ += data.size();
     }
     auto* hold = new FrameHold{std::move(owner), queue_, data.size()};
     {
@@ -289,7 +292,7 @@ class ZmqSender::Impl {
   std::shared_ptr<zmq::context_t> ctx_ = SharedContext();
   zmq::socket_t socket_;
   std::string endpoint_;
-  std::uint64_t sent_ = 0;
+  std::uint64_t sent_ = 0, copied_ = 0;
 };
 
 Result<std::unique_ptr<ZmqSender>> ZmqSender::Create(const std::string& endpoint, const ZmqSenderOptions& o) {
@@ -363,6 +366,7 @@ std::uint64_t ZmqSender::peak_queued_bytes() const {
   return impl_->queue_->peak;
 }
 std::uint64_t ZmqSender::messages_sent() const { return impl_->sent_; }
+std::uint64_t ZmqSender::bytes_copied() const { return impl_->copied_; }
 
 // ---------------------------------------------------------------- receiver
 

@@ -56,6 +56,23 @@ def check_batch(got, want):
         assert same_bits(got[k], v), k
 
 
+def test_zmq_send_is_zero_copy_for_large_arrays(rng):
+    """Arrays of 64 KiB and more leave from their own memory (send() returns
+    once libzmq has sent them); smaller ones are copied. A release token once
+    read as "no owner" made every array a copy."""
+    big, small = random_array(rng, np.float32, (1 << 18,)), random_array(rng, np.float32, (100,))
+    with Connection("zpull://127.0.0.1:*") as rx:
+        with Connection(rx.endpoint.replace("tcp://", "zpush://")) as tx:
+            for _ in range(3):
+                tx.send({"big": big, "small": small})
+            want = big.copy()
+            big[:] = 0  # the caller's again once send() has returned
+            assert tx._sender.bytes_copied == 3 * small.nbytes
+        for _ in range(3):
+            got = rx.recv()
+            assert same_bits(got["small"], small) and same_bits(got["big"], want)
+
+
 @pytest.mark.parametrize("transport", ["tcp-raw", "unix", "pipe", "zmq"])
 def test_every_dtype_round_trip_with_metadata(rng, tmp_path, transport):
     batches = [every_dtype_batch(rng) for _ in range(3)]

@@ -246,6 +246,32 @@ TEST(ZmqZeroCopy, InprocSharesTheSendersMemory) {
   EXPECT_EQ(p.tx->queued_bytes(), 0u);
 }
 
+// What Python's send() gives as the owner of a large array: a release token
+// that owns no object (its stored pointer is null). It was once read as "no
+// owner", and every large tensor was copied.
+TEST(ZmqZeroCopy, TcpSendCopiesOnlyTensorsWithoutAnOwner) {
+  Pair p = Connect({}, {});
+  ASSERT_TRUE(p.tx && p.rx);
+  TensorSet b;
+  b.tensors.push_back(testing::RandomTensor("owned", DType::kF32, {1 << 16}, 1));
+  b.tensors.push_back(testing::RandomTensor("token", DType::kF32, {1 << 16}, 2));
+  b.tensors.push_back(testing::RandomTensor("none", DType::kF32, {1000}, 3));
+  const TensorSet want = b;  // shares the bytes, which outlive the test's batches
+  auto released = std::make_shared<bool>(false);
+  b.tensors[1].owner =
+      std::shared_ptr<const void>(static_cast<const void*>(nullptr), [released](const void*) { *released = true; });
+  std::vector<std::byte> none(b.tensors[2].data.begin(), b.tensors[2].data.end());
+  b.tensors[2].data = none;
+  b.tensors[2].owner.reset();
+  ASSERT_TRUE(p.tx->Send(b).ok());
+  EXPECT_EQ(p.tx->bytes_copied(), 4000u) << "only the tensor without an owner";
+  TensorSet got = Receive(*p.rx);
+  ExpectBatchEq(want, got);
+  b = TensorSet{};
+  ASSERT_TRUE(p.tx->Drain(kTimeoutMs).ok());
+  EXPECT_TRUE(*released) << "libzmq released the token once the frame was sent";
+}
+
 TEST(ZmqZeroCopy, TcpReceiveViewsFramesUnlessAskedForMoreAlignment) {
   TensorSet b;
   b.tensors.push_back(testing::RandomTensor("a", DType::kF64, {1 << 17}, 1));

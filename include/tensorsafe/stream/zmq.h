@@ -9,10 +9,12 @@
 //   kZio             ZIO TENS: header frame, 24-byte coordinate frame, one
 //                    payload frame per tensor.
 //
-// Zero copy. Sending: a tensor whose Tensor::owner is set is sent from its
-// own memory (zmq_msg_init_data); libzmq releases the owner when it has sent
-// the frame. A tensor without an owner is copied first (its memory could not
-// be kept alive otherwise). kTensorcomSingle always copies. Receiving: the
+// Zero copy. Sending: a tensor whose Tensor::owner is set (not empty; its
+// stored pointer may be null) is sent from its own memory
+// (zmq_msg_init_data); libzmq releases the owner when it has sent the frame.
+// A tensor without an owner is copied first (its memory could not be kept
+// alive otherwise; bytes_copied() counts them). kTensorcomSingle always
+// copies. Receiving: the
 // tensors view the received ZeroMQ frames, kept alive by a shared owner;
 // a frame that is not aligned for its element type (or for
 // min_alignment) is copied instead (bytes_copied() counts them).
@@ -125,6 +127,7 @@ class ZmqSender {
   std::uint64_t queued_bytes() const;       // frames not yet released now
   std::uint64_t peak_queued_bytes() const;  // the most ever queued
   std::uint64_t messages_sent() const;
+  std::uint64_t bytes_copied() const;  // tensor bytes copied for want of an owner
 
   class Impl;
   explicit ZmqSender(std::unique_ptr<Impl> impl);

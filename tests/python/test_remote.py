@@ -134,6 +134,28 @@ def test_sharded_checkpoint_over_s3(s3, tmp_path, rng):
     assert f"s3://{BUCKET}/no-such-model: no checkpoint at this URL" in r.stderr, r.stderr
 
 
+def test_checkpoint_by_http_folder_url(nginx, rng):
+    """An http server has no folders: one ending in "/" is searched for the
+    checkpoint files; without the "/", nginx answers 301 (to the "/" form),
+    which is not followed, and the error says so."""
+    www, base = nginx
+    want = {f"layer.{i}.w": rng.standard_normal((32, 8)).astype(np.float32) for i in range(6)}
+    tsn.save_sharded(want, str(www / "ck"), max_shard_size=2500)
+    tsn.save_file(want, str(www / "model.safetensors"))
+    for folder in (base + "/ck/", base + "/"):
+        with ts.safe_open(folder, framework="np") as f:
+            assert_same({k: f.get_tensor(k) for k in f.keys()}, want)
+        assert_same(ts.load(folder, framework="np"), want)
+    r = cli("ls", base + "/ck/")
+    assert r.returncode == 0, r.stderr
+    assert all(re.search(rf"^{re.escape(k)}\b", r.stdout, re.M) for k in want), r.stdout
+    redirect = re.escape(base + "/ck") + r" last \d+ bytes: HTTP 301 \(redirects are not followed\)"
+    with pytest.raises(ts.IOError, match=redirect):
+        ts.safe_open(base + "/ck", framework="np")
+    with pytest.raises(ts.NotFoundError, match=re.escape(base + "/nothing/") + ": no checkpoint at this URL"):
+        ts.safe_open(base + "/nothing/", framework="np")
+
+
 def test_tsafe_of_100k_tensors_opens_in_few_requests(s3, moto, tmp_path):
     path = tmp_path / "many.tsafe"
     with ts.Writer(str(path)) as w:

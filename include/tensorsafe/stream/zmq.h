@@ -13,11 +13,11 @@
 // stored pointer may be null) is sent from its own memory
 // (zmq_msg_init_data); libzmq releases the owner when it has sent the frame.
 // A tensor without an owner is copied first (its memory could not be kept
-// alive otherwise; bytes_copied() counts them). kTensorcomSingle always
-// copies. Receiving: the
-// tensors view the received ZeroMQ frames, kept alive by a shared owner;
-// a frame that is not aligned for its element type (or for
-// min_alignment) is copied instead (bytes_copied() counts them).
+// alive otherwise; the sender's bytes_copied() counts them).
+// kTensorcomSingle always copies. Receiving: the tensors view the received
+// ZeroMQ frames, kept alive by a shared owner; a frame that is not aligned
+// for its element type (or for min_alignment) is copied instead (the
+// receiver's bytes_copied() counts them).
 //
 // Flow control: a sender holds at most `send_hwm` messages per peer in
 // libzmq's queue and at most `max_queued_bytes` of frames not yet released

@@ -46,9 +46,11 @@ per batch for byte streams; the ZeroMQ frames, when aligned for the
 element type, otherwise a copy): read-only NumPy arrays whose ``base``
 keeps the message alive, or torch tensors made with ``torch.from_dlpack``
 (zero-copy; torch has no read-only flag, and writes only touch this
-process's private copy of the message). ZeroMQ sends copy each tensor once
-in C++ (libzmq's I/O thread cannot release Python memory); byte-stream
-sends write straight from the arrays (``writev``).
+process's private copy of the message). ZeroMQ sends copy tensors under
+64 KiB and send larger ones over tcp:// and ipc:// from the arrays' memory,
+returning once libzmq has written them to the socket (libzmq's I/O thread
+cannot release Python memory; inproc:// and sends with a ``timeout`` copy);
+byte-stream sends write straight from the arrays (``writev``).
 
 Example:
     >>> from tensorsafe.stream import Connection

@@ -41,12 +41,14 @@ struct FrameHold {
 
 void ReleaseFrame(void* /*data*/, void* hint) {
   auto* h = static_cast<FrameHold*>(hint);
+  std::shared_ptr<QueueState> queue = std::move(h->queue);
+  const std::uint64_t bytes = h->bytes;
+  delete h;  // the owner goes first: once Drain() sees nothing queued, every owner is released
   {
-    std::lock_guard<std::mutex> lock(h->queue->mu);
-    h->queue->queued -= h->bytes;
+    std::lock_guard<std::mutex> lock(queue->mu);
+    queue->queued -= bytes;
   }
-  h->queue->cv.notify_all();
-  delete h;
+  queue->cv.notify_all();
 }
 
 // Waits until `pred` holds, up to timeout_ms (-1 = forever); false on timeout.

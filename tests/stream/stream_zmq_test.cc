@@ -4,6 +4,7 @@
 // and bounded sender memory with a slow or stopped reader.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -257,7 +258,7 @@ TEST(ZmqZeroCopy, TcpSendCopiesOnlyTensorsWithoutAnOwner) {
   b.tensors.push_back(testing::RandomTensor("token", DType::kF32, {1 << 16}, 2));
   b.tensors.push_back(testing::RandomTensor("none", DType::kF32, {1000}, 3));
   const TensorSet want = b;  // shares the bytes, which outlive the test's batches
-  auto released = std::make_shared<bool>(false);
+  auto released = std::make_shared<std::atomic<bool>>(false);
   b.tensors[1].owner =
       std::shared_ptr<const void>(static_cast<const void*>(nullptr), [released](const void*) { *released = true; });
   std::vector<std::byte> none(b.tensors[2].data.begin(), b.tensors[2].data.end());

@@ -119,7 +119,8 @@ class ZmqSender {
   // kFailedPrecondition for PUSH.
   Status WaitForSubscriber(int timeout_ms);
   // PUSH: waits until libzmq has released every frame (all sent to the
-  // kernel), up to timeout_ms. kIOError EAGAIN on timeout.
+  // kernel, their owners released), up to timeout_ms. kIOError EAGAIN on
+  // timeout.
   Status Drain(int timeout_ms);
 
   // The bound or connected endpoint (with the real port for tcp://...:*).

@@ -35,7 +35,7 @@ constexpr std::uint64_t kHuge = std::uint64_t{2} << 20;  // a transparent huge p
 // 0.4 ms of fixed service time here, which 64 KiB of extra transfer does not.
 constexpr std::uint64_t kMergeGap = std::uint64_t{64} << 10;
 
-std::string Str(std::uint64_t v) { return std::to_string(v); }
+using tensorsafe::internal::Str;
 std::uint64_t Down(std::uint64_t v) { return v & ~(kBlock - 1); }
 std::uint64_t Up(std::uint64_t v) { return (v + kBlock - 1) & ~(kBlock - 1); }
 

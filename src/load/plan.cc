@@ -18,7 +18,7 @@ namespace {
 
 using internal::QuoteName;
 
-std::string Str(std::uint64_t v) { return std::to_string(v); }
+using tensorsafe::internal::Str;
 
 // The ranges of `item` for `slice` (or the whole tensor).
 Status ApplySlice(const std::string& path, const std::optional<RankSlice>& slice, LoadItem& item) {

@@ -13,6 +13,7 @@
 #include "tensorsafe/stream/fd.h"
 #include "util/checked_math.h"
 #include "util/endian.h"
+#include "util/text.h"
 
 namespace tensorsafe {
 
@@ -22,7 +23,7 @@ using internal::kMessageHeaderSize;
 
 namespace {
 
-std::string N(std::uint64_t v) { return std::to_string(v); }
+using tensorsafe::internal::Str;
 
 iovec Iov(const void* p, std::size_t n) { return iovec{const_cast<void*>(p), n}; }
 
@@ -154,14 +155,14 @@ class StreamReader::Impl {
     return r;
   }
 
-  std::string where() const { return "batch " + N(batches_) + " (stream offset " + N(bytes_) + ")"; }
+  std::string where() const { return "batch " + Str(batches_) + " (stream offset " + Str(bytes_) + ")"; }
 
   // Reads exactly out.size() bytes; EOF first is "truncated" naming `what`.
   Status ReadExactly(std::span<std::byte> out, const std::string& what) {
     TS_ASSIGN_OR_RETURN(std::size_t got, internal::ReadFull(fd_, out));
     bytes_ += got;
     if (got != out.size()) {
-      return Corruption("truncated: the stream ended after " + N(got) + " of the " + N(out.size()) + " bytes of " +
+      return Corruption("truncated: the stream ended after " + Str(got) + " of the " + Str(out.size()) + " bytes of " +
                         what);
     }
     return Status::OK();
@@ -212,18 +213,18 @@ class StreamReader::Impl {
     TS_ASSIGN_OR_RETURN(std::size_t got, internal::ReadFull(fd_, head));
     bytes_ += got;
     if (got == 0) {
-      return Corruption("truncated: the stream ended after " + N(batches_) +
+      return Corruption("truncated: the stream ended after " + Str(batches_) +
                         " batches without the end-of-stream marker");
     }
-    if (got != sizeof head) return Corruption("truncated: message header is " + N(got) + " of 64 bytes");
+    if (got != sizeof head) return Corruption("truncated: message header is " + Str(got) + " of 64 bytes");
     TS_ASSIGN_OR_RETURN(internal::MessageHeader h, internal::DecodeHeader(head, opt_));
     if (h.sequence != batches_) {  // H8
-      return Corruption("message sequence " + N(h.sequence) + ", expected " + N(batches_));
+      return Corruption("message sequence " + Str(h.sequence) + ", expected " + Str(batches_));
     }
     if (h.kind == internal::MessageKind::kEnd) return std::optional<TensorSet>();
     const std::size_t body = h.descriptor_bytes + h.data_bytes;
     auto buf = Buffer(body);
-    if (!buf) return LimitExceeded("cannot allocate " + N(body) + " bytes for a message");
+    if (!buf) return LimitExceeded("cannot allocate " + Str(body) + " bytes for a message");
     std::span<std::byte> all(buf->data(), body);
     std::size_t body_got = 0;
     auto read_part = [&](std::span<std::byte> part) -> Status {
@@ -231,8 +232,8 @@ class StreamReader::Impl {
       bytes_ += n;
       body_got += n;
       if (n != part.size()) {
-        return Corruption("truncated: the stream ended after " + N(body_got) + " of the " + N(body) +
-                          " bytes of a message body of " + N(body) + " bytes");
+        return Corruption("truncated: the stream ended after " + Str(body_got) + " of the " + Str(body) +
+                          " bytes of a message body of " + Str(body) + " bytes");
       }
       return Status::OK();
     };
@@ -270,19 +271,19 @@ class StreamReader::Impl {
       TS_ASSIGN_OR_RETURN(have, internal::ReadFull(fd_, std::span(hdr, 8)));
       bytes_ += have;
       if (have == 0 && eof_ok) return std::optional<std::span<const std::byte>>();
-      if (have != 8) return Corruption("truncated: tenbin chunk magic is " + N(have) + " of 8 bytes");
+      if (have != 8) return Corruption("truncated: tenbin chunk magic is " + Str(have) + " of 8 bytes");
       if (std::memcmp(hdr, "~TenBin~", 8) != 0) return Corruption("bad tenbin chunk magic");
     }
     TS_RETURN_IF_ERROR(ReadExactly(std::span(hdr + 8, 8), "a tenbin chunk length"));
     const auto len = static_cast<std::int64_t>(internal::Load64(hdr + 8));
     if (len < 0 || static_cast<std::uint64_t>(len) > opt_.max_message_bytes) {
       return len < 0 ? Corruption("negative tenbin chunk length " + std::to_string(len))
-                     : LimitExceeded("tenbin chunk of " + N(len) + " bytes exceeds max_message_bytes");
+                     : LimitExceeded("tenbin chunk of " + Str(len) + " bytes exceeds max_message_bytes");
     }
     const std::size_t padded = *internal::AlignUp(static_cast<std::uint64_t>(len), 64);
     auto buf = AlignedBuffer::Allocate(padded);
-    if (!buf) return LimitExceeded("cannot allocate " + N(padded) + " bytes for a tenbin chunk");
-    TS_RETURN_IF_ERROR(ReadExactly(std::span(buf->data(), padded), "a tenbin chunk of " + N(len) + " bytes"));
+    if (!buf) return LimitExceeded("cannot allocate " + Str(padded) + " bytes for a tenbin chunk");
+    TS_RETURN_IF_ERROR(ReadExactly(std::span(buf->data(), padded), "a tenbin chunk of " + Str(len) + " bytes"));
     keep.push_back(buf);
     return std::optional(std::span<const std::byte>(buf->data(), static_cast<std::size_t>(len)));
   }
@@ -297,7 +298,7 @@ class StreamReader::Impl {
       if (!chunk) break;
       payloads.push_back(*chunk);
       if (payloads.size() / 2 > opt_.limits.max_tensor_count) {
-        return LimitExceeded("tenbin batch exceeds max_tensor_count " + N(opt_.limits.max_tensor_count));
+        return LimitExceeded("tenbin batch exceeds max_tensor_count " + Str(opt_.limits.max_tensor_count));
       }
     }
     if (payloads.empty()) {

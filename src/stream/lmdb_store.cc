@@ -15,11 +15,12 @@
 #include "tensorsafe/formats/registry.h"
 #include "tensorsafe/reader.h"
 #include "util/hash.h"
+#include "util/text.h"
 
 namespace tensorsafe {
 namespace {
 
-std::string N(std::uint64_t v) { return std::to_string(v); }
+using tensorsafe::internal::Str;
 
 // One mapping from LMDB's return codes to ours.
 Status MdbStatus(int rc, const std::string& what) {
@@ -47,7 +48,7 @@ std::span<const std::byte> Bytes(const MDB_val& v) { return {static_cast<const s
 Status CheckKey(std::string_view key, MDB_env* env) {
   const auto max = static_cast<std::size_t>(::mdb_env_get_maxkeysize(env));
   if (key.empty() || key.size() > max) {
-    return InvalidArgument("key of " + N(key.size()) + " bytes; LMDB keys are 1.." + N(max) + " bytes");
+    return InvalidArgument("key of " + Str(key.size()) + " bytes; LMDB keys are 1.." + Str(max) + " bytes");
   }
   return Status::OK();
 }
@@ -247,7 +248,7 @@ Result<TensorSet> LmdbStore::Get(std::string_view key) const {
     std::lock_guard<std::mutex> lock(snap->impl_->mu_);
     TS_ASSIGN_OR_RETURN(MDB_val v, snap->impl_->Raw(key));
     copy = internal::AlignedBuffer::Allocate(v.mv_size);
-    if (!copy) return LimitExceeded("cannot allocate " + N(v.mv_size) + " bytes");
+    if (!copy) return LimitExceeded("cannot allocate " + Str(v.mv_size) + " bytes");
     std::memcpy(copy->data(), v.mv_data, v.mv_size);
   }
   snap.reset();  // the copy needs no transaction

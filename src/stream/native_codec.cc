@@ -17,7 +17,7 @@
 namespace tensorsafe::internal {
 namespace {
 
-std::string N(std::uint64_t v) { return std::to_string(v); }
+using tensorsafe::internal::Str;
 
 std::span<const std::byte> Bytes(const std::string& s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
@@ -27,8 +27,8 @@ std::span<const std::byte> Bytes(const std::string& s) {
 Status CheckMetadata(std::string_view json, const Limits& limits, const std::string& what) {
   if (json.empty()) return Status::OK();
   if (json.size() > limits.max_metadata_bytes) {
-    return LimitExceeded(what + ": " + N(json.size()) + " bytes of metadata exceed the limit " +
-                         N(limits.max_metadata_bytes));
+    return LimitExceeded(what + ": " + Str(json.size()) + " bytes of metadata exceed the limit " +
+                         Str(limits.max_metadata_bytes));
   }
   Status s = ValidateJsonObject(json, limits.max_json_depth);
   if (!s.ok()) return Status(s.code(), what + ": " + s.message());
@@ -61,16 +61,16 @@ std::string EncodePreamble() {
 }
 
 Status DecodePreamble(std::span<const std::byte> b) {
-  if (b.size() < kPreambleSize) return Corruption("truncated: stream preamble is " + N(b.size()) + " of 16 bytes");
+  if (b.size() < kPreambleSize) return Corruption("truncated: stream preamble is " + Str(b.size()) + " of 16 bytes");
   if (std::memcmp(b.data(), kStreamMagic.data(), 8) != 0) {
     return Corruption("not a tensorsafe stream: bad preamble magic");  // P1
   }
   const std::uint16_t major = Load16(b.data() + 8);
   if (major != kStreamVersionMajor) {  // P2
-    return Unsupported("stream version " + N(major) + "." + N(Load16(b.data() + 10)) + "; this reader knows 1.x");
+    return Unsupported("stream version " + Str(major) + "." + Str(Load16(b.data() + 10)) + "; this reader knows 1.x");
   }
   const std::uint32_t flags = Load32(b.data() + 12);
-  if (flags != 0) return Unsupported("stream preamble flags 0x" + N(flags) + " are unknown");  // P3
+  if (flags != 0) return Unsupported("stream preamble flags 0x" + Str(flags) + " are unknown");  // P3
   return Status::OK();
 }
 
@@ -92,7 +92,7 @@ std::string EncodeHeader(const MessageHeader& h) {
 
 Result<MessageHeader> DecodeHeader(std::span<const std::byte> b, const StreamReaderOptions& opt) {
   if (b.size() < kMessageHeaderSize) {
-    return Corruption("truncated: message header is " + N(b.size()) + " of 64 bytes");
+    return Corruption("truncated: message header is " + Str(b.size()) + " of 64 bytes");
   }
   if (std::memcmp(b.data(), kMessageMagic.data(), 4) != 0) return Corruption("bad message magic");  // H1
   const std::uint64_t stored = Load64(b.data() + 56);
@@ -100,13 +100,13 @@ Result<MessageHeader> DecodeHeader(std::span<const std::byte> b, const StreamRea
   if (stored != computed) return Corruption("message header checksum mismatch");  // H2
   MessageHeader h;
   const std::uint8_t kind = Load8(b.data() + 4);
-  if (kind != 1 && kind != 2) return Corruption("message kind " + N(kind) + " is undefined");  // H3
+  if (kind != 1 && kind != 2) return Corruption("message kind " + Str(kind) + " is undefined");  // H3
   h.kind = static_cast<MessageKind>(kind);
   if (Load8(b.data() + 5) != 0 || Load32(b.data() + 20) != 0 || Load64(b.data() + 48) != 0) {
     return Unsupported("message header has reserved bytes or flags set");  // H4
   }
   if (Load16(b.data() + 6) != kMessageHeaderSize) {  // H5
-    return Corruption("message header_size " + N(Load16(b.data() + 6)) + " is not 64");
+    return Corruption("message header_size " + Str(Load16(b.data() + 6)) + " is not 64");
   }
   h.sequence = Load64(b.data() + 8);
   h.tensor_count = Load32(b.data() + 16);
@@ -114,29 +114,30 @@ Result<MessageHeader> DecodeHeader(std::span<const std::byte> b, const StreamRea
   h.data_bytes = Load64(b.data() + 32);
   h.descriptor_checksum = Load64(b.data() + 40);
   if (h.descriptor_bytes % kDataAlignment != 0 || h.data_bytes % kDataAlignment != 0) {  // H6
-    return Corruption("descriptor_bytes " + N(h.descriptor_bytes) + " or data_bytes " + N(h.data_bytes) +
+    return Corruption("descriptor_bytes " + Str(h.descriptor_bytes) + " or data_bytes " + Str(h.data_bytes) +
                       " is not a multiple of 64");
   }
   auto total = CheckedAdd(h.descriptor_bytes, h.data_bytes);
   auto whole = total ? CheckedAdd(*total, kMessageHeaderSize) : std::nullopt;
   if (!whole || *whole > opt.max_message_bytes) {
-    return LimitExceeded("message of " + (whole ? N(*whole) : std::string("2^64+")) +
-                         " bytes exceeds max_message_bytes " + N(opt.max_message_bytes));
+    return LimitExceeded("message of " + (whole ? Str(*whole) : std::string("2^64+")) +
+                         " bytes exceeds max_message_bytes " + Str(opt.max_message_bytes));
   }
   if (h.kind == MessageKind::kEnd && (h.tensor_count != 0 || *total != 0)) {  // H7
-    return Corruption("end-of-stream message with " + N(h.tensor_count) + " tensors and " + N(*total) + " body bytes");
+    return Corruption("end-of-stream message with " + Str(h.tensor_count) + " tensors and " + Str(*total) +
+                      " body bytes");
   }
   if (h.tensor_count > opt.limits.max_tensor_count) {  // H9
-    return LimitExceeded("batch of " + N(h.tensor_count) + " tensors exceeds max_tensor_count " +
-                         N(opt.limits.max_tensor_count));
+    return LimitExceeded("batch of " + Str(h.tensor_count) + " tensors exceeds max_tensor_count " +
+                         Str(opt.limits.max_tensor_count));
   }
   return h;
 }
 
 Result<EncodedBatch> EncodeBatch(const TensorSet& batch, std::uint64_t sequence, const Limits& limits) {
   if (batch.tensors.size() > limits.max_tensor_count || batch.tensors.size() > UINT32_MAX) {
-    return LimitExceeded("batch of " + N(batch.tensors.size()) + " tensors exceeds max_tensor_count " +
-                         N(limits.max_tensor_count));
+    return LimitExceeded("batch of " + Str(batch.tensors.size()) + " tensors exceeds max_tensor_count " +
+                         Str(limits.max_tensor_count));
   }
   TS_RETURN_IF_ERROR(CheckMetadata(batch.metadata_json, limits, "batch metadata"));
   if (batch.metadata_json.size() > UINT32_MAX) return LimitExceeded("batch metadata above 4 GiB");
@@ -151,16 +152,16 @@ Result<EncodedBatch> EncodeBatch(const TensorSet& batch, std::uint64_t sequence,
   for (std::size_t k = 0; k < batch.tensors.size(); ++k) {
     const Tensor& t = batch.tensors[k];
     const TensorInfo& i = t.info;
-    const std::string what = "tensor " + N(k) + " " + QuoteName(i.name);
-    if (i.name.empty()) return InvalidArgument("tensor " + N(k) + " has an empty name");
+    const std::string what = "tensor " + Str(k) + " " + QuoteName(i.name);
+    if (i.name.empty()) return InvalidArgument("tensor " + Str(k) + " has an empty name");
     if (i.name.size() > limits.max_name_bytes || i.name.size() > UINT16_MAX) {
-      return LimitExceeded(what + ": name of " + N(i.name.size()) + " bytes exceeds the limit");
+      return LimitExceeded(what + ": name of " + Str(i.name.size()) + " bytes exceeds the limit");
     }
     if (!IsValidUtf8(i.name)) return InvalidArgument(what + ": name is not UTF-8");
     if (!names.insert(i.name).second) return InvalidArgument(what + ": duplicate name");
     if (i.layout != Layout::kDense) return InvalidArgument(what + ": only dense tensors can be sent");
     if (i.shape.size() > limits.max_rank) {
-      return LimitExceeded(what + ": rank " + N(i.shape.size()) + " exceeds max_rank " + N(limits.max_rank));
+      return LimitExceeded(what + ": rank " + Str(i.shape.size()) + " exceeds max_rank " + Str(limits.max_rank));
     }
     TS_RETURN_IF_ERROR(CheckDenseSize(i.dtype, i.shape, t.data.size(), what));
     TS_RETURN_IF_ERROR(CheckMetadata(i.metadata_json, limits, what));
@@ -210,7 +211,7 @@ Result<DecodedDescriptors> DecodeDescriptors(const MessageHeader& h, std::span<c
                                              const StreamReaderOptions& opt) {
   const Limits& lim = opt.limits;
   if (block.size() != h.descriptor_bytes) {
-    return Corruption("descriptor block is " + N(block.size()) + " bytes; header says " + N(h.descriptor_bytes));
+    return Corruption("descriptor block is " + Str(block.size()) + " bytes; header says " + Str(h.descriptor_bytes));
   }
   if (Hash64(block) != h.descriptor_checksum) return Corruption("descriptor block checksum mismatch");  // D1
   DecodedDescriptors d;
@@ -218,8 +219,8 @@ Result<DecodedDescriptors> DecodeDescriptors(const MessageHeader& h, std::span<c
   const std::uint64_t size = block.size();
   auto need = [&](std::uint64_t n, const std::string& what) -> Status {
     if (!RangeWithin(pos, n, size)) {
-      return Corruption(what + " at descriptor offset " + N(pos) + " + " + N(n) + " runs past the block of " + N(size) +
-                        " bytes");
+      return Corruption(what + " at descriptor offset " + Str(pos) + " + " + Str(n) + " runs past the block of " +
+                        Str(size) + " bytes");
     }
     return Status::OK();
   };
@@ -237,7 +238,7 @@ Result<DecodedDescriptors> DecodeDescriptors(const MessageHeader& h, std::span<c
   std::uint64_t data_end = 0;
   d.tensors.reserve(h.tensor_count);
   for (std::uint32_t k = 0; k < h.tensor_count; ++k) {
-    const std::string what = "descriptor " + N(k);
+    const std::string what = "descriptor " + Str(k);
     TS_RETURN_IF_ERROR(need(kDescriptorFixedSize, what));  // D3
     const std::byte* p = block.data() + pos;
     Descriptor desc;
@@ -252,11 +253,11 @@ Result<DecodedDescriptors> DecodeDescriptors(const MessageHeader& h, std::span<c
     const std::uint16_t rank = Load16(p + 32);
     if (Load16(p + 34) != 0 || Load32(p + 36) != 0) return Corruption(what + ": reserved bytes are set");
     auto dt = LookupDType(code);
-    if (!dt) return Corruption(what + ": dtype code " + N(code) + " is undefined");  // D4
+    if (!dt) return Corruption(what + ": dtype code " + Str(code) + " is undefined");  // D4
     i.dtype = dt->dtype;
-    if (layout != 0) return Unsupported(what + ": layout " + N(layout) + " (only dense is defined)");  // D5
-    if (rank > lim.max_rank) {                                                                         // D6
-      return LimitExceeded(what + ": rank " + N(rank) + " exceeds max_rank " + N(lim.max_rank));
+    if (layout != 0) return Unsupported(what + ": layout " + Str(layout) + " (only dense is defined)");  // D5
+    if (rank > lim.max_rank) {                                                                           // D6
+      return LimitExceeded(what + ": rank " + Str(rank) + " exceeds max_rank " + Str(lim.max_rank));
     }
     pos += kDescriptorFixedSize;
     TS_RETURN_IF_ERROR(need(std::uint64_t{8} * rank, what + " dims"));
@@ -267,7 +268,7 @@ Result<DecodedDescriptors> DecodeDescriptors(const MessageHeader& h, std::span<c
     i.name.assign(reinterpret_cast<const char*>(block.data() + pos), nlen);
     pos += nlen;
     if (i.name.empty()) return Corruption(what + ": empty name");
-    if (nlen > lim.max_name_bytes) return LimitExceeded(what + ": name of " + N(nlen) + " bytes exceeds the limit");
+    if (nlen > lim.max_name_bytes) return LimitExceeded(what + ": name of " + Str(nlen) + " bytes exceeds the limit");
     if (!IsValidUtf8(i.name)) return Corruption(what + ": name is not UTF-8");
     const std::string named = what + " " + QuoteName(i.name);
     TS_RETURN_IF_ERROR(need(tmlen, named + " metadata"));  // D8
@@ -277,15 +278,15 @@ Result<DecodedDescriptors> DecodeDescriptors(const MessageHeader& h, std::span<c
     auto bytes = DenseByteSize(i.dtype, i.shape);  // D9
     if (!bytes.ok()) return Corruption(named + ": " + bytes.status().message());
     if (*bytes != i.data_length) {
-      return Corruption(named + ": data_length " + N(i.data_length) + " but shape " + ShapeToString(i.shape) + " of " +
-                        std::string(DTypeName(i.dtype)) + " needs " + N(*bytes));
+      return Corruption(named + ": data_length " + Str(i.data_length) + " but shape " + ShapeToString(i.shape) +
+                        " of " + std::string(DTypeName(i.dtype)) + " needs " + Str(*bytes));
     }
     // D10: in order, aligned, no overlap, inside the data region.
     if (i.data_offset % kDataAlignment != 0 || i.data_offset < data_end ||
         !RangeWithin(i.data_offset, i.data_length, h.data_bytes)) {
-      return Corruption(named + ": data offset " + N(i.data_offset) + " + length " + N(i.data_length) +
-                        " is unaligned, overlaps the previous tensor (ends " + N(data_end) +
-                        ") or exceeds data_bytes " + N(h.data_bytes));
+      return Corruption(named + ": data offset " + Str(i.data_offset) + " + length " + Str(i.data_length) +
+                        " is unaligned, overlaps the previous tensor (ends " + Str(data_end) +
+                        ") or exceeds data_bytes " + Str(h.data_bytes));
     }
     data_end = i.data_offset + i.data_length;
     if (!names.insert(d.tensors.emplace_back(std::move(desc)).info.name).second) {
@@ -293,21 +294,22 @@ Result<DecodedDescriptors> DecodeDescriptors(const MessageHeader& h, std::span<c
     }
   }
   // D11: only zero padding after the last descriptor, and less than 64 bytes.
-  if (size - pos >= kDataAlignment) return Corruption(N(size - pos) + " unused bytes after the descriptors");
+  if (size - pos >= kDataAlignment) return Corruption(Str(size - pos) + " unused bytes after the descriptors");
   for (std::uint64_t q = pos; q < size; ++q) {
-    if (block[q] != std::byte{0}) return Corruption("descriptor padding byte at " + N(q) + " is not zero");
+    if (block[q] != std::byte{0}) return Corruption("descriptor padding byte at " + Str(q) + " is not zero");
   }
   auto end = AlignUp(data_end, kDataAlignment);
   if (!end || *end != h.data_bytes) {
-    return Corruption("data_bytes " + N(h.data_bytes) + " is not the aligned end of the last tensor " + N(data_end));
+    return Corruption("data_bytes " + Str(h.data_bytes) + " is not the aligned end of the last tensor " +
+                      Str(data_end));
   }
   return d;
 }
 
 Status CheckData(const TensorInfo& i, std::span<const std::byte> bytes, const StreamReaderOptions& opt) {
   if (bytes.size() != i.data_length) {
-    return Corruption("tensor " + QuoteName(i.name) + ": " + N(bytes.size()) + " data bytes, descriptor says " +
-                      N(i.data_length));
+    return Corruption("tensor " + QuoteName(i.name) + ": " + Str(bytes.size()) + " data bytes, descriptor says " +
+                      Str(i.data_length));
   }
   if (opt.verify_data && Hash64(bytes) != i.data_checksum) {  // X1
     return Corruption("tensor " + QuoteName(i.name) + ": data checksum mismatch");
@@ -332,7 +334,7 @@ Status DataVerifier::EndTensor() {
 
 Status DataVerifier::Update(std::span<const std::byte> bytes) {
   if (bytes.size() > data_bytes_ - pos_) {
-    return Internal("data verifier fed " + N(bytes.size()) + " bytes at " + N(pos_) + " of " + N(data_bytes_));
+    return Internal("data verifier fed " + Str(bytes.size()) + " bytes at " + Str(pos_) + " of " + Str(data_bytes_));
   }
   const auto& t = d_.tensors;
   while (true) {
@@ -350,7 +352,7 @@ Status DataVerifier::Update(std::span<const std::byte> bytes) {
       if (verify_) hash_->Update(bytes.first(take));
     } else {
       for (std::size_t q = 0; q < take; ++q) {  // D12
-        if (bytes[q] != std::byte{0}) return Corruption("data padding byte at " + N(pos_ + q) + " is not zero");
+        if (bytes[q] != std::byte{0}) return Corruption("data padding byte at " + Str(pos_ + q) + " is not zero");
       }
     }
     pos_ += take;
@@ -360,7 +362,7 @@ Status DataVerifier::Update(std::span<const std::byte> bytes) {
 
 Status DataVerifier::Finish() const {
   if (pos_ != data_bytes_ || next_ != d_.tensors.size()) {
-    return Internal("data verifier finished at " + N(pos_) + " of " + N(data_bytes_) + " bytes");
+    return Internal("data verifier finished at " + Str(pos_) + " of " + Str(data_bytes_) + " bytes");
   }
   return Status::OK();
 }

@@ -15,11 +15,12 @@
 #include "tensorsafe/stream/zmq.h"
 #include "util/checked_math.h"
 #include "util/endian.h"
+#include "util/text.h"
 
 namespace tensorsafe {
 namespace {
 
-std::string N(std::uint64_t v) { return std::to_string(v); }
+using tensorsafe::internal::Str;
 
 Status ZmqError(const zmq::error_t& e, const std::string& what) { return IOError(what + ": " + e.what(), e.num()); }
 
@@ -194,7 +195,7 @@ class ZmqSender::Impl {
     std::unique_lock<std::mutex> lock(queue_->mu);
     const bool ok = WaitFor(*queue_, lock, opt_.send_timeout_ms,
                             [&] { return queue_->queued == 0 || queue_->queued + bytes <= opt_.max_queued_bytes; });
-    if (!ok) return IOError("send timed out: " + N(queue_->queued) + " bytes still queued", EAGAIN);
+    if (!ok) return IOError("send timed out: " + Str(queue_->queued) + " bytes still queued", EAGAIN);
     return Status::OK();
   }
 
@@ -265,7 +266,7 @@ class ZmqSender::Impl {
         if (!socket_.send(frames[k], flags)) {
           // Only the first frame can meet a full queue: libzmq accepts the
           // rest of a message whose first frame it took.
-          return IOError("send timed out after " + N(opt_.send_timeout_ms) + " ms: the peer's queue is full", EAGAIN);
+          return IOError("send timed out after " + Str(opt_.send_timeout_ms) + " ms: the peer's queue is full", EAGAIN);
         }
       }
     } catch (const zmq::error_t& e) {
@@ -329,7 +330,7 @@ Status ZmqSender::SendEnd(int timeout_ms) {
     if (s.ok()) s = ZmqError(e, "send end");
   }
   if (!s.ok() && s.error_number() == EAGAIN) {
-    return IOError("the end-of-stream marker found no room within " + N(timeout_ms) + " ms (no receiver?)", EAGAIN);
+    return IOError("the end-of-stream marker found no room within " + Str(timeout_ms) + " ms (no receiver?)", EAGAIN);
   }
   return s;
 }
@@ -341,7 +342,7 @@ Status ZmqSender::WaitForSubscriber(int timeout_ms) {
     impl_->socket_.set(zmq::sockopt::rcvtimeo, timeout_ms);
     while (true) {
       zmq::message_t m;
-      if (!impl_->socket_.recv(m)) return IOError("no subscriber within " + N(timeout_ms) + " ms", EAGAIN);
+      if (!impl_->socket_.recv(m)) return IOError("no subscriber within " + Str(timeout_ms) + " ms", EAGAIN);
       if (m.size() >= 1 && static_cast<const std::uint8_t*>(m.data())[0] == 1) return Status::OK();
     }
   } catch (const zmq::error_t& e) {
@@ -353,7 +354,7 @@ Status ZmqSender::Drain(int timeout_ms) {
   TS_RETURN_IF_ERROR(impl_->owner_.Check("this ZeroMQ sender"));
   std::unique_lock<std::mutex> lock(impl_->queue_->mu);
   if (!WaitFor(*impl_->queue_, lock, timeout_ms, [&] { return impl_->queue_->queued == 0; })) {
-    return IOError("drain timed out with " + N(impl_->queue_->queued) + " bytes queued", EAGAIN);
+    return IOError("drain timed out with " + Str(impl_->queue_->queued) + " bytes queued", EAGAIN);
   }
   return Status::OK();
 }
@@ -420,12 +421,12 @@ class ZmqReceiver::Impl {
       return std::optional<TensorSet>();
     }
     if (f0.size() != internal::kMessageHeaderSize + h.descriptor_bytes) {
-      return Corruption("frame 0 is " + N(f0.size()) + " bytes; the header says " +
-                        N(internal::kMessageHeaderSize + h.descriptor_bytes));
+      return Corruption("frame 0 is " + Str(f0.size()) + " bytes; the header says " +
+                        Str(internal::kMessageHeaderSize + h.descriptor_bytes));
     }
     if (frames->size() != 1 + std::size_t{h.tensor_count}) {
-      return Corruption("message has " + N(frames->size()) + " frames; " + N(h.tensor_count) + " tensors need " +
-                        N(1 + std::uint64_t{h.tensor_count}));
+      return Corruption("message has " + Str(frames->size()) + " frames; " + Str(h.tensor_count) + " tensors need " +
+                        Str(1 + std::uint64_t{h.tensor_count}));
     }
     TS_ASSIGN_OR_RETURN(auto d, internal::DecodeDescriptors(h, f0.subspan(internal::kMessageHeaderSize), no));
     TensorSet set;
@@ -445,7 +446,7 @@ class ZmqReceiver::Impl {
   Result<std::optional<TensorSet>> Decode(const std::shared_ptr<Frames>& frames) {
     std::vector<std::span<const std::byte>> spans;
     for (const auto& m : *frames) spans.push_back(View(m));
-    const std::string name = "message " + N(received_);
+    const std::string name = "message " + Str(received_);
     switch (opt_.encoding) {
       case ZmqEncoding::kNative: return DecodeNative(frames);
       case ZmqEncoding::kTensorcom: {
@@ -455,7 +456,7 @@ class ZmqReceiver::Impl {
         return std::optional<TensorSet>(std::move(s));
       }
       case ZmqEncoding::kTensorcomSingle: {
-        if (spans.size() != 1) return Corruption(name + ": " + N(spans.size()) + " frames; expected 1");
+        if (spans.size() != 1) return Corruption(name + ": " + Str(spans.size()) + " frames; expected 1");
         tenbin::ReadOptions ro;
         ro.limits = opt_.native.limits;
         TS_ASSIGN_OR_RETURN(TensorSet s, tenbin::Decode(spans[0], frames, name, ro));
@@ -501,7 +502,7 @@ class ZmqReceiver::Impl {
       do {
         zmq::message_t m;
         if (!socket_.recv(m)) {
-          if (frames->empty()) return IOError("receive timed out after " + N(opt_.recv_timeout_ms) + " ms", EAGAIN);
+          if (frames->empty()) return IOError("receive timed out after " + Str(opt_.recv_timeout_ms) + " ms", EAGAIN);
           continue;  // rest of a multipart message: it is already here
         }
         frames->push_back(std::move(m));
@@ -513,7 +514,7 @@ class ZmqReceiver::Impl {
     auto r = Decode(frames);
     if (!r.ok())
       return r.status().WithContext("zmq " + std::string(ZmqEncodingName(opt_.encoding)) + " message " +
-                                    N(received_ - 1));
+                                    Str(received_ - 1));
     if (*r) Realign(**r, *frames);
     return r;
   }

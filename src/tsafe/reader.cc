@@ -9,9 +9,9 @@ namespace tensorsafe {
 using internal::CheckedAdd;
 using internal::EntryLabel;
 using internal::kMaxDims;
-using internal::N;
 using internal::Ordinal;
 using internal::QuoteName;
+using internal::Str;
 
 Result<Tensor> Reader::Impl::Get(std::string_view name) const {
   TS_ASSIGN_OR_RETURN(TensorInfo info, Find(name));
@@ -55,15 +55,15 @@ Status Reader::Impl::CopyOut(std::uint64_t off, std::span<std::byte> out) const 
 Status Reader::Impl::ReadInto(std::string_view name, std::span<std::byte> out, bool verify) const {
   TS_ASSIGN_OR_RETURN(TensorInfo info, Find(name));
   if (out.size() != info.data_length) {
-    return InvalidArgument("tensor " + QuoteName(name) + " has " + N(info.data_length) + " bytes; the buffer has " +
-                           N(out.size()));
+    return InvalidArgument("tensor " + QuoteName(name) + " has " + Str(info.data_length) + " bytes; the buffer has " +
+                           Str(out.size()));
   }
   TS_RETURN_IF_ERROR(CopyOut(info.data_offset, out));
   if (verify) {
     const std::uint64_t got = internal::Hash64(std::span<const std::byte>(out));
     if (got != info.data_checksum) {
-      return Err(Corruption("tensor " + QuoteName(name) + ": data checksum mismatch: stored " + N(info.data_checksum) +
-                            ", computed " + N(got)));
+      return Err(Corruption("tensor " + QuoteName(name) + ": data checksum mismatch: stored " +
+                            Str(info.data_checksum) + ", computed " + Str(got)));
     }
   }
   return Status::OK();
@@ -81,8 +81,8 @@ Status Reader::Impl::ReadSlice(std::string_view name, std::span<const SliceDim> 
   }
   const std::size_t rank = info.shape.size();
   if (slice.size() != rank) {
-    return InvalidArgument("tensor " + QuoteName(name) + " has rank " + N(rank) + "; the slice has " + N(slice.size()) +
-                           " dimensions");
+    return InvalidArgument("tensor " + QuoteName(name) + " has rank " + Str(rank) + "; the slice has " +
+                           Str(slice.size()) + " dimensions");
   }
   // Per dimension: element count selected, and the byte stride of a step.
   std::vector<std::uint64_t> count(rank), start(rank), step(rank), dim_stride(rank);
@@ -91,8 +91,8 @@ Status Reader::Impl::ReadSlice(std::string_view name, std::span<const SliceDim> 
   for (std::size_t d = rank; d-- > 0;) {
     const SliceDim& s = slice[d];
     if (s.step == 0 || s.start > s.stop || s.stop > info.shape[d]) {
-      return OutOfRange("tensor " + QuoteName(name) + " dimension " + N(d) + " of size " + N(info.shape[d]) +
-                        ": slice [" + N(s.start) + ":" + N(s.stop) + ":" + N(s.step) + "] is out of range");
+      return OutOfRange("tensor " + QuoteName(name) + " dimension " + Str(d) + " of size " + Str(info.shape[d]) +
+                        ": slice [" + Str(s.start) + ":" + Str(s.stop) + ":" + Str(s.step) + "] is out of range");
     }
     count[d] = s.stop == s.start ? 0 : (s.stop - s.start - 1) / s.step + 1;  // no wrap for huge steps
     start[d] = s.start;
@@ -102,8 +102,8 @@ Status Reader::Impl::ReadSlice(std::string_view name, std::span<const SliceDim> 
     total *= count[d];
   }
   if (out.size() != total * es) {
-    return InvalidArgument("slice of tensor " + QuoteName(name) + " has " + N(total * es) + " bytes; the buffer has " +
-                           N(out.size()));
+    return InvalidArgument("slice of tensor " + QuoteName(name) + " has " + Str(total * es) +
+                           " bytes; the buffer has " + Str(out.size()));
   }
   if (total == 0) return Status::OK();
   // Merge trailing dimensions that are selected whole into one contiguous run.
@@ -187,8 +187,8 @@ Status Reader::Impl::Verify(std::vector<std::string>* damaged) const {
     }
     if (got != e.data_checksum) {
       if (first.ok()) {
-        first = Err(Corruption("entry " + N(i) + " " + QuoteName(e.name) + ": data checksum mismatch: stored " +
-                               N(e.data_checksum) + ", computed " + N(got)));
+        first = Err(Corruption("entry " + Str(i) + " " + QuoteName(e.name) + ": data checksum mismatch: stored " +
+                               Str(e.data_checksum) + ", computed " + Str(got)));
       }
       if (damaged) damaged->emplace_back(e.name);
     } else if (e.layout == Layout::kCoo) {

@@ -25,8 +25,6 @@
 
 namespace tensorsafe::internal {
 
-inline std::string N(std::uint64_t v) { return std::to_string(v); }
-
 // Names an entry in messages. The text is built only when a check fails: on
 // the hot paths (Find, Names, the eager open check) formatting a label per
 // entry cost more than decoding the entry.
@@ -34,7 +32,7 @@ struct EntryLabel {
   enum class Kind { kOrdinal, kIndexOffset };
   Kind kind;
   std::uint64_t n;
-  std::string str() const { return kind == Kind::kOrdinal ? "entry " + N(n) : "index entry at offset " + N(n); }
+  std::string str() const { return kind == Kind::kOrdinal ? "entry " + Str(n) : "index entry at offset " + Str(n); }
   std::string with(std::string_view name) const { return str() + " " + QuoteName(name); }
 };
 inline EntryLabel Ordinal(std::uint64_t i) { return {EntryLabel::Kind::kOrdinal, i}; }

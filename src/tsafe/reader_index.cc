@@ -8,15 +8,15 @@ namespace tensorsafe {
 using internal::CheckedAdd;
 using internal::EntryLabel;
 using internal::kMaxDims;
-using internal::N;
 using internal::Ordinal;
 using internal::QuoteName;
+using internal::Str;
 
 Status Reader::Impl::View(std::uint64_t off, std::uint64_t len, std::vector<std::byte>& scratch,
                           std::span<const std::byte>* out) const {
   if (!internal::RangeWithin(off, len, size_)) {
-    return Err(Corruption("read of " + N(len) + " bytes at offset " + N(off) + " runs past the end of the file (" +
-                          N(size_) + " bytes)"));
+    return Err(Corruption("read of " + Str(len) + " bytes at offset " + Str(off) + " runs past the end of the file (" +
+                          Str(size_) + " bytes)"));
   }
   if (file_ == nullptr) {
     *out = bytes_.subspan(off, len);
@@ -35,8 +35,8 @@ Status Reader::Impl::IndexView(std::span<const std::byte> idx, std::uint64_t rel
                                std::vector<std::byte>& scratch, std::span<const std::byte>* out) const {
   if (idx.empty()) return View(IndexAbs(rel), len, scratch, out);
   if (!internal::RangeWithin(rel, len, idx.size())) {
-    return Err(Corruption("read of " + N(len) + " bytes at index offset " + N(rel) +
-                          " runs past the end of the index (" + N(idx.size()) + " bytes)"));
+    return Err(Corruption("read of " + Str(len) + " bytes at index offset " + Str(rel) +
+                          " runs past the end of the index (" + Str(idx.size()) + " bytes)"));
   }
   *out = idx.subspan(rel, len);
   return Status::OK();
@@ -52,8 +52,8 @@ Status Reader::Impl::LoadIndex(std::vector<std::byte>* buf) const {
 Status Reader::Impl::Open() {
   std::vector<std::byte> scratch;
   if (size_ < internal::kHeaderSize + internal::kTrailerSize) {
-    return Err(Corruption("file is " + N(size_) + " bytes, smaller than the " +
-                          N(internal::kHeaderSize + internal::kTrailerSize) + "-byte minimum (header and trailer)"));
+    return Err(Corruption("file is " + Str(size_) + " bytes, smaller than the " +
+                          Str(internal::kHeaderSize + internal::kTrailerSize) + "-byte minimum (header and trailer)"));
   }
   std::span<const std::byte> hdr;
   TS_RETURN_IF_ERROR(View(0, internal::kHeaderSize, scratch, &hdr));
@@ -70,7 +70,7 @@ Status Reader::Impl::Open() {
   }
   if (st[0] == internal::SlotState::kValid && st[1] == internal::SlotState::kValid &&
       slots[0].sequence == slots[1].sequence) {
-    return Err(Corruption("both header slots have sequence " + N(slots[0].sequence)));
+    return Err(Corruption("both header slots have sequence " + Str(slots[0].sequence)));
   }
   if (live < 0 && (st[0] == internal::SlotState::kTorn || st[1] == internal::SlotState::kTorn)) {
     return Err(Corruption("no valid header slot: slot checksums fail"));
@@ -91,17 +91,17 @@ Status Reader::Impl::Open() {
   TS_RETURN_IF_ERROR(View(ptr_.index_offset, internal::kRootSize, scratch, &root));
   const std::uint64_t root_sum = internal::Hash64(root);
   if (root_sum != ptr_.index_checksum) {
-    return Err(Corruption("index root checksum mismatch at offset " + N(ptr_.index_offset) + ": stored " +
-                          N(ptr_.index_checksum) + ", computed " + N(root_sum)));
+    return Err(Corruption("index root checksum mismatch at offset " + Str(ptr_.index_offset) + ": stored " +
+                          Str(ptr_.index_checksum) + ", computed " + Str(root_sum)));
   }
   TS_RETURN_IF_ERROR(Err(internal::DecodeRoot(root, ptr_.index_length, &root_)));
   if (root_.tensor_count > opt_.limits.max_tensor_count) {
-    return Err(LimitExceeded("file has " + N(root_.tensor_count) + " tensors, more than the limit of " +
-                             N(opt_.limits.max_tensor_count)));
+    return Err(LimitExceeded("file has " + Str(root_.tensor_count) + " tensors, more than the limit of " +
+                             Str(opt_.limits.max_tensor_count)));
   }
   if (root_.metadata_length > opt_.limits.max_metadata_bytes) {
-    return Err(LimitExceeded("file metadata of " + N(root_.metadata_length) + " bytes exceeds the limit of " +
-                             N(opt_.limits.max_metadata_bytes)));
+    return Err(LimitExceeded("file metadata of " + Str(root_.metadata_length) + " bytes exceeds the limit of " +
+                             Str(opt_.limits.max_metadata_bytes)));
   }
   if (!via_trailer_) {
     // The trailer written with the live index must agree with the slot.
@@ -132,28 +132,28 @@ Status Reader::Impl::Open() {
 Status Reader::Impl::CheckPointer() const {
   const auto& p = ptr_;
   if ((p.features & ~internal::kKnownFeatures) != 0) {
-    return Err(Unsupported("file requires feature bits " + N(p.features) + " that this reader does not know"));
+    return Err(Unsupported("file requires feature bits " + Str(p.features) + " that this reader does not know"));
   }
   if (p.index_offset < internal::kHeaderSize || p.index_offset % 8 != 0) {
-    return Err(Corruption("index offset " + N(p.index_offset) + " is inside the header or not a multiple of 8"));
+    return Err(Corruption("index offset " + Str(p.index_offset) + " is inside the header or not a multiple of 8"));
   }
   if (p.index_length < internal::kRootSize || p.index_length % 8 != 0) {
-    return Err(
-        Corruption("index length " + N(p.index_length) + " is smaller than the 128-byte root or not a multiple of 8"));
+    return Err(Corruption("index length " + Str(p.index_length) +
+                          " is smaller than the 128-byte root or not a multiple of 8"));
   }
   if (p.index_length > opt_.limits.max_index_bytes) {
-    return Err(LimitExceeded("index of " + N(p.index_length) + " bytes exceeds the limit of " +
-                             N(opt_.limits.max_index_bytes)));
+    return Err(LimitExceeded("index of " + Str(p.index_length) + " bytes exceeds the limit of " +
+                             Str(opt_.limits.max_index_bytes)));
   }
   auto end = CheckedAdd(p.index_offset, p.index_length);
   auto with_trailer = end ? CheckedAdd(*end, internal::kTrailerSize) : std::nullopt;
   if (!with_trailer || *with_trailer > size_) {
-    return Err(Corruption("index at offset " + N(p.index_offset) + " + length " + N(p.index_length) +
-                          " + trailer 48 exceeds file size " + N(size_)));
+    return Err(Corruption("index at offset " + Str(p.index_offset) + " + length " + Str(p.index_length) +
+                          " + trailer 48 exceeds file size " + Str(size_)));
   }
   if (via_trailer_ && *with_trailer != size_) {
-    return Err(Corruption("trailer points at an index ending at " + N(*end) + ", not right before the trailer at " +
-                          N(size_ - internal::kTrailerSize)));
+    return Err(Corruption("trailer points at an index ending at " + Str(*end) + ", not right before the trailer at " +
+                          Str(size_ - internal::kTrailerSize)));
   }
   return Status::OK();
 }
@@ -163,15 +163,15 @@ Status Reader::Impl::CheckPointer() const {
 Status Reader::Impl::DecodeEntryAt(std::span<const std::byte> idx, std::uint64_t rel, std::vector<std::byte>& scratch,
                                    internal::EntryView* e, const EntryLabel& label) const {
   if (rel > root_.entries_length || root_.entries_length - rel < internal::kEntryFixedSize) {
-    return Err(Corruption(label.str() + ": offset " + N(rel) + " is outside the entries section of " +
-                          N(root_.entries_length) + " bytes"));
+    return Err(Corruption(label.str() + ": offset " + Str(rel) + " is outside the entries section of " +
+                          Str(root_.entries_length) + " bytes"));
   }
   std::span<const std::byte> head;
   TS_RETURN_IF_ERROR(IndexView(idx, root_.entries_offset + rel, 4, scratch, &head));
   const std::uint32_t len = internal::PeekEntryLength(head.data());
   if (len > root_.entries_length - rel) {
-    return Err(Corruption(label.str() + ": length " + N(len) + " runs past the entries section (" +
-                          N(root_.entries_length - rel) + " bytes remain)"));
+    return Err(Corruption(label.str() + ": length " + Str(len) + " runs past the entries section (" +
+                          Str(root_.entries_length - rel) + " bytes remain)"));
   }
   std::span<const std::byte> bytes;
   TS_RETURN_IF_ERROR(IndexView(idx, root_.entries_offset + rel, len, scratch, &bytes));
@@ -194,17 +194,17 @@ Status Reader::Impl::CheckCooSizes(const internal::EntryView& e, const EntryLabe
   const std::uint64_t nnz = e.nnz;
   auto values = DenseByteSize(e.dtype, std::span<const std::uint64_t>(&nnz, 1));
   if (!values_at || !values.ok()) {
-    return Err(
-        Corruption(label.with(e.name) + ": COO sizes of " + N(e.nnz) + " elements of rank " + N(e.rank) + " overflow"));
+    return Err(Corruption(label.with(e.name) + ": COO sizes of " + Str(e.nnz) + " elements of rank " + Str(e.rank) +
+                          " overflow"));
   }
   if (e.values_offset != *values_at) {
-    return Err(Corruption(label.with(e.name) + ": COO values offset " + N(e.values_offset) + " is not " +
-                          N(*values_at) + " (the indices' " + N(*idx_bytes) + " bytes, aligned)"));
+    return Err(Corruption(label.with(e.name) + ": COO values offset " + Str(e.values_offset) + " is not " +
+                          Str(*values_at) + " (the indices' " + Str(*idx_bytes) + " bytes, aligned)"));
   }
   auto total = CheckedAdd(*values_at, *values);
   if (!total || *total != e.data_length) {
-    return Err(Corruption(label.with(e.name) + ": data length " + N(e.data_length) + " does not match " + N(e.nnz) +
-                          " COO elements of " + std::string(DTypeName(e.dtype)) + " (" + N(total.value_or(0)) +
+    return Err(Corruption(label.with(e.name) + ": data length " + Str(e.data_length) + " does not match " + Str(e.nnz) +
+                          " COO elements of " + std::string(DTypeName(e.dtype)) + " (" + Str(total.value_or(0)) +
                           " bytes)"));
   }
   return Status::OK();
@@ -228,16 +228,16 @@ Status Reader::Impl::CheckCooIndices(const internal::EntryView& e, const EntryLa
       for (std::uint64_t d = 0; d < rank; ++d) {
         const std::uint64_t v = internal::Load64(chunk.data() + r * row_bytes + 8 * d);
         if (v >= e.dim(d)) {  // negative i64 values are huge as u64
-          return Err(Corruption(label.with(e.name) + ": COO index of element " + N(row + r) + " in dimension " + N(d) +
-                                " is " + std::to_string(static_cast<std::int64_t>(v)) + ", outside [0, " + N(e.dim(d)) +
-                                ")"));
+          return Err(Corruption(label.with(e.name) + ": COO index of element " + Str(row + r) + " in dimension " +
+                                Str(d) + " is " + std::to_string(static_cast<std::int64_t>(v)) + ", outside [0, " +
+                                Str(e.dim(d)) + ")"));
         }
         if (order == 0 && v != prev[d]) order = v > prev[d] ? 1 : -1;
         prev[d] = v;
       }
       if ((e.coo_flags & internal::kCooCoalesced) && order <= 0) {
-        return Err(Corruption(label.with(e.name) + ": marked coalesced, but COO element " + N(row + r) +
-                              " does not follow element " + N(row + r - 1) + " in order"));
+        return Err(Corruption(label.with(e.name) + ": marked coalesced, but COO element " + Str(row + r) +
+                              " does not follow element " + Str(row + r - 1) + " in order"));
       }
     }
   }
@@ -248,8 +248,8 @@ Status Reader::Impl::CheckEntry(const internal::EntryView& e, const EntryLabel& 
   if (!internal::IsValidUtf8(e.name)) return Err(Corruption(label.with(e.name) + ": name is not valid UTF-8"));
   if (!e.metadata.empty()) {
     if (e.metadata.size() > opt_.limits.max_metadata_bytes) {
-      return Err(LimitExceeded(label.with(e.name) + ": metadata of " + N(e.metadata.size()) +
-                               " bytes exceeds the limit of " + N(opt_.limits.max_metadata_bytes)));
+      return Err(LimitExceeded(label.with(e.name) + ": metadata of " + Str(e.metadata.size()) +
+                               " bytes exceeds the limit of " + Str(opt_.limits.max_metadata_bytes)));
     }
     Status s = internal::ValidateJsonObject(e.metadata, opt_.limits.max_json_depth);
     if (!s.ok()) {
@@ -268,19 +268,19 @@ Status Reader::Impl::CheckEntry(const internal::EntryView& e, const EntryLabel& 
     auto want = DenseByteSize(e.dtype, shape);
     if (!want.ok()) return Err(Corruption(label.with(e.name) + ": " + want.status().message()));
     if (*want != e.data_length) {
-      return Err(Corruption(label.with(e.name) + ": data length " + N(e.data_length) + " does not match shape " +
-                            ShapeToString(shape) + " of " + std::string(DTypeName(e.dtype)) + " (" + N(*want) +
+      return Err(Corruption(label.with(e.name) + ": data length " + Str(e.data_length) + " does not match shape " +
+                            ShapeToString(shape) + " of " + std::string(DTypeName(e.dtype)) + " (" + Str(*want) +
                             " bytes)"));
     }
   }
   if (e.data_offset % id_.alignment != 0) {
-    return Err(Corruption(label.with(e.name) + ": data offset " + N(e.data_offset) +
-                          " is not a multiple of the alignment " + N(id_.alignment)));
+    return Err(Corruption(label.with(e.name) + ": data offset " + Str(e.data_offset) +
+                          " is not a multiple of the alignment " + Str(id_.alignment)));
   }
   auto end = CheckedAdd(e.data_offset, e.data_length);
   if (e.data_offset < internal::kHeaderSize || !end || *end > ptr_.index_offset) {
-    return Err(Corruption(label.with(e.name) + ": data offset " + N(e.data_offset) + " + length " + N(e.data_length) +
-                          " is outside the data region [128, " + N(ptr_.index_offset) + ")"));
+    return Err(Corruption(label.with(e.name) + ": data offset " + Str(e.data_offset) + " + length " +
+                          Str(e.data_length) + " is outside the data region [128, " + Str(ptr_.index_offset) + ")"));
   }
   return Status::OK();
 }
@@ -352,8 +352,8 @@ Status Reader::Impl::Walk(std::span<const std::byte> idx, const Reader::Impl::Wa
       if (remain < internal::kEntryFixedSize) {
         // The message DecodeEntryAt gives for the same defect: both read
         // modes report the same error (fuzz/regressions/tsafe_fuzz/).
-        return Err(Corruption(Ordinal(i).str() + ": offset " + N(rel) + " is outside the entries section of " +
-                              N(root_.entries_length) + " bytes"));
+        return Err(Corruption(Ordinal(i).str() + ": offset " + Str(rel) + " is outside the entries section of " +
+                              Str(root_.entries_length) + " bytes"));
       }
       if (rel < win_start || rel + 4 > win_start + window.size()) {
         TS_RETURN_IF_ERROR(Refill(rel, remain, window, &win_start));
@@ -363,8 +363,8 @@ Status Reader::Impl::Walk(std::span<const std::byte> idx, const Reader::Impl::Wa
         TS_RETURN_IF_ERROR(Refill(rel, remain, window, &win_start, len));
       }
       if (len > remain) {
-        return Err(Corruption("entry " + N(i) + ": length " + N(len) + " runs past the entries section (" + N(remain) +
-                              " bytes remain)"));
+        return Err(Corruption("entry " + Str(i) + ": length " + Str(len) + " runs past the entries section (" +
+                              Str(remain) + " bytes remain)"));
       }
       std::span<const std::byte> bytes(window.data() + (rel - win_start), len);
       Status s = internal::DecodeEntry(bytes, opt_.limits.max_rank, opt_.limits.max_name_bytes, &e);
@@ -379,8 +379,8 @@ Status Reader::Impl::Walk(std::span<const std::byte> idx, const Reader::Impl::Wa
     rel += e.length;
   }
   if (rel != root_.entries_length) {
-    return Err(Corruption("entries section is " + N(root_.entries_length) + " bytes but its " + N(root_.tensor_count) +
-                          " entries take " + N(rel)));
+    return Err(Corruption("entries section is " + Str(root_.entries_length) + " bytes but its " +
+                          Str(root_.tensor_count) + " entries take " + Str(rel)));
   }
   return Status::OK();
 }
@@ -401,7 +401,7 @@ Status Reader::Impl::CheckSection(std::span<const std::byte> idx, const char* wh
   TS_RETURN_IF_ERROR(IndexView(idx, rel, len, scratch, &b));
   const std::uint64_t got = internal::Hash64(b);
   if (got != want) {
-    return Err(Corruption(std::string(what) + " checksum mismatch: stored " + N(want) + ", computed " + N(got)));
+    return Err(Corruption(std::string(what) + " checksum mismatch: stored " + Str(want) + ", computed " + Str(got)));
   }
   return Status::OK();
 }
@@ -444,9 +444,9 @@ Status Reader::Impl::CheckHashTable(std::span<const std::byte> table, const std:
     while (i < named.size() && named[i].rel < rel) ++i;
     if (i < named.size() && named[i].rel == rel) continue;
     const std::string label =
-        "hash slot " + N(by_pos[j].second) + ": index entry at offset " + N(root_.entries_offset + rel);
+        "hash slot " + Str(by_pos[j].second) + ": index entry at offset " + Str(root_.entries_offset + rel);
     if (rel >= root_.entries_length) {
-      return Err(Corruption(label + " is outside the entries section of " + N(root_.entries_length) + " bytes"));
+      return Err(Corruption(label + " is outside the entries section of " + Str(root_.entries_length) + " bytes"));
     }
     return Err(Corruption(label + " is not the start of an entry"));
   }
@@ -468,9 +468,9 @@ Status Reader::Impl::CheckHashTable(std::span<const std::byte> table, const std:
   for (std::uint64_t i = 0; i < named.size(); ++i) {
     const NamedEntry& e = named[i];
     if (first_of[i] != i) {
-      return Err(Corruption("entry " + N(i) + " " + QuoteName(e.name) +
+      return Err(Corruption("entry " + Str(i) + " " + QuoteName(e.name) +
                             " duplicates the name of the entry at index offset " +
-                            N(root_.entries_offset + named[first_of[i]].rel)));
+                            Str(root_.entries_offset + named[first_of[i]].rel)));
     }
     const std::uint64_t home = e.hash & mask;
     const std::uint64_t tag = e.hash >> internal::kSlotPosBits;
@@ -480,7 +480,7 @@ Status Reader::Impl::CheckHashTable(std::span<const std::byte> table, const std:
       const std::uint64_t k = it->second;
       found = internal::Load64(table.data() + 8 * k) >> internal::kSlotPosBits == tag && run[k] > ((k - home) & mask);
     }
-    if (!found) return Err(Corruption("entry " + N(i) + " " + QuoteName(e.name) + " is missing from the hash table"));
+    if (!found) return Err(Corruption("entry " + Str(i) + " " + QuoteName(e.name) + " is missing from the hash table"));
   }
   return Status::OK();
 }
@@ -519,18 +519,19 @@ Status Reader::Impl::CheckWholeIndex(std::span<const std::byte> idx) const {
   std::uint64_t used = 0;
   TS_RETURN_IF_ERROR(CheckHashTable(table, named, &used));
   if (data_bytes != root_.data_bytes) {
-    return Err(Corruption("index root says " + N(root_.data_bytes) + " data bytes, entries sum to " + N(data_bytes)));
+    return Err(
+        Corruption("index root says " + Str(root_.data_bytes) + " data bytes, entries sum to " + Str(data_bytes)));
   }
   if (used != root_.tensor_count) {
-    return Err(Corruption("hash table has " + N(used) + " used slots for " + N(root_.tensor_count) + " tensors"));
+    return Err(Corruption("hash table has " + Str(used) + " used slots for " + Str(root_.tensor_count) + " tensors"));
   }
   std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) { return a.off < b.off; });
   for (std::size_t k = 1; k < extents.size(); ++k) {
     const Extent& a = extents[k - 1];
     const Extent& b = extents[k];
     if (a.off + a.len > b.off) {
-      return Err(Corruption("data of entry " + N(a.ordinal) + " [" + N(a.off) + ", " + N(a.off + a.len) +
-                            ") overlaps data of entry " + N(b.ordinal) + " at " + N(b.off)));
+      return Err(Corruption("data of entry " + Str(a.ordinal) + " [" + Str(a.off) + ", " + Str(a.off + a.len) +
+                            ") overlaps data of entry " + Str(b.ordinal) + " at " + Str(b.off)));
     }
   }
   return Status::OK();
@@ -549,8 +550,8 @@ Result<std::string> Reader::Impl::Metadata(std::span<const std::byte> idx) const
   b = b.first(root_.metadata_length);
   const std::uint64_t got = internal::Hash64(b);
   if (got != root_.metadata_checksum) {
-    return Err(
-        Corruption("file metadata checksum mismatch: stored " + N(root_.metadata_checksum) + ", computed " + N(got)));
+    return Err(Corruption("file metadata checksum mismatch: stored " + Str(root_.metadata_checksum) + ", computed " +
+                          Str(got)));
   }
   if (b.empty()) return std::string("{}");
   std::string text(reinterpret_cast<const char*>(b.data()), b.size());

@@ -31,6 +31,11 @@ inline std::optional<std::uint64_t> AlignUp(std::uint64_t v, std::uint64_t align
   return *r & ~(align - 1);
 }
 
+// a * b / c, the product taken in 128 bits (c != 0; the quotient must fit).
+inline std::int64_t MulDiv(std::int64_t a, std::int64_t b, std::int64_t c) {
+  return static_cast<std::int64_t>(static_cast<__int128>(a) * b / c);
+}
+
 inline bool IsPowerOfTwo(std::uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
 }  // namespace tensorsafe::internal

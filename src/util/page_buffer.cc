@@ -6,11 +6,11 @@
 #include <new>
 #include <utility>
 
+#include "util/aligned_alloc.h"
+
 namespace tensorsafe::internal {
 namespace {
 constexpr std::size_t kMinMapping = std::size_t{64} << 10;
-constexpr std::size_t kHugeFrom = std::size_t{4} << 20;  // below this, huge pages would mostly sit empty
-constexpr std::size_t kPage = 4096;
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
@@ -45,7 +45,7 @@ std::byte* PageBuffer::Grow(std::size_t n) {
     void* p = data_ ? ::mremap(data_, capacity_, cap, MREMAP_MAYMOVE)
                     : ::mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
-    if (cap >= kHugeFrom) (void)::madvise(p, cap, MADV_HUGEPAGE);  // advice: ignored where unsupported
+    if (cap >= kHugePagesFrom) (void)::madvise(p, cap, MADV_HUGEPAGE);  // advice: ignored where unsupported
     data_ = static_cast<std::byte*>(p);
     capacity_ = cap;
   }
@@ -55,7 +55,7 @@ std::byte* PageBuffer::Grow(std::size_t n) {
     // what is in use, so that a buffer filled at once (a hash table) is
     // populated at once.
     const std::size_t ahead = std::max({kMinMapping, populated_ / 4, size_ + n - populated_});
-    const std::size_t end = std::min(capacity_, (populated_ + ahead + kPage - 1) / kPage * kPage);
+    const std::size_t end = std::min(capacity_, (populated_ + ahead + kPageSize - 1) / kPageSize * kPageSize);
     // An old kernel (before 5.14) refuses the advice: the pages then fault
     // in one by one, as before.
     (void)::madvise(data_ + populated_, end - populated_, MADV_POPULATE_WRITE);

@@ -10,6 +10,10 @@
 
 namespace tensorsafe::internal {
 
+// A count, size or offset in decimal, for messages (one overload, so that
+// callers need no cast from size_t, uint32_t or int).
+inline std::string Str(std::uint64_t v) { return std::to_string(v); }
+
 bool IsValidUtf8(std::string_view s);
 // Whether every byte is below 0x80 (tested 8 bytes at a time: most names
 // are ASCII, and this lets them skip the UTF-8 validator).

@@ -12,7 +12,6 @@ namespace tensorsafe::dataset {
 namespace {
 
 using i64 = std::int64_t;
-using i128 = __int128;
 
 std::string S(i64 v) { return std::to_string(v); }
 
@@ -24,7 +23,7 @@ Status CheckCount(std::string_view what, i64 v, i64 max) {
 }
 
 // a * b / c without overflow of the product (a*b may exceed 2^63).
-i64 MulDiv(i64 a, i64 b, i64 c) { return static_cast<i64>(static_cast<i128>(a) * b / c); }
+using tensorsafe::internal::MulDiv;
 
 // Python's slice normalisation of [start, stop) (both negative here) on a
 // dimension of `len`: negative indices count from the end, then clamp.

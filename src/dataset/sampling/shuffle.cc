@@ -6,6 +6,8 @@
 #include <string>
 #include <utility>
 
+#include "util/checked_math.h"
+
 namespace tensorsafe::dataset {
 namespace {
 
@@ -31,7 +33,7 @@ void FisherYates(std::span<T> a, SplitMix64& rng) {
   }
 }
 
-i64 MulDiv(i64 a, i64 b, i64 c) { return static_cast<i64>(static_cast<__int128>(a) * b / c); }
+using tensorsafe::internal::MulDiv;
 
 }  // namespace
 

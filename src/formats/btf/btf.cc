@@ -35,7 +35,7 @@ std::optional<std::uint8_t> CodeOf(DType d) {
   return std::nullopt;
 }
 
-std::string N(std::uint64_t v) { return std::to_string(v); }
+using tensorsafe::internal::Str;
 
 // Bounds-checked reads of one record; every length is checked against the
 // bytes that remain before it is used.
@@ -52,8 +52,8 @@ class RecordReader {
   Result<std::span<const std::byte>> Take(std::uint64_t n, std::string_view what) {
     const std::uint64_t remain = bytes_.size() - pos_;
     if (n > remain) {
-      return Error(std::string(what) + " of " + N(n) + " bytes at offset " + N(pos_) + " exceeds the " + N(remain) +
-                   " bytes that remain");
+      return Error(std::string(what) + " of " + Str(n) + " bytes at offset " + Str(pos_) + " exceeds the " +
+                   Str(remain) + " bytes that remain");
     }
     auto s = bytes_.subspan(pos_, n);
     pos_ += n;
@@ -62,12 +62,12 @@ class RecordReader {
   // Reads `count` non-negative int64 dims (TFRT reads them signed).
   Result<Shape> Dims(std::uint64_t count, std::string_view what) {
     auto n = CheckedMul(count, 8);
-    if (!n) return Error(std::string(what) + ": " + N(count) + " dims overflow");
+    if (!n) return Error(std::string(what) + ": " + Str(count) + " dims overflow");
     TS_ASSIGN_OR_RETURN(auto raw, Take(*n, what));
     Shape dims(count);
     for (std::uint64_t i = 0; i < count; ++i) {
       const auto d = static_cast<std::int64_t>(Load64(raw.data() + 8 * i));
-      if (d < 0) return Error(std::string(what) + ": dimension " + N(i) + " is negative (" + std::to_string(d) + ")");
+      if (d < 0) return Error(std::string(what) + ": dimension " + Str(i) + " is negative (" + std::to_string(d) + ")");
       dims[i] = static_cast<std::uint64_t>(d);
     }
     return dims;
@@ -103,8 +103,8 @@ Status CheckCooIndices(std::span<const std::byte> idx, std::span<const std::uint
       const auto v = static_cast<std::int64_t>(Load64(idx.data() + 8 * (k * rank + j)));
       // TFRT's check is signed, so it lets negative indices through.
       if (v < 0 || static_cast<std::uint64_t>(v) >= dims[j]) {
-        return Status(code, where + ": nonzero " + N(k) + " has index " + std::to_string(v) + " in dimension " + N(j) +
-                                ", outside [0, " + N(dims[j]) + ")");
+        return Status(code, where + ": nonzero " + Str(k) + " has index " + std::to_string(v) + " in dimension " +
+                                Str(j) + ", outside [0, " + Str(dims[j]) + ")");
       }
     }
   }
@@ -130,9 +130,9 @@ bool RowsIncreasing(std::span<const std::byte> idx, std::uint64_t nnz, std::uint
 Result<Record> DecodeRecord(std::span<const std::byte> bytes, std::uint64_t index, std::uint64_t offset,
                             std::uint64_t table_end, const std::shared_ptr<const void>& owner, const std::string& ctx,
                             const ReadOptions& opt) {
-  RecordReader r(bytes, offset, ctx + "record " + N(index) + " at offset " + N(offset));
-  if (offset < table_end) return r.Error("overlaps the offset table, which ends at " + N(table_end));
-  if (offset > bytes.size()) return r.Error("starts past the end of the file (" + N(bytes.size()) + " bytes)");
+  RecordReader r(bytes, offset, ctx + "record " + Str(index) + " at offset " + Str(offset));
+  if (offset < table_end) return r.Error("overlaps the offset table, which ends at " + Str(table_end));
+  if (offset > bytes.size()) return r.Error("starts past the end of the file (" + Str(bytes.size()) + " bytes)");
   if (opt.require_aligned_offsets && offset % kRecordAlignment != 0) {
     return r.Error("offset is not a multiple of 8");
   }
@@ -144,10 +144,10 @@ Result<Record> DecodeRecord(std::span<const std::byte> bytes, std::uint64_t inde
   rec.layout_code = internal::Load8(header.data() + 9);
   for (int i = 0; i < 6; ++i) rec.reserved[i] = internal::Load8(header.data() + 10 + i);
   if (rank > opt.limits.max_rank) {
-    return LimitExceeded(r.where() + ": rank " + N(rank) + " exceeds the limit of " + N(opt.limits.max_rank));
+    return LimitExceeded(r.where() + ": rank " + Str(rank) + " exceeds the limit of " + Str(opt.limits.max_rank));
   }
   if (rec.dtype_code >= kNumCodes) {
-    return Unsupported(r.where() + ": dtype code " + N(rec.dtype_code) + " is not one of BTF's 0..9");
+    return Unsupported(r.where() + ": dtype code " + Str(rec.dtype_code) + " is not one of BTF's 0..9");
   }
   const DType dtype = kCodes[rec.dtype_code];
   if (rec.layout_code == kLayoutDense) {
@@ -156,7 +156,7 @@ Result<Record> DecodeRecord(std::span<const std::byte> bytes, std::uint64_t inde
              (rec.layout_code == kLayoutCooDocumented && opt.accept_documented_coo_layout)) {
     rec.coo = true;
   } else {
-    return Unsupported(r.where() + ": layout code " + N(rec.layout_code) + " is unknown (0 = dense, 1 = COO" +
+    return Unsupported(r.where() + ": layout code " + Str(rec.layout_code) + " is unknown (0 = dense, 1 = COO" +
                        (opt.accept_documented_coo_layout ? ", 2 = COO as documented)" : ")"));
   }
   TS_ASSIGN_OR_RETURN(Shape dims, r.Dims(rank, "dims"));
@@ -165,11 +165,11 @@ Result<Record> DecodeRecord(std::span<const std::byte> bytes, std::uint64_t inde
     TS_ASSIGN_OR_RETURN(std::uint64_t n, r.Bytes(dtype, dims, "data"));
     const std::uint64_t at = r.pos();
     TS_ASSIGN_OR_RETURN(auto data, r.Take(n, "data"));
-    rec.dense = internal::ViewOrCopy(MakeInfo(N(index), dtype, std::move(dims), at, n), data, owner, itemsize);
+    rec.dense = internal::ViewOrCopy(MakeInfo(Str(index), dtype, std::move(dims), at, n), data, owner, itemsize);
   } else {
     TS_ASSIGN_OR_RETURN(Shape idims, r.Dims(2, "COO indices dims"));
     if (idims[1] != rank) {
-      return r.Error("COO indices are " + ShapeToString(idims) + " but the rank is " + N(rank));
+      return r.Error("COO indices are " + ShapeToString(idims) + " but the rank is " + Str(rank));
     }
     const std::uint64_t nnz = idims[0];
     TS_ASSIGN_OR_RETURN(std::uint64_t ni, r.Bytes(DType::kI64, idims, "COO indices"));
@@ -177,7 +177,7 @@ Result<Record> DecodeRecord(std::span<const std::byte> bytes, std::uint64_t inde
     TS_ASSIGN_OR_RETURN(auto idx, r.Take(ni, "COO indices"));
     TS_ASSIGN_OR_RETURN(Shape vdims, r.Dims(1, "COO values dims"));
     if (vdims[0] != nnz) {
-      return r.Error("COO values hold " + N(vdims[0]) + " elements but the indices " + N(nnz));
+      return r.Error("COO values hold " + Str(vdims[0]) + " elements but the indices " + Str(nnz));
     }
     TS_ASSIGN_OR_RETURN(std::uint64_t nv, r.Bytes(dtype, vdims, "COO values"));
     const std::uint64_t vat = r.pos();
@@ -185,7 +185,7 @@ Result<Record> DecodeRecord(std::span<const std::byte> bytes, std::uint64_t inde
     TS_RETURN_IF_ERROR(CheckCooIndices(idx, dims, nnz, r.where(), StatusCode::kCorruption));
     // The native COO tensor views indices, the values' NNZ field and the
     // values as one region (values at ni + 8); TensorInfo allows that gap.
-    TensorInfo native = MakeInfo(N(index), dtype, dims, iat, vat + nv - iat);
+    TensorInfo native = MakeInfo(Str(index), dtype, dims, iat, vat + nv - iat);
     native.layout = Layout::kCoo;
     native.nnz = nnz;
     native.coo_values_offset = ni + 8;
@@ -193,9 +193,9 @@ Result<Record> DecodeRecord(std::span<const std::byte> bytes, std::uint64_t inde
     rec.coo_native = internal::ViewOrCopy(std::move(native), bytes.subspan(iat, vat + nv - iat), owner, 8);
     rec.coo_tensor.dense_shape = dims;
     rec.coo_tensor.indices =
-        internal::ViewOrCopy(MakeInfo(N(index) + ".indices", DType::kI64, std::move(idims), iat, ni), idx, owner, 8);
+        internal::ViewOrCopy(MakeInfo(Str(index) + ".indices", DType::kI64, std::move(idims), iat, ni), idx, owner, 8);
     rec.coo_tensor.values =
-        internal::ViewOrCopy(MakeInfo(N(index) + ".values", dtype, std::move(vdims), vat, nv), vals, owner, itemsize);
+        internal::ViewOrCopy(MakeInfo(Str(index) + ".values", dtype, std::move(vdims), vat, nv), vals, owner, itemsize);
   }
   rec.end = r.pos();
   return rec;
@@ -227,7 +227,7 @@ Result<std::optional<Shape>> CooShapeOf(const Tensor& t, const std::string& what
 Status AppendDims(std::string& out, std::span<const std::uint64_t> dims, const std::string& what) {
   for (std::uint64_t d : dims) {
     if (d > static_cast<std::uint64_t>(INT64_MAX)) {
-      return InvalidArgument(what + ": dimension " + N(d) + " does not fit BTF's int64");
+      return InvalidArgument(what + ": dimension " + Str(d) + " does not fit BTF's int64");
     }
     internal::Put64(out, d);
   }
@@ -273,11 +273,12 @@ Status EncodeCoo(internal::Pieces& out, const CooTensor& c, const std::string& w
   const std::uint64_t rank = c.dense_shape.size();
   const Shape& is = c.indices.info.shape;
   if (c.indices.info.dtype != DType::kI64 || is.size() != 2 || is[1] != rank) {
-    return InvalidArgument(what + ": COO indices must be i64 [nnz, " + N(rank) + "], not " +
+    return InvalidArgument(what + ": COO indices must be i64 [nnz, " + Str(rank) + "], not " +
                            std::string(DTypeName(c.indices.info.dtype)) + " " + ShapeToString(is));
   }
   if (c.values.info.shape != Shape{is[0]}) {
-    return InvalidArgument(what + ": COO values must be [" + N(is[0]) + "], not " + ShapeToString(c.values.info.shape));
+    return InvalidArgument(what + ": COO values must be [" + Str(is[0]) + "], not " +
+                           ShapeToString(c.values.info.shape));
   }
   TS_RETURN_IF_ERROR(CheckData(c.indices, what + " indices"));
   TS_RETURN_IF_ERROR(CheckData(c.values, what + " values"));
@@ -301,16 +302,16 @@ Result<std::vector<Record>> DecodeRecords(std::span<const std::byte> bytes, std:
                                           const std::string& display_name, const ReadOptions& opt) {
   const std::string ctx = internal::Context(display_name);
   if (bytes.size() < 8) {
-    return Corruption(ctx + "file is " + N(bytes.size()) + " bytes, shorter than the 8-byte tensor count");
+    return Corruption(ctx + "file is " + Str(bytes.size()) + " bytes, shorter than the 8-byte tensor count");
   }
   const std::uint64_t n = Load64(bytes.data());
   if (n > opt.limits.max_tensor_count) {
-    return LimitExceeded(ctx + "tensor count " + N(n) + " exceeds the limit of " + N(opt.limits.max_tensor_count));
+    return LimitExceeded(ctx + "tensor count " + Str(n) + " exceeds the limit of " + Str(opt.limits.max_tensor_count));
   }
   const auto table_end = CheckedAdd(8, CheckedMul(n, 8).value_or(UINT64_MAX));
   if (!table_end || *table_end > bytes.size()) {
-    return Corruption(ctx + "offset table of " + N(n) + " records runs past the end of the file (" + N(bytes.size()) +
-                      " bytes)");
+    return Corruption(ctx + "offset table of " + Str(n) + " records runs past the end of the file (" +
+                      Str(bytes.size()) + " bytes)");
   }
   std::vector<Record> records;  // not reserved: n is bounded by the file, not by memory
   for (std::uint64_t i = 0; i < n; ++i) {
@@ -359,7 +360,7 @@ Result<internal::Pieces> EncodeItemPieces(std::span<const Item> items) {
   const std::size_t table_piece = out.Append(std::move(table));
   for (std::uint64_t i = 0; i < n; ++i) {
     internal::Store64(reinterpret_cast<std::byte*>(out.owned(table_piece).data() + 8 * (i + 1)), out.size());
-    const std::string what = "record " + N(i);
+    const std::string what = "record " + Str(i);
     if (const auto* t = std::get_if<Tensor>(&items[i])) {
       TS_RETURN_IF_ERROR(EncodeDense(out, *t, what + " " + internal::QuoteName(t->info.name)));
     } else {
@@ -394,7 +395,7 @@ Result<std::vector<Item>> ItemsOf(const TensorSet& set) {
   std::map<std::string, std::size_t> coo_item;  // base name -> index in items
   for (std::size_t i = 0; i < set.tensors.size(); ++i) {
     const Tensor& t = set.tensors[i];
-    const std::string what = "tensor " + N(i) + " " + internal::QuoteName(t.info.name);
+    const std::string what = "tensor " + Str(i) + " " + internal::QuoteName(t.info.name);
     if (t.info.layout == Layout::kCoo) {
       TS_ASSIGN_OR_RETURN(CooTensor c, FromNative(t, what));
       items.emplace_back(std::move(c));

@@ -25,7 +25,7 @@ constexpr std::string_view kTypeNames[] = {
 };
 constexpr std::uint32_t kTypeSizes[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
 
-std::string Str(std::uint64_t v) { return std::to_string(v); }
+using tensorsafe::internal::Str;
 
 template <typename T>
 void AppendInt(std::string& out, T v) {

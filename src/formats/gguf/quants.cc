@@ -42,7 +42,7 @@ namespace {
 using tensorsafe::internal::CheckedMul;
 using tensorsafe::internal::QuoteName;
 
-std::string Str(std::uint64_t v) { return std::to_string(v); }
+using tensorsafe::internal::Str;
 std::string Name(const GgmlType& t) { return std::string(t.name); }
 
 bool IsTarget(DType d) { return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16; }

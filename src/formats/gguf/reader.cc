@@ -21,7 +21,7 @@ using tensorsafe::internal::IsValidUtf8;
 using tensorsafe::internal::QuoteName;
 using tensorsafe::internal::RangeWithin;
 
-std::string Str(std::uint64_t v) { return std::to_string(v); }
+using tensorsafe::internal::Str;
 
 // Smallest encodings, used to refuse counts the file cannot hold before
 // looping: a key/value pair is a key length, a 1-byte key, a type and a

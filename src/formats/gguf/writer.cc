@@ -27,7 +27,7 @@ using tensorsafe::internal::Put32;
 using tensorsafe::internal::Put64;
 using tensorsafe::internal::QuoteName;
 
-std::string Str(std::uint64_t v) { return std::to_string(v); }
+using tensorsafe::internal::Str;
 
 // ggml's 64-byte name buffer holds 63 bytes and a NUL.
 constexpr std::size_t kMaxNameBytes = 63;

@@ -27,7 +27,7 @@ using tensorsafe::internal::Load8;
 using tensorsafe::internal::RangeWithin;
 namespace {
 
-std::string N(std::uint64_t v) { return std::to_string(v); }
+using tensorsafe::internal::Str;
 
 // What a descr means: our dtype, and the unit to byte-swap when the data is
 // big-endian (the item size, or half of it for complex).
@@ -116,7 +116,7 @@ Result<DescrInfo> ParseDescr(const std::string& descr, const tensorsafe::npy::Re
       if (opt.void_as) {
         if (ElementSize(*opt.void_as) != size) {
           return Unsupported(q + ": ReadOptions::void_as is " + std::string(DTypeName(*opt.void_as)) +
-                             ", whose element size is not " + N(size) + " bytes");
+                             ", whose element size is not " + Str(size) + " bytes");
         }
         dt = *opt.void_as;
       } else if (size == 2) {
@@ -126,7 +126,7 @@ Result<DescrInfo> ParseDescr(const std::string& descr, const tensorsafe::npy::Re
                            ": a 1-byte void is how ml_dtypes float8/float6/float4/int4/uint4 "
                            "arrays are saved and the type is lost; set ReadOptions::void_as");
       } else {
-        return Unsupported(q + ": a " + N(size) + "-byte void type has no tensorsafe dtype");
+        return Unsupported(q + ": a " + Str(size) + "-byte void type has no tensorsafe dtype");
       }
       break;
     case 'U':
@@ -205,7 +205,7 @@ Result<Tensor> DecodeArray(std::span<const std::byte> bytes, std::shared_ptr<con
   const std::uint64_t size = bytes.size();
   // 1. Enough bytes for the smallest prefix.
   if (size < kPrefixV1) {
-    return err(Corruption("file is " + N(size) + " bytes, smaller than the 10-byte .npy prefix"));
+    return err(Corruption("file is " + Str(size) + " bytes, smaller than the 10-byte .npy prefix"));
   }
   // 2. Magic.
   if (std::memcmp(bytes.data(), kMagic.data(), kMagic.size()) != 0) {
@@ -214,7 +214,7 @@ Result<Tensor> DecodeArray(std::span<const std::byte> bytes, std::shared_ptr<con
   // 3. Version.
   const std::uint8_t major = Load8(bytes.data() + 6), minor = Load8(bytes.data() + 7);
   if (major < 1 || major > 3 || minor != 0) {
-    return err(Unsupported("format version " + N(major) + "." + N(minor) + " (supported: 1.0, 2.0, 3.0)"));
+    return err(Unsupported("format version " + Str(major) + "." + Str(minor) + " (supported: 1.0, 2.0, 3.0)"));
   }
   // 4. Header length against the limit and the file.
   std::uint64_t prefix = kPrefixV1, hlen;
@@ -223,17 +223,17 @@ Result<Tensor> DecodeArray(std::span<const std::byte> bytes, std::shared_ptr<con
   } else {
     if (size < kPrefixV2) {
       return err(
-          Corruption("file is " + N(size) + " bytes, smaller than the 12-byte version " + N(major) + ".0 prefix"));
+          Corruption("file is " + Str(size) + " bytes, smaller than the 12-byte version " + Str(major) + ".0 prefix"));
     }
     prefix = kPrefixV2;
     hlen = Load32(bytes.data() + 8);
   }
   if (hlen > opt.max_header_bytes) {
-    return err(LimitExceeded("header of " + N(hlen) + " bytes exceeds the limit of " + N(opt.max_header_bytes)));
+    return err(LimitExceeded("header of " + Str(hlen) + " bytes exceeds the limit of " + Str(opt.max_header_bytes)));
   }
   if (!RangeWithin(prefix, hlen, size)) {
-    return err(Corruption("header of " + N(hlen) + " bytes at offset " + N(prefix) +
-                          " runs past the end of the file (" + N(size) + " bytes)"));
+    return err(Corruption("header of " + Str(hlen) + " bytes at offset " + Str(prefix) +
+                          " runs past the end of the file (" + Str(size) + " bytes)"));
   }
   std::string_view text(reinterpret_cast<const char*>(bytes.data() + prefix), hlen);
   // 1.0 and 2.0 headers are Latin-1 and hold only ASCII in practice; 3.0 is
@@ -248,7 +248,7 @@ Result<Tensor> DecodeArray(std::span<const std::byte> bytes, std::shared_ptr<con
   // 8. Size limit, then data size: shape product x item size must equal
   // what remains.
   if (!WithinNumpySizeLimit(dict->shape, di->itemsize)) {
-    return err(Corruption("shape " + ShapeToString(dict->shape) + " x " + N(di->itemsize) +
+    return err(Corruption("shape " + ShapeToString(dict->shape) + " x " + Str(di->itemsize) +
                           "-byte items (zero dimensions aside) exceeds 2^63 - 1 bytes, NumPy's array size limit"));
   }
   auto count = ElementCount(dict->shape);
@@ -257,10 +257,10 @@ Result<Tensor> DecodeArray(std::span<const std::byte> bytes, std::shared_ptr<con
   const std::uint64_t data_off = prefix + hlen, have = size - data_off;
   if (have < *need) {
     return err(Corruption("truncated: shape " + ShapeToString(dict->shape) + " of " + dict->descr + " needs " +
-                          N(*need) + " data bytes, only " + N(have) + " remain"));
+                          Str(*need) + " data bytes, only " + Str(have) + " remain"));
   }
   if (have > *need) {
-    return err(Corruption(N(have - *need) + " trailing bytes after the " + N(*need) + " data bytes of shape " +
+    return err(Corruption(Str(have - *need) + " trailing bytes after the " + Str(*need) + " data bytes of shape " +
                           ShapeToString(dict->shape)));
   }
   Tensor t;

@@ -14,7 +14,7 @@
 namespace tensorsafe::internal::zip {
 namespace {
 
-std::string N(std::uint64_t v) { return std::to_string(v); }
+using tensorsafe::internal::Str;
 
 // APPNOTE 4.3.7, 4.3.12, 4.3.14, 4.3.15, 4.3.16.
 constexpr std::uint32_t kLocalSig = 0x04034b50, kCentralSig = 0x02014b50;
@@ -57,10 +57,10 @@ Status ApplyZip64Extra(std::span<const std::byte> extra, bool need_size, bool ne
   while (i + 4 <= extra.size()) {
     const std::uint16_t id = Load16(extra.data() + i), len = Load16(extra.data() + i + 2);
     if (len > extra.size() - i - 4)
-      return Corruption("extra field " + N(id) + " of " + N(len) + " bytes runs past the extra area");
+      return Corruption("extra field " + Str(id) + " of " + Str(len) + " bytes runs past the extra area");
     if (id == kZip64ExtraId) {
       const std::size_t want = 8 * (need_size + need_csize + need_offset);
-      if (len < want) return Corruption("zip64 extra field of " + N(len) + " bytes, " + N(want) + " needed");
+      if (len < want) return Corruption("zip64 extra field of " + Str(len) + " bytes, " + Str(want) + " needed");
       Cursor c{extra.data() + i + 4};
       if (need_size) e->size = c.U64();
       if (need_csize) e->compressed_size = c.U64();
@@ -120,7 +120,7 @@ Result<std::vector<Entry>> ReadDirectory(std::span<const std::byte> file, const 
                                          std::uint64_t max_entries) {
   auto err = [&](Status s) { return s.WithContext(where); };
   const std::uint64_t size = file.size();
-  if (size < kEndSize) return err(Corruption("file is " + N(size) + " bytes, smaller than a 22-byte zip end record"));
+  if (size < kEndSize) return err(Corruption("file is " + Str(size) + " bytes, smaller than a 22-byte zip end record"));
   // The end record sits at the end, followed only by its comment (<= 65535).
   std::uint64_t end = size - kEndSize;
   const std::uint64_t lowest = size >= kEndSize + 0xffff ? size - kEndSize - 0xffff : 0;
@@ -141,7 +141,7 @@ Result<std::vector<Entry>> ReadDirectory(std::span<const std::byte> file, const 
     const std::uint32_t disks = l.U32();
     if (l_disk != 0 || disks > 1) return err(Unsupported("multi-disk (spanned) zip archives are not supported"));
     if (!RangeWithin(rec, kEnd64Size, end - kLocatorSize) || Load32(file.data() + rec) != kEnd64Sig) {
-      return err(Corruption("zip64 locator points at offset " + N(rec) + ", where there is no zip64 end record"));
+      return err(Corruption("zip64 locator points at offset " + Str(rec) + ", where there is no zip64 end record"));
     }
     Cursor r{file.data() + rec + 4 + 8 + 2 + 2};
     const std::uint32_t d64 = r.U32(), cd64 = r.U32();
@@ -156,27 +156,27 @@ Result<std::vector<Entry>> ReadDirectory(std::span<const std::byte> file, const 
   }
   // Single disk (checked above): both counts are the whole directory's.
   if (count != count_disk) {
-    return err(Corruption("end record counts " + N(count_disk) + " entries on this disk but " + N(count) +
+    return err(Corruption("end record counts " + Str(count_disk) + " entries on this disk but " + Str(count) +
                           " in all, in a single-disk archive"));
   }
   if (count > max_entries) {
-    return err(LimitExceeded("zip has " + N(count) + " entries, more than the limit of " + N(max_entries)));
+    return err(LimitExceeded("zip has " + Str(count) + " entries, more than the limit of " + Str(max_entries)));
   }
   if (!RangeWithin(cd_offset, cd_size, cd_limit)) {
-    return err(Corruption("central directory at offset " + N(cd_offset) + " + size " + N(cd_size) +
-                          " runs past its end records at " + N(cd_limit)));
+    return err(Corruption("central directory at offset " + Str(cd_offset) + " + size " + Str(cd_size) +
+                          " runs past its end records at " + Str(cd_limit)));
   }
   if (count > cd_size / kCentralSize) {
-    return err(Corruption(N(count) + " entries cannot fit in a central directory of " + N(cd_size) + " bytes"));
+    return err(Corruption(Str(count) + " entries cannot fit in a central directory of " + Str(cd_size) + " bytes"));
   }
   std::vector<Entry> entries;
   entries.reserve(count);
   std::uint64_t pos = cd_offset;
   const std::uint64_t cd_end = cd_offset + cd_size;
   for (std::uint64_t i = 0; i < count; ++i) {
-    const std::string label = "central entry " + N(i);
+    const std::string label = "central entry " + Str(i);
     if (cd_end - pos < kCentralSize || Load32(file.data() + pos) != kCentralSig) {
-      return err(Corruption(label + " at offset " + N(pos) + ": bad signature or past the directory end"));
+      return err(Corruption(label + " at offset " + Str(pos) + ": bad signature or past the directory end"));
     }
     Cursor h{file.data() + pos + 8};
     Entry e;
@@ -192,23 +192,23 @@ Result<std::vector<Entry>> ReadDirectory(std::span<const std::byte> file, const 
     e.local_offset = h.U32();
     const std::uint64_t var = std::uint64_t{nlen} + xlen + clen;
     if (var > cd_end - pos - kCentralSize) {
-      return err(Corruption(label + ": name, extra and comment (" + N(var) + " bytes) run past the directory end"));
+      return err(Corruption(label + ": name, extra and comment (" + Str(var) + " bytes) run past the directory end"));
     }
     e.name.assign(reinterpret_cast<const char*>(file.data() + pos + kCentralSize), nlen);
     Status s = ApplyZip64Extra(file.subspan(pos + kCentralSize + nlen, xlen), e.size == 0xffffffff,
                                e.compressed_size == 0xffffffff, e.local_offset == 0xffffffff, &e);
     const std::string named = label + " " + QuoteName(e.name);
     if (!s.ok()) return err(s.WithContext(named));
-    if (start_disk != 0 && start_disk != 0xffff) return err(Unsupported(named + ": on disk " + N(start_disk)));
+    if (start_disk != 0 && start_disk != 0xffff) return err(Unsupported(named + ": on disk " + Str(start_disk)));
     if (e.flags & (kFlagEncrypted | kFlagStrongEncryption))
       return err(Unsupported(named + ": encrypted members are not supported"));
     if (e.method != kStored && e.method != kDeflated) {
       return err(
-          Unsupported(named + ": compression method " + N(e.method) + " (only stored and deflated are supported)"));
+          Unsupported(named + ": compression method " + Str(e.method) + " (only stored and deflated are supported)"));
     }
     // The local header repeats the name; its extra may differ in length.
     if (!RangeWithin(e.local_offset, kLocalSize, cd_offset) || Load32(file.data() + e.local_offset) != kLocalSig) {
-      return err(Corruption(named + ": no local header at offset " + N(e.local_offset)));
+      return err(Corruption(named + ": no local header at offset " + Str(e.local_offset)));
     }
     Cursor lh{file.data() + e.local_offset + 26};
     const std::uint16_t lnlen = lh.U16(), lxlen = lh.U16();
@@ -223,12 +223,12 @@ Result<std::vector<Entry>> ReadDirectory(std::span<const std::byte> file, const 
       return err(Corruption(named + ": name flagged as UTF-8 (bit 11) is not valid UTF-8"));
     }
     if (!RangeWithin(e.data_offset, e.compressed_size, cd_offset)) {
-      return err(Corruption(named + ": data at offset " + N(e.data_offset) + " + " + N(e.compressed_size) +
-                            " bytes runs into the central directory at " + N(cd_offset)));
+      return err(Corruption(named + ": data at offset " + Str(e.data_offset) + " + " + Str(e.compressed_size) +
+                            " bytes runs into the central directory at " + Str(cd_offset)));
     }
     if (e.method == kStored && e.compressed_size != e.size) {
-      return err(
-          Corruption(named + ": stored member with compressed size " + N(e.compressed_size) + " != size " + N(e.size)));
+      return err(Corruption(named + ": stored member with compressed size " + Str(e.compressed_size) + " != size " +
+                            Str(e.size)));
     }
     entries.push_back(std::move(e));
     pos += kCentralSize + var;
@@ -258,8 +258,8 @@ Result<std::span<const std::byte>> Extract(std::span<const std::byte> file, cons
     // Deflate expands at most 1032:1 (a 258-byte match coded in two bits), so
     // a larger declared size is a lie; refuse it before allocating it.
     if (e.size / kMaxDeflateRatio > e.compressed_size) {
-      return Corruption(where + ": declares " + N(e.size) + " inflated bytes, more than deflate can produce from " +
-                        N(e.compressed_size) + " compressed bytes (at most " + N(kMaxDeflateRatio) + " per byte)");
+      return Corruption(where + ": declares " + Str(e.size) + " inflated bytes, more than deflate can produce from " +
+                        Str(e.compressed_size) + " compressed bytes (at most " + Str(kMaxDeflateRatio) + " per byte)");
     }
     *buffer = AllocAligned(e.size);
     z_stream z{};
@@ -285,28 +285,29 @@ Result<std::span<const std::byte>> Extract(std::span<const std::byte> file, cons
       if (rc == Z_BUF_ERROR && !(z.avail_in == 0 && in_left > 0) && !(z.avail_out == 0 && out_left > 0)) break;
     }
     const std::uint64_t in_rest = in_left + z.avail_in, out_rest = out_left + z.avail_out;
-    const std::string zmsg = z.msg ? z.msg : "zlib error " + N(static_cast<std::uint64_t>(-rc));
+    const std::string zmsg = z.msg ? z.msg : "zlib error " + Str(static_cast<std::uint64_t>(-rc));
     inflateEnd(&z);
     if (rc == Z_DATA_ERROR || rc == Z_MEM_ERROR || rc == Z_NEED_DICT) {
       return Corruption(where + ": invalid deflate data: " + zmsg);
     }
     if (rc != Z_STREAM_END) {
-      return Corruption(where + (out_rest == 0 ? ": inflates to more than the declared " + N(e.size) + " bytes"
-                                               : ": deflate stream ends early, after " + N(e.size - out_rest) + " of " +
-                                                     N(e.size) + " bytes"));
+      return Corruption(where + (out_rest == 0 ? ": inflates to more than the declared " + Str(e.size) + " bytes"
+                                               : ": deflate stream ends early, after " + Str(e.size - out_rest) +
+                                                     " of " + Str(e.size) + " bytes"));
     }
     if (out_rest != 0) {
-      return Corruption(where + ": inflated to " + N(e.size - out_rest) + " bytes, the directory says " + N(e.size));
+      return Corruption(where + ": inflated to " + Str(e.size - out_rest) + " bytes, the directory says " +
+                        Str(e.size));
     }
     if (in_rest != 0) {
-      return Corruption(where + ": " + N(in_rest) + " bytes after the end of the deflate stream");
+      return Corruption(where + ": " + Str(in_rest) + " bytes after the end of the deflate stream");
     }
     out = {buffer->get(), static_cast<std::size_t>(e.size)};
   }
   if (verify_crc) {
     const std::uint32_t got = Crc32(0, out);
     if (got != e.crc) {
-      return Corruption(where + ": CRC-32 mismatch: stored " + N(e.crc) + ", computed " + N(got));
+      return Corruption(where + ": CRC-32 mismatch: stored " + Str(e.crc) + ", computed " + Str(got));
     }
   }
   return out;
@@ -338,7 +339,7 @@ void PutLocal(std::string& s, const Entry& e) {
 Status Writer::Add(const std::string& name, std::span<const std::span<const std::byte>> pieces, std::uint16_t method,
                    int level) {
   if (name.empty() || name.size() > 0xffff) {
-    return InvalidArgument("zip member name of " + N(name.size()) + " bytes (1..65535 allowed)");
+    return InvalidArgument("zip member name of " + Str(name.size()) + " bytes (1..65535 allowed)");
   }
   Entry e;
   e.name = name;
@@ -395,7 +396,7 @@ Status Writer::Add(const std::string& name, std::span<const std::span<const std:
     if (rc != Z_STREAM_END) return Internal("deflate did not finish: zlib code " + std::to_string(rc));
     TS_RETURN_IF_ERROR(Patch(e));
   } else {
-    return InvalidArgument("zip method " + N(method));
+    return InvalidArgument("zip method " + Str(method));
   }
   entries_.push_back(std::move(e));
   return Status::OK();

@@ -37,7 +37,7 @@ using tensorsafe::internal::CheckedMul;
 using tensorsafe::internal::QuoteName;
 using Json = nlohmann::ordered_json;
 
-std::string N(std::uint64_t v) { return std::to_string(v); }
+using tensorsafe::internal::Str;
 
 // MAGIC_NUMBER of torch/serialization.py (0x1950a86a20f9469cfc6c), as the
 // little-endian bytes of its pickle (LONG1), and PROTOCOL_VERSION.
@@ -150,14 +150,14 @@ Result<TensorSet> internal::Decoder::Zip() {
   }
   TS_ASSIGN_OR_RETURN(std::optional<std::span<const std::byte>> pkl, Record("data.pkl", true));
   if (pkl->size() > lim_.max_pickle_bytes) {
-    return LimitExceeded(Where("data.pkl") + ": " + N(pkl->size()) + " bytes, more than " + N(lim_.max_pickle_bytes) +
-                         " (Limits::max_pickle_bytes)");
+    return LimitExceeded(Where("data.pkl") + ": " + Str(pkl->size()) + " bytes, more than " +
+                         Str(lim_.max_pickle_bytes) + " (Limits::max_pickle_bytes)");
   }
   internal::Unpickler u(*pkl, Where("data.pkl"), lim_, internal::PidForm::kZip);
   std::size_t end = 0;
   TS_ASSIGN_OR_RETURN(Value * root, u.Load(0, &end));
   if (end != pkl->size()) {
-    return Corruption(Where("data.pkl") + ": " + N(pkl->size() - end) + " bytes after the pickle's STOP");
+    return Corruption(Where("data.pkl") + ": " + Str(pkl->size() - end) + " bytes after the pickle's STOP");
   }
   for (StorageDecl& s : u.tables().storages) {
     TS_ASSIGN_OR_RETURN(std::optional<std::span<const std::byte>> data, Record("data/" + s.key, false));
@@ -168,9 +168,9 @@ Result<TensorSet> internal::Decoder::Zip() {
     if (data->size() != s.nbytes) {
       // CVE-2026-24747: a declared size beyond the member let torch read
       // past it.
-      return Corruption(Where("data/" + s.key) + ": " + N(data->size()) + " bytes, but the pickle declares " +
-                        N(s.numel) + " elements of " +
-                        internal::GlobalName({internal::GlobalKind::kStorageType, s.type}) + " (" + N(s.nbytes) +
+      return Corruption(Where("data/" + s.key) + ": " + Str(data->size()) + " bytes, but the pickle declares " +
+                        Str(s.numel) + " elements of " +
+                        internal::GlobalName({internal::GlobalKind::kStorageType, s.type}) + " (" + Str(s.nbytes) +
                         " bytes)");
     }
     s.bytes = *data;
@@ -189,7 +189,7 @@ Result<std::optional<std::span<const std::byte>>> internal::Decoder::Record(cons
   }
   const auto& e = *it->second;
   if (e.method != tensorsafe::internal::zip::kStored) {
-    return Unsupported(Where(record) + ": compression method " + N(e.method) +
+    return Unsupported(Where(record) + ": compression method " + Str(e.method) +
                        "; torch.save stores its records uncompressed, and only stored members are read");
   }
   std::shared_ptr<std::byte> unused;
@@ -214,8 +214,8 @@ Status internal::Decoder::CheckVersion() {
   }
   for (char c : text) n = n * 10 + static_cast<std::uint64_t>(c - '0');
   if (n < kMinArchiveVersion || n > kMaxArchiveVersion) {
-    return Unsupported(Where(name) + ": archive version " + N(n) + " (torch 2.13 reads " + N(kMinArchiveVersion) +
-                       " to " + N(kMaxArchiveVersion) + ")");
+    return Unsupported(Where(name) + ": archive version " + Str(n) + " (torch 2.13 reads " + Str(kMinArchiveVersion) +
+                       " to " + Str(kMaxArchiveVersion) + ")");
   }
   return Status::OK();
 }
@@ -240,13 +240,13 @@ Result<TensorSet> internal::Decoder::Legacy() {
   // endian), so nothing in it is needed.
   TS_ASSIGN_OR_RETURN(Value * sys_info, u.Load(pos = end, &end));
   if (sys_info->kind != Kind::kDict) {
-    return Corruption(file_ + ": offset " + N(pos) + ": the sys_info pickle is " + std::string(KindText(*sys_info)) +
+    return Corruption(file_ + ": offset " + Str(pos) + ": the sys_info pickle is " + std::string(KindText(*sys_info)) +
                       ", not a dict");
   }
   TS_ASSIGN_OR_RETURN(Value * root, u.Load(pos = end, &end));
   TS_ASSIGN_OR_RETURN(Value * keys, u.Load(pos = end, &end));
   if (keys->kind != Kind::kList) {
-    return Corruption(file_ + ": offset " + N(pos) + ": the storage key list is " + std::string(KindText(*keys)));
+    return Corruption(file_ + ": offset " + Str(pos) + ": the storage key list is " + std::string(KindText(*keys)));
   }
   internal::Tables& tb = u.tables();
   pos = end;
@@ -263,20 +263,20 @@ Result<TensorSet> internal::Decoder::Legacy() {
     if (s.view_of) return Corruption(file_ + ": storage key " + QuoteName(k->s) + " is a view, yet has data");
     // An int64 element count (little-endian), then the elements.
     if (bytes_.size() - pos < 8) {
-      return Corruption(file_ + ": offset " + N(pos) + ": storage " + QuoteName(s.key) +
+      return Corruption(file_ + ": offset " + Str(pos) + ": storage " + QuoteName(s.key) +
                         ": the file ends before its element count (truncated)");
     }
     const std::uint64_t numel = tensorsafe::internal::Load64(bytes_.data() + pos);
     const std::uint32_t esize = s.type == internal::kUntyped ? 1 : TorchDTypeAt(s.type).itemsize;
     auto nbytes = CheckedMul(numel, esize);
     if (!nbytes || *nbytes != s.nbytes) {
-      return Corruption(file_ + ": offset " + N(pos) + ": storage " + QuoteName(s.key) + " holds " + N(numel) +
-                        " elements, but the pickle declares " + N(s.numel));
+      return Corruption(file_ + ": offset " + Str(pos) + ": storage " + QuoteName(s.key) + " holds " + Str(numel) +
+                        " elements, but the pickle declares " + Str(s.numel));
     }
     pos += 8;
     if (bytes_.size() - pos < s.nbytes) {
-      return Corruption(file_ + ": offset " + N(pos) + ": storage " + QuoteName(s.key) + " needs " + N(s.nbytes) +
-                        " bytes, " + N(bytes_.size() - pos) + " remain (truncated)");
+      return Corruption(file_ + ": offset " + Str(pos) + ": storage " + QuoteName(s.key) + " needs " + Str(s.nbytes) +
+                        " bytes, " + Str(bytes_.size() - pos) + " remain (truncated)");
     }
     s.bytes = bytes_.subspan(pos, s.nbytes);
     s.file_offset = pos;
@@ -284,7 +284,7 @@ Result<TensorSet> internal::Decoder::Legacy() {
     pos += s.nbytes;
   }
   if (pos != bytes_.size()) {
-    return Corruption(file_ + ": " + N(bytes_.size() - pos) + " bytes after the last storage");
+    return Corruption(file_ + ": " + Str(bytes_.size() - pos) + " bytes after the last storage");
   }
   for (StorageDecl& s : tb.storages) {
     if (s.view_of) {
@@ -348,11 +348,11 @@ Status internal::Decoder::Materialize(const std::string& name, std::uint64_t n) 
           .value_or(~0ull);
   if (!total || *total > lim_.max_materialized_bytes || *total > by_ratio) {
     const bool ratio = total && *total <= lim_.max_materialized_bytes;
-    return LimitExceeded(file_ + ": tensor " + QuoteName(name) + ": copying " + N(n) +
+    return LimitExceeded(file_ + ": tensor " + QuoteName(name) + ": copying " + Str(n) +
                          " more bytes (strided views, byte swaps, unaligned storages) passes " +
-                         (ratio ? N(lim_.max_materialized_ratio) + " times the file's " + N(bytes_.size()) +
+                         (ratio ? Str(lim_.max_materialized_ratio) + " times the file's " + Str(bytes_.size()) +
                                       " bytes plus 64 MiB (Limits::max_materialized_ratio)"
-                                : N(lim_.max_materialized_bytes) + " (Limits::max_materialized_bytes)"));
+                                : Str(lim_.max_materialized_bytes) + " (Limits::max_materialized_bytes)"));
   }
   materialized_ = *total;
   return Status::OK();
@@ -393,8 +393,8 @@ Result<TensorSet> internal::Decoder::Finish(internal::Unpickler& u, Value* root)
   if (!metadata.empty()) {
     set.metadata_json = metadata.dump();
     if (set.metadata_json.size() > lim_.max_metadata_bytes) {
-      return LimitExceeded(file_ + ": the values that are not tensors make " + N(set.metadata_json.size()) +
-                           " bytes of metadata JSON, more than " + N(lim_.max_metadata_bytes) +
+      return LimitExceeded(file_ + ": the values that are not tensors make " + Str(set.metadata_json.size()) +
+                           " bytes of metadata JSON, more than " + Str(lim_.max_metadata_bytes) +
                            " (Limits::max_metadata_bytes)");
     }
   }

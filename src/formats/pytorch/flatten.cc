@@ -4,13 +4,14 @@
 #include <cmath>
 
 #include "formats/pytorch/decoder.h"
+#include "util/text.h"
 
 namespace tensorsafe::pytorch::internal {
 namespace {
 
 using tensorsafe::internal::QuoteName;
 
-std::string N(std::uint64_t v) { return std::to_string(v); }
+using tensorsafe::internal::Str;
 
 }  // namespace
 
@@ -20,7 +21,7 @@ std::string N(std::uint64_t v) { return std::to_string(v); }
 // visits far fewer than it made), and never more than max_values.
 Status Decoder::Visit() {
   if (++visits_ > visit_budget_) {
-    return LimitExceeded(file_ + ": flattening visits more than " + N(visit_budget_) +
+    return LimitExceeded(file_ + ": flattening visits more than " + Str(visit_budget_) +
                          " values (twice the values the pickle made, at most Limits::max_values): "
                          "a value shared that many times");
   }
@@ -29,8 +30,8 @@ Status Decoder::Visit() {
 
 Status Decoder::Deep(std::uint32_t depth, const std::string& name) const {
   if (depth > lim_.max_depth) {
-    return LimitExceeded(file_ + ": entry " + QuoteName(name) + ": containers nested deeper than " + N(lim_.max_depth) +
-                         " (Limits::max_depth; a container that holds itself nests forever)");
+    return LimitExceeded(file_ + ": entry " + QuoteName(name) + ": containers nested deeper than " +
+                         Str(lim_.max_depth) + " (Limits::max_depth; a container that holds itself nests forever)");
   }
   return Status::OK();
 }

@@ -35,7 +35,7 @@ Result<Value*> Unpickler::Run::PersistentLoad(Value* pid) {
   }
   const std::size_t want = u_.form_ == PidForm::kZip ? 5 : 6;
   if (t.size() != want) {
-    return Corrupt("a storage persistent id of " + N(t.size()) + " items; this container writes " + N(want));
+    return Corrupt("a storage persistent id of " + Str(t.size()) + " items; this container writes " + Str(want));
   }
   if (t[1]->kind != Kind::kGlobal || t[1]->g.kind != GlobalKind::kStorageType) {
     return Corrupt("the storage type is " + std::string(KindText(*t[1])) + ", not a storage class");
@@ -50,7 +50,7 @@ Result<Value*> Unpickler::Run::PersistentLoad(Value* pid) {
   const std::uint64_t numel = static_cast<std::uint64_t>(t[4]->i);
   const std::uint32_t esize = type == kUntyped ? 1 : TorchDTypeAt(type).itemsize;
   auto nbytes = CheckedMul(numel, esize);
-  if (!nbytes) return Corrupt("storage " + QuoteName(key) + ": " + N(numel) + " elements overflow 64-bit sizes");
+  if (!nbytes) return Corrupt("storage " + QuoteName(key) + ": " + Str(numel) + " elements overflow 64-bit sizes");
   TS_ASSIGN_OR_RETURN(std::size_t index, Declare(key, type, numel, *nbytes, location));
   if (u_.form_ == PidForm::kLegacy && t[5]->kind != Kind::kNone) {
     // (view key, offset, size) in elements of the root's type.
@@ -64,8 +64,8 @@ Result<Value*> Unpickler::Run::PersistentLoad(Value* pid) {
     const auto size = static_cast<std::uint64_t>(view->items[2]->i);
     auto end = CheckedAdd(off, size);
     if (!end || *end > numel) {
-      return Corrupt("storage view " + QuoteName(view_key) + ": elements " + N(off) + " + " + N(size) +
-                     " lie outside storage " + QuoteName(key) + " of " + N(numel));
+      return Corrupt("storage view " + QuoteName(view_key) + ": elements " + Str(off) + " + " + Str(size) +
+                     " lie outside storage " + QuoteName(key) + " of " + Str(numel));
     }
     TS_ASSIGN_OR_RETURN(std::size_t v, Declare(view_key, type, size, size * esize, location));
     StorageDecl& sd = u_.tables_.storages[v];
@@ -92,8 +92,8 @@ Result<std::size_t> Unpickler::Run::Declare(const std::string& key, std::uint16_
     // silently keep the first declaration.
     if (d.type != type || d.numel != numel) {
       return Corrupt("storage " + QuoteName(key) + " is declared as " + GlobalName({GlobalKind::kStorageType, d.type}) +
-                     " of " + N(d.numel) + " elements, then as " + GlobalName({GlobalKind::kStorageType, type}) +
-                     " of " + N(numel));
+                     " of " + Str(d.numel) + " elements, then as " + GlobalName({GlobalKind::kStorageType, type}) +
+                     " of " + Str(numel));
     }
     return it->second;
   }
@@ -113,7 +113,7 @@ Result<std::vector<std::uint64_t>> Unpickler::Run::Dims(const Value* v, std::str
     return Corrupt("the tensor's " + std::string(what) + " is " + std::string(KindText(*v)) + ", not a tuple");
   }
   if (v->items.size() > u_.limits_.max_rank) {
-    return LimitExceeded(At() + "a tensor of rank " + N(v->items.size()) + ", more than " + N(u_.limits_.max_rank) +
+    return LimitExceeded(At() + "a tensor of rank " + Str(v->items.size()) + ", more than " + Str(u_.limits_.max_rank) +
                          " (Limits::max_rank)");
   }
   std::vector<std::uint64_t> out;
@@ -135,7 +135,7 @@ Result<Value*> Unpickler::Run::RebuildTensor(GlobalKind kind, const std::vector<
   const bool ok_arity = kind == GlobalKind::kRebuildTensor     ? n == 4
                         : kind == GlobalKind::kRebuildTensorV2 ? n == 6 || n == 7
                                                                : n == 7 || n == 8;
-  if (!ok_arity) return Corrupt(GlobalName({kind}) + " called with " + N(n) + " arguments");
+  if (!ok_arity) return Corrupt(GlobalName({kind}) + " called with " + Str(n) + " arguments");
   if (a[0]->kind != Kind::kStorage) {
     return Corrupt(GlobalName({kind}) + ": the storage argument is " + std::string(KindText(*a[0])));
   }
@@ -176,7 +176,7 @@ Result<Value*> Unpickler::Run::RebuildTensor(GlobalKind kind, const std::vector<
   TS_ASSIGN_OR_RETURN(t.shape, Dims(a[2], "size"));
   TS_ASSIGN_OR_RETURN(t.stride, Dims(a[3], "stride"));
   if (t.shape.size() != t.stride.size()) {
-    return Corrupt("the tensor has " + N(t.shape.size()) + " sizes and " + N(t.stride.size()) + " strides");
+    return Corrupt("the tensor has " + Str(t.shape.size()) + " sizes and " + Str(t.stride.size()) + " strides");
   }
   // The non-zero dimensions' product must fit (NumPy's rule, so the
   // verdict does not depend on where a zero dimension sits).
@@ -192,7 +192,7 @@ Result<Value*> Unpickler::Run::RebuildTensor(GlobalKind kind, const std::vector<
     nonzero = *m;
   }
   if (td.f4x2 && !t.shape.empty() && t.shape.back() > (std::uint64_t{1} << 62)) {
-    return Corrupt("a float4_e2m1fn_x2 dimension of " + N(t.shape.back()) + " bytes");
+    return Corrupt("a float4_e2m1fn_x2 dimension of " + Str(t.shape.back()) + " bytes");
   }
   const std::uint64_t numel = empty ? 0 : nonzero;
   if (numel != 0) {
@@ -207,9 +207,9 @@ Result<Value*> Unpickler::Run::RebuildTensor(GlobalKind kind, const std::vector<
     auto end_bytes = end ? CheckedMul(*end, td.itemsize) : std::nullopt;
     if (!end_bytes || *end_bytes > sd.nbytes) {
       return Corrupt("a tensor of size " + ShapeToString(t.shape) + ", stride " + ShapeToString(t.stride) +
-                     " and offset " + N(t.offset) + " of torch." + std::string(td.name) + " needs " +
-                     (end_bytes ? N(*end_bytes) : std::string("more than 2^64")) + " bytes of storage " +
-                     QuoteName(sd.key) + ", which has " + N(sd.nbytes));
+                     " and offset " + Str(t.offset) + " of torch." + std::string(td.name) + " needs " +
+                     (end_bytes ? Str(*end_bytes) : std::string("more than 2^64")) + " bytes of storage " +
+                     QuoteName(sd.key) + ", which has " + Str(sd.nbytes));
     }
   }
   if (td.f4x2 && t.shape.empty()) {
@@ -230,7 +230,7 @@ Result<Value*> Unpickler::Run::Call(const Global& g, Value* args_tuple, bool new
   const std::vector<Value*>& a = args_tuple->items;
   const std::string name = GlobalName(g);
   auto arity = [&](std::string_view want) {
-    return Corrupt(name + " called with " + N(a.size()) + " arguments (" + std::string(want) + ")");
+    return Corrupt(name + " called with " + Str(a.size()) + " arguments (" + std::string(want) + ")");
   };
   switch (g.kind) {
     case GlobalKind::kOrderedDict:

@@ -254,7 +254,7 @@ std::optional<std::string> KeyText(const Value& key) {
 
 Result<Value*> Unpickler::New(Kind kind) {
   if (arena_.size() >= limits_.max_values) {
-    return LimitExceeded(where_ + ": the pickle makes more than " + N(limits_.max_values) +
+    return LimitExceeded(where_ + ": the pickle makes more than " + Str(limits_.max_values) +
                          " values (Limits::max_values)");
   }
   Value& v = arena_.emplace_back();
@@ -267,7 +267,7 @@ Result<Value*> Unpickler::New(Kind kind) {
 // Two's complement little-endian, as pickle's decode_long.
 Result<Value*> Unpickler::Run::MakeLong(std::string_view raw) {
   if (raw.size() > kMaxIntBytes) {
-    return Refuse("an integer of " + N(raw.size()) + " bytes (more than " + N(kMaxIntBytes) + " are refused)");
+    return Refuse("an integer of " + Str(raw.size()) + " bytes (more than " + Str(kMaxIntBytes) + " are refused)");
   }
   std::size_t n = raw.size();
   const bool negative = n > 0 && (static_cast<unsigned char>(raw[n - 1]) & 0x80);
@@ -296,7 +296,7 @@ Status Unpickler::Run::Put(std::uint64_t key) {
   if (!inserted) {
     it->second = v;
   } else if (memo_.size() > u_.limits_.max_memo_entries) {
-    return LimitExceeded(At() + "more than " + N(u_.limits_.max_memo_entries) +
+    return LimitExceeded(At() + "more than " + Str(u_.limits_.max_memo_entries) +
                          " memo entries (Limits::max_memo_entries)");
   }
   return Status::OK();
@@ -304,7 +304,7 @@ Status Unpickler::Run::Put(std::uint64_t key) {
 
 Status Unpickler::Run::Get(std::uint64_t key) {
   auto it = memo_.find(key);
-  if (it == memo_.end()) return Corrupt("memo entry " + N(key) + " was never stored (BINPUT/MEMOIZE)");
+  if (it == memo_.end()) return Corrupt("memo entry " + Str(key) + " was never stored (BINPUT/MEMOIZE)");
   return Push(it->second);
 }
 
@@ -347,17 +347,17 @@ Status Unpickler::Run::Step() {
   switch (op_) {
     case 0x80: {  // PROTO
       TS_ASSIGN_OR_RETURN(std::uint64_t v, Fixed(1));
-      if (v > 5) return Refuse("pickle protocol " + N(v) + " (at most 5 exists)");
+      if (v > 5) return Refuse("pickle protocol " + Str(v) + " (at most 5 exists)");
       return Status::OK();
     }
     case 0x95: {  // FRAME: a buffering hint; its length must fit
       TS_ASSIGN_OR_RETURN(std::uint64_t n, Fixed(8));
-      if (n > b_.size() - pos_) return Corrupt("a frame of " + N(n) + " bytes, " + N(b_.size() - pos_) + " remain");
+      if (n > b_.size() - pos_) return Corrupt("a frame of " + Str(n) + " bytes, " + Str(b_.size() - pos_) + " remain");
       return Status::OK();
     }
     case '(':  // MARK
       if (marks_.size() >= u_.limits_.max_depth) {
-        return LimitExceeded(At() + "more than " + N(u_.limits_.max_depth) + " MARKs open (Limits::max_depth)");
+        return LimitExceeded(At() + "more than " + Str(u_.limits_.max_depth) + " MARKs open (Limits::max_depth)");
       }
       marks_.push_back(stack_.size());
       return Status::OK();
@@ -459,7 +459,7 @@ Status Unpickler::Run::Step() {
     case 0x87: {  // TUPLE1..3
       const std::size_t n = op_ - 0x84;
       if (stack_.size() < Floor() + n) {
-        return Corrupt("needs " + N(n) + " values on the stack, " + N(stack_.size() - Floor()) + " are there");
+        return Corrupt("needs " + Str(n) + " values on the stack, " + Str(stack_.size() - Floor()) + " are there");
       }
       TS_ASSIGN_OR_RETURN(Value * x, New(Kind::kTuple));
       x->items.assign(stack_.end() - static_cast<std::ptrdiff_t>(n), stack_.end());
@@ -468,7 +468,7 @@ Status Unpickler::Run::Step() {
     }
     case 'd': {  // DICT
       TS_ASSIGN_OR_RETURN(std::vector<Value*> items, PopMark());
-      if (items.size() % 2) return Corrupt("an odd number of values (" + N(items.size()) + ") for key/value pairs");
+      if (items.size() % 2) return Corrupt("an odd number of values (" + Str(items.size()) + ") for key/value pairs");
       TS_ASSIGN_OR_RETURN(Value * d, New(Kind::kDict));
       for (std::size_t i = 0; i < items.size(); i += 2) TS_RETURN_IF_ERROR(SetItem(d, items[i], items[i + 1]));
       return Push(d);
@@ -510,7 +510,7 @@ Status Unpickler::Run::Step() {
       TS_ASSIGN_OR_RETURN(std::vector<Value*> items, PopMark());
       TS_ASSIGN_OR_RETURN(Value * d, Top());
       TS_RETURN_IF_ERROR(NeedDict(d, "SETITEMS"));
-      if (items.size() % 2) return Corrupt("an odd number of values (" + N(items.size()) + ") for key/value pairs");
+      if (items.size() % 2) return Corrupt("an odd number of values (" + Str(items.size()) + ") for key/value pairs");
       for (std::size_t i = 0; i < items.size(); i += 2) TS_RETURN_IF_ERROR(SetItem(d, items[i], items[i + 1]));
       return Status::OK();
     }

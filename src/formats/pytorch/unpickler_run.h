@@ -15,7 +15,7 @@
 
 namespace tensorsafe::pytorch::internal {
 
-inline std::string N(std::uint64_t v) { return std::to_string(v); }
+using tensorsafe::internal::Str;
 // "BINPUT (0x71)", or "byte 0xff (no opcode)", for messages.
 std::string OpLabel(std::uint8_t op);
 bool IsStrLike(const Value* v);
@@ -28,15 +28,15 @@ class Unpickler::Run {
     for (;;) {
       if (pos_ >= b_.size()) return Corrupt("the pickle ends before its STOP opcode");
       if (pos_ - start_ >= u_.limits_.max_pickle_bytes) {
-        return LimitExceeded(u_.where_ + ": the pickle is longer than " + N(u_.limits_.max_pickle_bytes) +
+        return LimitExceeded(u_.where_ + ": the pickle is longer than " + Str(u_.limits_.max_pickle_bytes) +
                              " bytes (Limits::max_pickle_bytes)");
       }
       op_at_ = pos_;
       op_ = static_cast<std::uint8_t>(b_[pos_++]);
       if (op_ == '.') {
-        if (!marks_.empty()) return Corrupt("STOP with " + N(marks_.size()) + " MARK(s) still open");
+        if (!marks_.empty()) return Corrupt("STOP with " + Str(marks_.size()) + " MARK(s) still open");
         if (stack_.size() != 1) {
-          return Corrupt("STOP with " + N(stack_.size()) + " values on the stack (torch.save leaves exactly one)");
+          return Corrupt("STOP with " + Str(stack_.size()) + " values on the stack (torch.save leaves exactly one)");
         }
         *end = pos_;
         return stack_[0];
@@ -47,14 +47,14 @@ class Unpickler::Run {
 
  private:
   // --- errors --------------------------------------------------------------
-  std::string At() const { return u_.where_ + ": offset " + N(op_at_) + ": " + OpLabel(op_) + ": "; }
+  std::string At() const { return u_.where_ + ": offset " + Str(op_at_) + ": " + OpLabel(op_) + ": "; }
   Status Corrupt(const std::string& msg) const { return Corruption(At() + msg); }
   Status Refuse(const std::string& msg) const { return Unsupported(At() + msg); }
 
   // --- reading operands ----------------------------------------------------
   Status Need(std::uint64_t n) const {
     if (n > b_.size() - pos_) {
-      return Corrupt("needs " + N(n) + " operand bytes, " + N(b_.size() - pos_) + " remain (truncated)");
+      return Corrupt("needs " + Str(n) + " operand bytes, " + Str(b_.size() - pos_) + " remain (truncated)");
     }
     return Status::OK();
   }
@@ -111,8 +111,8 @@ class Unpickler::Run {
   Result<Value*> New(Kind k) { return u_.New(k); }
   Status CheckItems(std::uint64_t n) const {
     if (n > u_.limits_.max_container_items) {
-      return LimitExceeded(At() + "a container of " + N(n) + " items, more than " + N(u_.limits_.max_container_items) +
-                           " (Limits::max_container_items)");
+      return LimitExceeded(At() + "a container of " + Str(n) + " items, more than " +
+                           Str(u_.limits_.max_container_items) + " (Limits::max_container_items)");
     }
     return Status::OK();
   }

@@ -22,7 +22,7 @@ namespace sj = simdjson::ondemand;
 using tensorsafe::internal::CheckedMul;
 using tensorsafe::internal::QuoteName;
 
-std::string Str(std::uint64_t v) { return std::to_string(v); }
+using tensorsafe::internal::Str;
 
 struct Plan {
   std::string header;                // the 8-byte length and the padded JSON

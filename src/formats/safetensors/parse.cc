@@ -39,7 +39,7 @@ constexpr std::uint64_t kLengthBytes = 8;
 // Recursion guard: deeper limits than simdjson's own default are clamped.
 constexpr std::uint32_t kDepthCeiling = 1024;
 
-std::string Str(std::uint64_t v) { return std::to_string(v); }
+using tensorsafe::internal::Str;
 
 // Where a tensor's data lies, as read. Kept apart from its TensorInfo so
 // that sorting by offsets moves small records, not whole infos.

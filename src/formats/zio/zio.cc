@@ -21,7 +21,7 @@ using json = nlohmann::json;
 constexpr std::size_t kPrefixSize = 8;  // "ZIO" + level digit + 4-byte form
 constexpr std::uint8_t kLongLength = 0xFF;
 
-std::string N(std::uint64_t v) { return std::to_string(v); }
+using tensorsafe::internal::Str;
 
 // (NumPy kind, word) pairs, as ZIO's type_name and its HDF writer use them.
 struct ZioType {
@@ -57,14 +57,14 @@ Result<json> ParseJson(std::string_view text, std::uint32_t max_depth, StatusCod
   } catch (const json::exception& e) {
     if (!too_deep) return Status(code, what + " is not JSON: " + e.what());
   }
-  if (too_deep) return LimitExceeded(what + " is nested deeper than " + N(max_depth));
+  if (too_deep) return LimitExceeded(what + " is nested deeper than " + Str(max_depth));
   return j;
 }
 
 Result<std::string> HeaderFrame(const Message& m) {
-  if (m.level > kMaxLevel) return InvalidArgument("level " + N(m.level) + " is above 8");
+  if (m.level > kMaxLevel) return InvalidArgument("level " + Str(m.level) + " is above 8");
   if (m.form.size() > 4) {
-    return InvalidArgument("form " + internal::QuoteName(m.form) + " is " + N(m.form.size()) +
+    return InvalidArgument("form " + internal::QuoteName(m.form) + " is " + Str(m.form.size()) +
                            " bytes; ZIO forms are 4");
   }
   std::string f = "ZIO";
@@ -140,12 +140,12 @@ std::vector<std::byte> ToCOrder(std::span<const std::byte> src, const Shape& sha
 // One TENS.tensors entry turned into a Tensor (named later).
 Result<Tensor> DecodeEntry(const json& e, std::size_t i, const Message& m, const std::string& ctx,
                            const ReadOptions& opt, std::string* preferred_name) {
-  const std::string where = ctx + "TENS tensor " + N(i);
+  const std::string where = ctx + "TENS tensor " + Str(i);
   if (!e.is_object()) return Corruption(where + ": not a JSON object");
   TS_ASSIGN_OR_RETURN(auto shape, UintArray(e, "shape", where));
   if (!shape) return Corruption(where + ": \"shape\" is missing");
   if (shape->size() > opt.limits.max_rank) {
-    return LimitExceeded(where + ": rank " + N(shape->size()) + " exceeds the limit of " + N(opt.limits.max_rank));
+    return LimitExceeded(where + ": rank " + Str(shape->size()) + " exceeds the limit of " + Str(opt.limits.max_rank));
   }
   TS_ASSIGN_OR_RETURN(std::uint64_t word, Uint(e, "word", where));
   if (!e.contains("dtype") || !e["dtype"].is_string() || e["dtype"].get<std::string>().size() != 1) {
@@ -157,7 +157,7 @@ Result<Tensor> DecodeEntry(const json& e, std::size_t i, const Message& m, const
     if (t.kind == kind && t.word == word) type = &t;
   }
   if (!type) {
-    return Unsupported(where + ": dtype " + internal::QuoteName(std::string(1, kind)) + " with word " + N(word) +
+    return Unsupported(where + ": dtype " + internal::QuoteName(std::string(1, kind)) + " with word " + Str(word) +
                        " has no tensorsafe dtype");
   }
   if (e.contains("packing") && e["packing"] != "dense") {
@@ -169,7 +169,8 @@ Result<Tensor> DecodeEntry(const json& e, std::size_t i, const Message& m, const
     TS_ASSIGN_OR_RETURN(part, Uint(e, "part", where));
   }
   if (part >= m.payload.size()) {
-    return Corruption(where + ": part " + N(part) + ", but the message has " + N(m.payload.size()) + " payload frames");
+    return Corruption(where + ": part " + Str(part) + ", but the message has " + Str(m.payload.size()) +
+                      " payload frames");
   }
   const std::size_t rank = shape->size();
   std::vector<std::uint64_t> c_order(rank);
@@ -187,7 +188,7 @@ Result<Tensor> DecodeEntry(const json& e, std::size_t i, const Message& m, const
     }
     if (!perm) {
       return Corruption(where + ": \"order\" " + e["order"].dump() + " is not a permutation of 0.." +
-                        (rank ? N(rank - 1) : std::string("-1")));
+                        (rank ? Str(rank - 1) : std::string("-1")));
     }
   }
   std::vector<bool> ascend(rank, true);
@@ -198,7 +199,7 @@ Result<Tensor> DecodeEntry(const json& e, std::size_t i, const Message& m, const
       ok = a[d].is_boolean();
       if (ok) ascend[d] = a[d].get<bool>();
     }
-    if (!ok) return Corruption(where + ": \"ascend\" must be an array of " + N(rank) + " booleans");
+    if (!ok) return Corruption(where + ": \"ascend\" must be an array of " + Str(rank) + " booleans");
   }
   std::string metadata;
   if (e.contains("metadata")) {
@@ -210,9 +211,9 @@ Result<Tensor> DecodeEntry(const json& e, std::size_t i, const Message& m, const
   std::span<const std::byte> data = m.payload[part];
   auto size = DenseByteSize(type->dtype, *shape);
   if (!size.ok() || *size != data.size()) {
-    return Corruption(where + ": payload frame " + N(part) + " has " + N(data.size()) + " bytes, but shape " +
-                      ShapeToString(*shape) + " of word " + N(word) + " needs " +
-                      (size.ok() ? N(*size) : "more than 2^64"));
+    return Corruption(where + ": payload frame " + Str(part) + " has " + Str(data.size()) + " bytes, but shape " +
+                      ShapeToString(*shape) + " of word " + Str(word) + " needs " +
+                      (size.ok() ? Str(*size) : "more than 2^64"));
   }
   TensorInfo info;
   info.dtype = type->dtype;
@@ -252,12 +253,13 @@ Result<Message> DecodeFrames(std::span<const std::span<const std::byte>> frames,
                              const std::string& display_name, const ReadOptions& opt) {
   const std::string ctx = internal::Context(display_name);
   if (frames.size() < 2) {
-    return Corruption(ctx + "message has " + N(frames.size()) +
+    return Corruption(ctx + "message has " + Str(frames.size()) +
                       " frames; ZIO needs a header frame and a coordinate frame");
   }
   const auto h = frames[0];
   if (h.size() < kPrefixSize) {
-    return Corruption(ctx + "header frame is " + N(h.size()) + " bytes, shorter than the 8 of \"ZIO\", level and form");
+    return Corruption(ctx + "header frame is " + Str(h.size()) +
+                      " bytes, shorter than the 8 of \"ZIO\", level and form");
   }
   const std::string_view hs(reinterpret_cast<const char*>(h.data()), h.size());
   if (hs.substr(0, 3) != "ZIO") {
@@ -267,11 +269,11 @@ Result<Message> DecodeFrames(std::span<const std::span<const std::byte>> frames,
     return Corruption(ctx + "header frame: level " + internal::QuoteName(hs.substr(3, 1)) + " is not a digit 0..8");
   }
   if (h.size() - kPrefixSize > opt.limits.max_metadata_bytes) {
-    return LimitExceeded(ctx + "label of " + N(h.size() - kPrefixSize) + " bytes exceeds the limit of " +
-                         N(opt.limits.max_metadata_bytes));
+    return LimitExceeded(ctx + "label of " + Str(h.size() - kPrefixSize) + " bytes exceeds the limit of " +
+                         Str(opt.limits.max_metadata_bytes));
   }
   if (frames[1].size() != kCoordSize) {
-    return Corruption(ctx + "coordinate frame is " + N(frames[1].size()) + " bytes, not 24");
+    return Corruption(ctx + "coordinate frame is " + Str(frames[1].size()) + " bytes, not 24");
   }
   Message m;
   m.level = static_cast<std::uint8_t>(hs[3] - '0');
@@ -297,7 +299,7 @@ Result<internal::Pieces> PackPieces(const Message& m) {
   for (std::size_t i = 0; i < nparts; ++i) {
     const std::uint64_t n = i == 0 ? header.size() : i == 1 ? coord.size() : m.payload[i - 2].size();
     if (n > UINT32_MAX) {
-      return InvalidArgument("frame " + N(i) + " is " + N(n) +
+      return InvalidArgument("frame " + Str(i) + " is " + Str(n) +
                              " bytes; the single-frame encoding holds at most 4294967295");
     }
     std::string prefix;
@@ -332,18 +334,20 @@ Result<Message> Unpack(std::span<const std::byte> bytes, std::shared_ptr<const v
   std::vector<std::span<const std::byte>> parts;
   std::uint64_t pos = 0;
   while (pos < bytes.size()) {
-    const std::string where = ctx + "part " + N(parts.size()) + " at offset " + N(pos);
+    const std::string where = ctx + "part " + Str(parts.size()) + " at offset " + Str(pos);
     std::uint64_t n = internal::Load8(bytes.data() + pos++);
     if (n == kLongLength) {
       if (bytes.size() - pos < 4) {
-        return Corruption(where + ": the 0xFF length marker needs 4 more bytes, " + N(bytes.size() - pos) + " remain");
+        return Corruption(where + ": the 0xFF length marker needs 4 more bytes, " + Str(bytes.size() - pos) +
+                          " remain");
       }
       n = 0;
       for (int k = 0; k < 4; ++k) n = (n << 8) | internal::Load8(bytes.data() + pos + k);
       pos += 4;
     }
     if (n > bytes.size() - pos) {
-      return Corruption(where + ": length " + N(n) + " exceeds the " + N(bytes.size() - pos) + " bytes that remain");
+      return Corruption(where + ": length " + Str(n) + " exceeds the " + Str(bytes.size() - pos) +
+                        " bytes that remain");
     }
     parts.push_back(bytes.subspan(pos, n));  // an empty last part is valid
     pos += n;
@@ -364,8 +368,8 @@ Result<TensorSet> ToTensorSet(const Message& m, const std::string& display_name,
   }
   const json& entries = tens["tensors"];
   if (entries.size() > opt.limits.max_tensor_count) {
-    return LimitExceeded(ctx + N(entries.size()) + " TENS tensors exceed the limit of " +
-                         N(opt.limits.max_tensor_count));
+    return LimitExceeded(ctx + Str(entries.size()) + " TENS tensors exceed the limit of " +
+                         Str(opt.limits.max_tensor_count));
   }
   TensorSet set;
   if (tens.contains("metadata")) {
@@ -408,7 +412,7 @@ Result<Message> AppendTensors(const Message& base, const TensorSet& set) {
     if (!entries.is_array()) return InvalidArgument("base label: \"TENS.tensors\" is not an array");
     for (std::size_t k = 0; k < set.tensors.size(); ++k) {
       const Tensor& t = set.tensors[k];
-      const std::string what = "tensor " + N(k) + " " + internal::QuoteName(t.info.name);
+      const std::string what = "tensor " + Str(k) + " " + internal::QuoteName(t.info.name);
       const ZioType* type = TypeOf(t.info.dtype);
       if (!type) {
         return Unsupported(what + ": dtype " + std::string(DTypeName(t.info.dtype)) +

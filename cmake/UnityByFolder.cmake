@@ -1,8 +1,8 @@
 # Unity builds (TENSORSAFE_UNITY; `make` turns it on): the sources of each
 # folder of a target compile as one translation unit, so the heavy headers
-# (simdjson, nlohmann, <filesystem>) are parsed once per folder, not once per
-# file. CI compiles the library twice from scratch (g++, then clang with
-# ASan); this halves it (489 -> 254 CPU-seconds with g++).
+# (simdjson, nlohmann, gtest, <filesystem>) are parsed once per folder, not
+# once per file. CI compiles everything twice from scratch (g++, then clang
+# with ASan); this halves the library (489 -> 254 CPU-seconds with g++).
 #
 # Folders rather than CMake's batches of N files: adding a file never moves
 # other files into another batch, so two file-local helpers with the same
@@ -11,10 +11,13 @@
 # namespace (docs/CONTRIBUTING.md, "Build flags and CI time").
 option(TENSORSAFE_UNITY "Compile each source folder as one translation unit" OFF)
 
+# tensorsafe_unity_by_folder(target [EXCEPT folder...]): the folders after
+# EXCEPT (relative to the source root) keep one translation unit per file.
 function(tensorsafe_unity_by_folder target)
   if(NOT TENSORSAFE_UNITY)
     return()
   endif()
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "EXCEPT")
   get_target_property(sources ${target} SOURCES)
   foreach(src ${sources})
     if(NOT src MATCHES "\\.cc$")
@@ -22,6 +25,10 @@ function(tensorsafe_unity_by_folder target)
     endif()
     get_filename_component(dir ${src} DIRECTORY)
     file(RELATIVE_PATH group ${CMAKE_SOURCE_DIR} ${dir})
+    if(group IN_LIST ARG_EXCEPT)
+      set_source_files_properties(${src} TARGET_DIRECTORY ${target} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+      continue()
+    endif()
     string(REPLACE "/" "_" group "${group}")
     set_source_files_properties(${src} TARGET_DIRECTORY ${target} PROPERTIES UNITY_GROUP "${group}")
   endforeach()

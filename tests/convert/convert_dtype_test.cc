@@ -15,8 +15,6 @@
 namespace tensorsafe::testing {
 namespace {
 
-std::string Golden(const std::string& f) { return std::string(TS_SOURCE_DIR) + "/tests/golden/gguf/" + f; }
-
 TensorSet Mixed() {
   TensorSet s;
   s.tensors.push_back(MakeTensor("f32", DType::kF32, {3}, Raw<float>({1.0f, 1.00390625f, -65520.0f})));
@@ -109,11 +107,11 @@ TEST(ConvertDType, RefusalsNameTheTensorAndLeaveNothing) {
   ConvertOptions o;
   o.dtype = DType::kF16;
   // quant.gguf holds Q8_1, Q8_K, Q1_0 and Q2_0 blocks, which gguf-py has no dequantiser for.
-  EXPECT_STATUS(Convert(Golden("quant.gguf"), dir.File("x.gguf"), o), StatusCode::kUnsupported,
+  EXPECT_STATUS(Convert(GgufGolden("quant.gguf"), dir.File("x.gguf"), o), StatusCode::kUnsupported,
                 "no dequantiser for Q8_1 blocks");
   EXPECT_FALSE(std::filesystem::exists(dir.File("x.gguf")));
   o.dtype = DType::kF64;
-  EXPECT_STATUS(Convert(Golden("plain.gguf"), dir.File("x.gguf"), o), StatusCode::kInvalidArgument,
+  EXPECT_STATUS(Convert(GgufGolden("plain.gguf"), dir.File("x.gguf"), o), StatusCode::kInvalidArgument,
                 "the dtype to convert to is f32, f16 or bf16");
   TensorSet s;
   s.tensors.push_back(MakeTensor("e", DType::kF8E5M2, {1}, "x"));
@@ -123,7 +121,7 @@ TEST(ConvertDType, RefusalsNameTheTensorAndLeaveNothing) {
                 "tensor \"e\": cannot convert f8_e5m2 to f32");
   EXPECT_FALSE(std::filesystem::exists(dir.File("x.safetensors")));
   // Without a dtype, quantised tensors are refused with the way out named.
-  EXPECT_STATUS(Convert(Golden("quant.gguf"), dir.File("x.safetensors")), StatusCode::kUnsupported,
+  EXPECT_STATUS(Convert(GgufGolden("quant.gguf"), dir.File("x.safetensors")), StatusCode::kUnsupported,
                 "cannot be stored in safetensors (tsafe, gguf and zio keep it; dtype, --dtype f32|f16|bf16, "
                 "dequantises it)");
 }

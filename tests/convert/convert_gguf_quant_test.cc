@@ -15,11 +15,9 @@
 namespace tensorsafe::testing {
 namespace {
 
-std::string Golden(const std::string& f) { return std::string(TS_SOURCE_DIR) + "/tests/golden/gguf/" + f; }
-
 TEST(ConvertGgufQuant, EveryBlockTypeSurvivesTheNativeFormat) {
   TempDir dir;
-  const std::string src = Golden("quant.gguf");
+  const std::string src = GgufGolden("quant.gguf");
   ASSERT_TRUE(Convert(src, dir.File("q.tsafe")).ok());
   auto r = Reader::Open(dir.File("q.tsafe"));
   ASSERT_TRUE(r.ok());
@@ -38,7 +36,7 @@ TEST(ConvertGgufQuant, EveryBlockTypeSurvivesTheNativeFormat) {
 
 TEST(ConvertGgufQuant, OtherFormatsRefuseEvenWithConsents) {
   TempDir dir;
-  ASSERT_TRUE(Convert(Golden("quant.gguf"), dir.File("q.tsafe")).ok());
+  ASSERT_TRUE(Convert(GgufGolden("quant.gguf"), dir.File("q.tsafe")).ok());
   ConvertOptions opt;
   opt.drop_metadata = opt.drop_tensor_metadata = opt.drop_names = true;
   for (const char* ext : {"safetensors", "npz", "ten", "btf"}) {
@@ -52,7 +50,7 @@ TEST(ConvertGgufQuant, OtherFormatsRefuseEvenWithConsents) {
   // zio keeps per-tensor metadata, so the type travels and comes back.
   ASSERT_TRUE(Convert(dir.File("q.tsafe"), dir.File("q.zio")).ok());
   ASSERT_TRUE(Convert(dir.File("q.zio"), dir.File("back.gguf")).ok());
-  EXPECT_EQ(ReadFileBytes(dir.File("back.gguf")), ReadFileBytes(Golden("quant.gguf")));
+  EXPECT_EQ(ReadFileBytes(dir.File("back.gguf")), ReadFileBytes(GgufGolden("quant.gguf")));
 }
 
 Tensor Quant(const std::string& md, std::size_t bytes, DType dt = DType::kU8) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "support/seed.h"
 #include "tensorsafe/convert.h"
 #include "tensorsafe/writer.h"
 
@@ -66,14 +67,6 @@ inline void WriteTsafe(const std::string& path, const TensorSet& set) {
 
 inline std::string BytesOf(const Tensor& t) {
   return std::string(reinterpret_cast<const char*>(t.data.data()), t.data.size());
-}
-
-// A seed from TS_SEED or the clock, printed so a failure can be replayed.
-inline std::uint64_t TestSeed() {
-  const char* env = std::getenv("TS_SEED");
-  const std::uint64_t seed = env ? std::strtoull(env, nullptr, 10) : std::random_device{}();
-  std::cout << "seed " << seed << " (replay with TS_SEED=" << seed << ")\n";
-  return seed;
 }
 
 }  // namespace tensorsafe::testing

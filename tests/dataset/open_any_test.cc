@@ -132,7 +132,7 @@ std::vector<std::int64_t> AllX(const Dataset& ds) {
     Status st = ds.Read(i, s);
     EXPECT_TRUE(st.ok()) << st.ToString();
     if (!st.ok()) break;
-    xs.push_back(static_cast<std::int64_t>(internal::Load64(s.fields[1].bytes.data())));
+    xs.push_back(static_cast<std::int64_t>(tensorsafe::internal::Load64(s.fields[1].bytes.data())));
   }
   return xs;
 }

@@ -40,11 +40,11 @@ struct Counter {
 };
 
 TEST(ForkLocalTest, AChildGetsAFreshValueAndTheParentKeepsItsOwn) {
-  internal::ForkLocal<Counter> c;
+  tensorsafe::internal::ForkLocal<Counter> c;
   c->value = 42;
-  const std::uint64_t gen = internal::ForkGeneration();
+  const std::uint64_t gen = tensorsafe::internal::ForkGeneration();
   EXPECT_EQ(InChild([&] {
-              if (internal::ForkGeneration() != gen + 1) return 1;
+              if (tensorsafe::internal::ForkGeneration() != gen + 1) return 1;
               if (c->value != 7) return 2;  // fresh, not the parent's 42
               c->value = 9;
               // A grandchild starts fresh again.
@@ -52,10 +52,10 @@ TEST(ForkLocalTest, AChildGetsAFreshValueAndTheParentKeepsItsOwn) {
             }),
             0);
   EXPECT_EQ(c->value, 42);
-  EXPECT_EQ(internal::ForkGeneration(), gen);
+  EXPECT_EQ(tensorsafe::internal::ForkGeneration(), gen);
 }
 
-std::string RandomBytes(std::size_t n, std::uint32_t seed) {
+std::string ForkTestBytes(std::size_t n, std::uint32_t seed) {
   std::mt19937 rng(seed);
   std::string s(n, '\0');
   for (char& ch : s) ch = static_cast<char>(rng());
@@ -77,10 +77,10 @@ TEST(ShardCacheForkTest, AChildFetchesAndPrefetchesWhileTheParentDownloads) {
   std::vector<RemoteFile> files;
   std::vector<std::string> contents;
   for (int i = 0; i < 6; ++i) {
-    contents.push_back(RandomBytes(300 << 10, static_cast<std::uint32_t>(i)));
+    contents.push_back(ForkTestBytes(300 << 10, static_cast<std::uint32_t>(i)));
     const std::string name = "f" + std::to_string(i);
     WriteFileBytes((www / name).string(), contents.back());
-    files.push_back({name, contents.back().size(), internal::Hash64(std::string_view(contents.back()))});
+    files.push_back({name, contents.back().size(), tensorsafe::internal::Hash64(std::string_view(contents.back()))});
   }
   NginxServer server(www.string());  // /slow/ at 256 KiB/s: downloads stay in flight
   ShardCacheOptions o;

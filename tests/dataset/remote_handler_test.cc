@@ -73,14 +73,14 @@ class RemoteHandlerTest : public ::testing::Test {
 
 TEST_F(RemoteHandlerTest, OtherSchemesAreRemoteOnlyWithAHandler) {
   EXPECT_TRUE(IsRemoteUrl("mem://b/x"));
-  auto base = internal::ParseBaseUrl("mem://My_Bucket/Data");
+  auto base = tensorsafe::internal::ParseBaseUrl("mem://My_Bucket/Data");
   ASSERT_TRUE(base.ok()) << base.status().ToString();
   EXPECT_EQ(base->full, "mem://My_Bucket/Data/");  // not a host name: case kept
-  EXPECT_EQ(internal::ParseBaseUrl("HTTP://My_Host/x").status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(internal::ParseBaseUrl("mem://u:p@b/x").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(tensorsafe::internal::ParseBaseUrl("HTTP://My_Host/x").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(tensorsafe::internal::ParseBaseUrl("mem://u:p@b/x").status().code(), StatusCode::kInvalidArgument);
   SetUrlHandler(nullptr);
   EXPECT_FALSE(IsRemoteUrl("mem://b/x"));
-  EXPECT_EQ(internal::ParseBaseUrl("mem://b/x").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(tensorsafe::internal::ParseBaseUrl("mem://b/x").status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(RemoteHandlerTest, FilesAreCheckedAndCachedAsDownloadsAre) {
@@ -92,7 +92,7 @@ TEST_F(RemoteHandlerTest, FilesAreCheckedAndCachedAsDownloadsAre) {
   auto index = cache->FetchBytes("index.json");
   ASSERT_TRUE(index.ok()) << index.status().ToString();
   EXPECT_EQ(*index, "{}");
-  const RemoteFile file{"a.bin", data.size(), internal::Hash64(std::string_view(data))};
+  const RemoteFile file{"a.bin", data.size(), tensorsafe::internal::Hash64(std::string_view(data))};
   auto got = cache->Fetch(file);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(got->size(), data.size());

@@ -82,7 +82,7 @@ class RemoteTest : public ::testing::Test {
     const fs::path p = www() / name;
     fs::create_directories(p.parent_path());
     WriteFileBytes(p.string(), content);
-    return RemoteFile{name, content.size(), internal::Hash64(std::string_view(content))};
+    return RemoteFile{name, content.size(), tensorsafe::internal::Hash64(std::string_view(content))};
   }
 
   ShardCacheOptions Options() const {
@@ -155,10 +155,10 @@ TEST(RemoteNameTest, RejectsEveryEscape) {
 }
 
 TEST(RemoteNameTest, BaseUrlIsNormalizedOrRejected) {
-  auto ok = internal::ParseBaseUrl("HTTP://Example.COM:8080/Data/set");
+  auto ok = tensorsafe::internal::ParseBaseUrl("HTTP://Example.COM:8080/Data/set");
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(ok->full, "http://example.com:8080/Data/set/");
-  auto bare = internal::ParseBaseUrl("https://h");
+  auto bare = tensorsafe::internal::ParseBaseUrl("https://h");
   ASSERT_TRUE(bare.ok());
   EXPECT_EQ(bare->full, "https://h/");
   const std::vector<std::pair<std::string, std::string>> bad = {
@@ -174,7 +174,7 @@ TEST(RemoteNameTest, BaseUrlIsNormalizedOrRejected) {
       {"http://h_/x", "invalid character in host"},
   };
   for (const auto& [url, why] : bad) {
-    auto r = internal::ParseBaseUrl(url);
+    auto r = tensorsafe::internal::ParseBaseUrl(url);
     ASSERT_FALSE(r.ok()) << url;
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << url;
     EXPECT_THAT(r.status().message(), HasSubstr(why)) << url;
@@ -187,13 +187,13 @@ TEST(RemoteNameTest, BaseUrlIsNormalizedOrRejected) {
 }
 
 TEST(RemoteNameTest, JoinedUrlsStayUnderTheBase) {
-  auto base = internal::ParseBaseUrl("http://127.0.0.1:8080/ds/");
+  auto base = tensorsafe::internal::ParseBaseUrl("http://127.0.0.1:8080/ds/");
   ASSERT_TRUE(base.ok());
-  auto u = internal::JoinUrl(*base, "shards/a.bin");
+  auto u = tensorsafe::internal::JoinUrl(*base, "shards/a.bin");
   ASSERT_TRUE(u.ok());
   EXPECT_EQ(*u, "http://127.0.0.1:8080/ds/shards/a.bin");
   for (const char* n : {"../x", "//other/x", "http://other/x", "%2e%2e/x", "a\\..\\..\\x"}) {
-    EXPECT_EQ(internal::JoinUrl(*base, n).status().code(), StatusCode::kInvalidArgument) << n;
+    EXPECT_EQ(tensorsafe::internal::JoinUrl(*base, n).status().code(), StatusCode::kInvalidArgument) << n;
   }
 }
 
@@ -352,7 +352,7 @@ TEST_F(RemoteTest, AlteredShardIsCorruptionAndNothingIsCached) {
   const RemoteFile f = Put("s.bin", content);
   content[4321] ^= 0x10;  // the server now holds other bytes of the same size
   Put("s.bin", content);
-  const std::uint64_t actual = internal::Hash64(std::string_view(content));
+  const std::uint64_t actual = tensorsafe::internal::Hash64(std::string_view(content));
   auto cache = OpenCache();
   ASSERT_TRUE(cache);
   auto r = cache->Fetch(f);
@@ -787,7 +787,7 @@ TEST(RemoteTlsTest, HttpsWithTheServersCertificate) {
   fs::create_directories(tmp.path() / "www");
   const std::string content = RandomBytes(70'000, 40);
   WriteFileBytes((tmp.path() / "www" / "s.bin").string(), content);
-  const RemoteFile f{"s.bin", content.size(), internal::Hash64(std::string_view(content))};
+  const RemoteFile f{"s.bin", content.size(), tensorsafe::internal::Hash64(std::string_view(content))};
   NginxOptions no;
   no.tls = true;
   NginxServer server((tmp.path() / "www").string(), no);
@@ -899,7 +899,7 @@ TEST(RemoteHostileTest, CompleteButShortChunkedBodyIsCorruption) {
   HostileServer server("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", false);
   auto cache = ShardCache::Open(server.Url(), HostileOptions(tmp));
   ASSERT_TRUE(cache.ok());
-  auto r = (*cache)->Fetch({"s.bin", 6, internal::Hash64(std::string_view("hello!"))});
+  auto r = (*cache)->Fetch({"s.bin", 6, tensorsafe::internal::Hash64(std::string_view("hello!"))});
   ASSERT_EQ(r.status().code(), StatusCode::kCorruption);
   EXPECT_EQ(r.status().message(), "GET " + server.Url() + "s.bin: received 5 bytes, the index says 6; not cached");
   EXPECT_EQ(server.connections(), 1);  // not retried

@@ -15,7 +15,7 @@ namespace {
 
 using i64 = std::int64_t;
 
-World W(i64 nodes, i64 ranks, i64 workers, i64 node = 0, i64 rank = 0, i64 worker = 0) {
+World SamplerWorld(i64 nodes, i64 ranks, i64 workers, i64 node = 0, i64 rank = 0, i64 worker = 0) {
   World w;
   w.num_nodes = nodes;
   w.ranks_per_node = ranks;
@@ -62,7 +62,7 @@ TEST(SamplerState, GoldenEncodingAndRoundTrip) {
   EXPECT_EQ(spaced->shuffle_block_size, 7);
   EXPECT_FALSE(spaced->worker.has_value());
   // A worker position round-trips too.
-  s.worker = WorkerPosition{W(2, 4, 3, 1, 2, 0), 40};
+  s.worker = WorkerPosition{SamplerWorld(2, 4, 3, 1, 2, 0), 40};
   auto back3 = DecodeSamplerState(EncodeSamplerState(s));
   ASSERT_TRUE(back3.ok()) << back3.status().ToString();
   EXPECT_EQ(*back3, s);
@@ -90,9 +90,9 @@ TEST(SamplerState, DefaultShuffleBlockSizeIsMosaicMLs) {
   named.shuffle_block_size = 1'000'000;
   SamplerState other = unset;
   other.shuffle_block_size = 1 << 18;
-  auto a = EpochWorkerIds(shards, unset, W(1, 1, 1));
-  auto b = EpochWorkerIds(shards, named, W(1, 1, 1));
-  auto c = EpochWorkerIds(shards, other, W(1, 1, 1));
+  auto a = EpochWorkerIds(shards, unset, SamplerWorld(1, 1, 1));
+  auto b = EpochWorkerIds(shards, named, SamplerWorld(1, 1, 1));
+  auto c = EpochWorkerIds(shards, other, SamplerWorld(1, 1, 1));
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   EXPECT_EQ(*a, *b);
   EXPECT_NE(*a, *c);
@@ -163,7 +163,7 @@ TEST(SamplerState, StrictDecodingErrors) {
 // round-robin (PARTITION.md §3.8). Sorted per step.
 std::vector<std::vector<i64>> Steps(const std::vector<i64>& shards, const SamplerState& st, i64 nodes, i64 ranks,
                                     i64 workers) {
-  auto plan = EpochPlan::Create(shards, st, W(nodes, ranks, workers));
+  auto plan = EpochPlan::Create(shards, st, SamplerWorld(nodes, ranks, workers));
   EXPECT_TRUE(plan.ok()) << plan.status().ToString();
   if (!plan.ok()) return {};
   const i64 bs = plan->rank_batch_size();
@@ -171,7 +171,8 @@ std::vector<std::vector<i64>> Steps(const std::vector<i64>& shards, const Sample
   for (i64 n = 0; n < nodes; ++n) {
     for (i64 r = 0; r < ranks; ++r) {
       std::vector<std::vector<i64>> streams;
-      for (i64 w = 0; w < workers; ++w) streams.push_back(*plan->WorkerIds(W(nodes, ranks, workers, n, r, w)));
+      for (i64 w = 0; w < workers; ++w)
+        streams.push_back(*plan->WorkerIds(SamplerWorld(nodes, ranks, workers, n, r, w)));
       std::size_t k = 0;
       for (std::size_t round = 0;; ++round) {
         bool any = false;
@@ -272,19 +273,19 @@ TEST(EpochSampler, KeepPaddingAndSeedMode) {
   SamplerState st;
   st.num_canonical_nodes = 2;
   st.global_batch_size = 4;
-  auto padded = EpochWorkerIds(shards, st, W(1, 2, 2, 0, 1, 1), true);
+  auto padded = EpochWorkerIds(shards, st, SamplerWorld(1, 2, 2, 0, 1, 1), true);
   ASSERT_TRUE(padded.ok());
   EXPECT_EQ(*padded, (std::vector<i64>{7, 8, -1, -1}));  // streaming.md §3.2 example, rank 1 worker 1
-  auto plain = EpochWorkerIds(shards, st, W(1, 2, 2, 0, 1, 1));
+  auto plain = EpochWorkerIds(shards, st, SamplerWorld(1, 2, 2, 0, 1, 1));
   EXPECT_EQ(*plain, (std::vector<i64>{7, 8}));
 
   st.mode = PartitionMode::kSeed;
   st.global_batch_size = 2;
-  auto seed = EpochWorkerIds({std::vector<i64>{8}}, st, W(1, 1, 3, 0, 0, 0));
+  auto seed = EpochWorkerIds({std::vector<i64>{8}}, st, SamplerWorld(1, 1, 3, 0, 0, 0));
   ASSERT_TRUE(seed.ok());
   EXPECT_EQ(*seed, (std::vector<i64>{0, 1, 2, 3}));  // Composer's docstring example
   st.shuffle = true;
-  auto r = EpochPlan::Create(shards, st, W(1, 1, 1));
+  auto r = EpochPlan::Create(shards, st, SamplerWorld(1, 1, 1));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
 }
@@ -293,19 +294,19 @@ TEST(EpochSampler, Errors) {
   std::vector<i64> shards{5, 5};
   SamplerState st;
   st.global_batch_size = 6;
-  auto r = EpochPlan::Create(shards, st, W(1, 4, 1));
+  auto r = EpochPlan::Create(shards, st, SamplerWorld(1, 4, 1));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("global batch size 6 is not a positive multiple of the 4 ranks"),
             std::string::npos)
       << r.status().message();
   st.global_batch_size = 4;
-  auto plan = EpochPlan::Create(shards, st, W(1, 4, 1));
+  auto plan = EpochPlan::Create(shards, st, SamplerWorld(1, 4, 1));
   ASSERT_TRUE(plan.ok());
-  auto other = plan->WorkerIds(W(1, 2, 1));
+  auto other = plan->WorkerIds(SamplerWorld(1, 2, 1));
   ASSERT_FALSE(other.ok());
   EXPECT_NE(other.status().message().find("differ from the plan's"), std::string::npos);
   st.sample_in_epoch = 100;
-  auto far = EpochPlan::Create(shards, st, W(1, 4, 1));
+  auto far = EpochPlan::Create(shards, st, SamplerWorld(1, 4, 1));
   ASSERT_FALSE(far.ok());
   EXPECT_NE(far.status().message().find("drop_first 100"), std::string::npos);
 }
@@ -354,7 +355,7 @@ TEST(EpochSampler, WorkerPositionResumesThatWorker) {
   st.epoch = 1;
   st.sample_in_epoch = 24;  // resumed once already: the worker position counts from here
   for (i64 worker = 0; worker < 3; ++worker) {
-    const World me = W(1, 2, 3, 0, 1, worker);
+    const World me = SamplerWorld(1, 2, 3, 0, 1, worker);
     auto all = EpochWorkerIds(shards, st, me);
     ASSERT_TRUE(all.ok());
     SamplerState at = st;
@@ -370,14 +371,14 @@ TEST(EpochSampler, WorkerPositionResumesThatWorker) {
     EXPECT_NE(over.status().message().find("is more than the"), std::string::npos) << over.status().message();
   }
   SamplerState at = st;
-  at.worker = WorkerPosition{W(1, 2, 3, 0, 1, 2), 1};
-  auto other = EpochWorkerIds(shards, at, W(1, 2, 3, 0, 0, 2));
+  at.worker = WorkerPosition{SamplerWorld(1, 2, 3, 0, 1, 2), 1};
+  auto other = EpochWorkerIds(shards, at, SamplerWorld(1, 2, 3, 0, 0, 2));
   ASSERT_FALSE(other.ok());
   EXPECT_NE(other.status().message().find("position of worker (node 0, rank 1, worker 2); it resumes only that "
                                           "worker, not (node 0, rank 0, worker 2)"),
             std::string::npos)
       << other.status().message();
-  auto world = EpochPlan::Create(shards, at, W(1, 2, 2));
+  auto world = EpochPlan::Create(shards, at, SamplerWorld(1, 2, 2));
   ASSERT_FALSE(world.ok());
   EXPECT_NE(world.status().message().find("saved with 1 nodes x 2 ranks x 3 workers; it resumes only that world, "
                                           "not 1 nodes x 2 ranks x 2 workers"),

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "support/seed.h"
 #include "support/status_matchers.h"
 #include "support/temp_dir.h"
 #include "tensorsafe/tensor_set.h"
@@ -52,17 +53,11 @@ std::string Raw(std::initializer_list<T> v) {
   return std::string(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(T));
 }
 
+// A file of tests/golden/gguf/.
+inline std::string GgufGolden(const std::string& f) { return std::string(TS_SOURCE_DIR) + "/tests/golden/gguf/" + f; }
+
 inline std::string Str(std::span<const std::byte> b) {
   return std::string(reinterpret_cast<const char*>(b.data()), b.size());
-}
-
-// A seed from the environment (TS_SEED) or the clock, printed so a failure
-// can be replayed.
-inline std::uint64_t TestSeed() {
-  std::uint64_t seed = std::random_device{}();
-  if (const char* s = std::getenv("TS_SEED")) seed = std::strtoull(s, nullptr, 10);
-  std::cout << "[ seed ] TS_SEED=" << seed << "\n";
-  return seed;
 }
 
 inline Shape RandomShape(std::mt19937_64& rng, std::size_t max_rank, std::uint64_t max_dim) {

@@ -20,7 +20,7 @@
 namespace tensorsafe::internal {
 namespace {
 
-constexpr std::uint64_t kMiB = 1 << 20;
+constexpr std::uint64_t kOneMiB = 1 << 20;
 
 std::byte At(std::uint64_t off) { return static_cast<std::byte>((off * 131) ^ (off >> 13)); }
 
@@ -48,8 +48,8 @@ class PatternFile final : public RandomAccessFile {
 };
 
 TEST(ReadAtParallel, SmallReadsAreOneRead) {
-  PatternFile f(64 * kMiB, UINT64_MAX);
-  std::vector<std::byte> out(32 * kMiB - 1);
+  PatternFile f(64 * kOneMiB, UINT64_MAX);
+  std::vector<std::byte> out(32 * kOneMiB - 1);
   ASSERT_TRUE(ReadAtParallel(f, 5, out).ok());
   EXPECT_EQ(f.reads(), 1);
   EXPECT_EQ(out.front(), At(5));
@@ -59,8 +59,8 @@ TEST(ReadAtParallel, SmallReadsAreOneRead) {
 TEST(ReadAtParallel, LargeReadsComeBackWholeInPieces) {
   if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: the read is not split";
   // 8 MiB pieces and a short last one; an odd offset so no piece is aligned.
-  const std::uint64_t n = 41 * kMiB + 12345;
-  PatternFile f(64 * kMiB, UINT64_MAX);
+  const std::uint64_t n = 41 * kOneMiB + 12345;
+  PatternFile f(64 * kOneMiB, UINT64_MAX);
   std::vector<std::byte> out(n);
   ASSERT_TRUE(ReadAtParallel(f, 777, out).ok());
   EXPECT_EQ(f.reads(), 6);
@@ -70,8 +70,8 @@ TEST(ReadAtParallel, LargeReadsComeBackWholeInPieces) {
 }
 
 TEST(ReadAtParallel, OneThreadIsOneRead) {
-  PatternFile f(64 * kMiB, UINT64_MAX);
-  std::vector<std::byte> out(48 * kMiB);
+  PatternFile f(64 * kOneMiB, UINT64_MAX);
+  std::vector<std::byte> out(48 * kOneMiB);
   ASSERT_TRUE(ReadAtParallel(f, 3, out, /*threads=*/1).ok());
   EXPECT_EQ(f.reads(), 1);
   EXPECT_EQ(out.back(), At(3 + out.size() - 1));
@@ -81,8 +81,8 @@ TEST(ReadAtParallel, TheLowestFailingPieceIsReported) {
   if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: the read is not split";
   // Pieces from 16 MiB on fail; whichever thread meets one first, the error
   // names the piece at 16 MiB.
-  PatternFile f(64 * kMiB, 20 * kMiB);
-  std::vector<std::byte> out(48 * kMiB);
+  PatternFile f(64 * kOneMiB, 20 * kOneMiB);
+  std::vector<std::byte> out(48 * kOneMiB);
   EXPECT_STATUS(ReadAtParallel(f, 0, out), StatusCode::kIOError, "injected failure at 16777216");
   // Explicit thread counts, even more than the cores, split it the same way.
   EXPECT_STATUS(ReadAtParallel(f, 0, out, 3), StatusCode::kIOError, "injected failure at 16777216");
@@ -93,7 +93,7 @@ TEST(ReadAtParallel, TheLowestFailingPieceIsReported) {
 TEST(ReadAtParallel, ReaderReadsOfLargeTensorsAreExact) {
   testing::TempDir dir;
   const std::string path = dir.File("big.tsafe");
-  std::vector<std::byte> data(40 * kMiB + 8);
+  std::vector<std::byte> data(40 * kOneMiB + 8);
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = At(i);
   {
     auto w = Writer::Create(path);

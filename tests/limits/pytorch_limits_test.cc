@@ -17,7 +17,7 @@
 namespace tensorsafe::testing {
 namespace {
 
-constexpr std::size_t kSmall = std::size_t{1} << 20;
+constexpr std::size_t kSmallPickle = std::size_t{1} << 20;
 
 std::string Le32(std::uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); }
 std::string G(const std::string& m, const std::string& n) { return "c" + m + "\n" + n + "\n"; }
@@ -57,7 +57,7 @@ void ExpectRefused(const std::string& file, const pytorch::ReadOptions& opt, Sta
   }
   EXPECT_EQ(s.code(), code) << s.ToString();
   EXPECT_NE(s.message().find(text), std::string::npos) << s.ToString();
-  EXPECT_LE(peak, kSmall) << "largest single allocation: " << peak << " bytes";
+  EXPECT_LE(peak, kSmallPickle) << "largest single allocation: " << peak << " bytes";
 }
 
 TEST(CodecLimits, PytorchPickleBytes) {

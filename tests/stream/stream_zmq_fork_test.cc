@@ -13,28 +13,28 @@
 namespace tensorsafe {
 namespace {
 
-constexpr int kTimeoutMs = 20000;
+constexpr int kForkTimeoutMs = 20000;
 
-struct Pair {
+struct ForkPair {
   std::unique_ptr<ZmqSender> tx;
   std::unique_ptr<ZmqReceiver> rx;
 };
 
-Result<Pair> OpenPair() {
+Result<ForkPair> OpenForkPair() {
   ZmqReceiverOptions ro;
   ro.bind = true;
-  ro.recv_timeout_ms = kTimeoutMs;
-  Pair p;
+  ro.recv_timeout_ms = kForkTimeoutMs;
+  ForkPair p;
   TS_ASSIGN_OR_RETURN(p.rx, ZmqReceiver::Create("tcp://127.0.0.1:*", ro));
   ZmqSenderOptions so;
   so.bind = false;
-  so.send_timeout_ms = kTimeoutMs;
+  so.send_timeout_ms = kForkTimeoutMs;
   TS_ASSIGN_OR_RETURN(p.tx, ZmqSender::Create(p.rx->endpoint(), so));
   return p;
 }
 
 // 0 when a batch goes through `p` intact, else a distinct code.
-int RoundTrip(Pair& p, std::uint32_t seed) {
+int RoundTrip(ForkPair& p, std::uint32_t seed) {
   const TensorSet b = testing::AllDTypesBatch(seed);
   if (!p.tx->Send(b).ok()) return 10;
   auto got = p.rx->Receive();
@@ -49,14 +49,14 @@ int RoundTrip(Pair& p, std::uint32_t seed) {
 }
 
 TEST(ZmqFork, ChildOpensItsOwnSocketsAndLeavesTheParentsAlone) {
-  auto parent = OpenPair();
+  auto parent = OpenForkPair();
   ASSERT_TRUE(parent.ok()) << parent.status().ToString();
   ASSERT_EQ(RoundTrip(*parent, 1), 0);
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     int code = 0;
-    auto child = OpenPair();
+    auto child = OpenForkPair();
     if (!child.ok()) code = 20;
     if (code == 0) code = RoundTrip(*child, 2);
     // The inherited sender and receiver refuse, naming the fork.

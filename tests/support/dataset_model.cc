@@ -10,18 +10,6 @@ using dataset::FieldSpec;
 using dataset::kAnyDim;
 using dataset::Schema;
 
-std::uint64_t TestSeed() {
-  std::uint64_t seed;
-  if (const char* e = std::getenv("TS_SEED")) {
-    seed = std::strtoull(e, nullptr, 10);
-  } else {
-    seed = std::random_device{}();
-  }
-  std::printf("seed %llu (rerun with TS_SEED=%llu)\n", static_cast<unsigned long long>(seed),
-              static_cast<unsigned long long>(seed));
-  return seed;
-}
-
 Schema RandomSchema(std::mt19937_64& rng, int max_fields) {
   static const char* kNames[] = {"x", "label", "a.b/c", "über", "img.jpg", "__key__", "j", "s/t.u", "n", "v"};
   Schema s;

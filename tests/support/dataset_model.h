@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "support/seed.h"
 #include "tensorsafe/dataset/dataset.h"
 #include "tensorsafe/dataset/writer.h"
 
@@ -33,8 +34,5 @@ ModelSample RandomSample(std::mt19937_64& rng, const dataset::Schema& schema, st
 std::vector<dataset::NamedValue> ToNamed(const dataset::Schema& schema, const ModelSample& s);
 // Compares a read sample with the model; empty when equal.
 std::string Diff(const dataset::Schema& schema, const ModelSample& want, const dataset::Sample& got);
-
-// The seed of a random test: $TS_SEED or a fresh one, printed.
-std::uint64_t TestSeed();
 
 }  // namespace tensorsafe::testing

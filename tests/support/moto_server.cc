@@ -33,7 +33,7 @@ bool Connects(int port) {
   return ok;
 }
 
-std::string Slurp(const std::string& path) {
+std::string ReadLog(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
   ss << in.rdbuf();
@@ -99,7 +99,7 @@ MotoServer::MotoServer() {
     }
     Kill();
   }
-  throw std::runtime_error("moto_server did not start: " + Slurp(dir_ + "/server.log"));
+  throw std::runtime_error("moto_server did not start: " + ReadLog(dir_ + "/server.log"));
 }
 
 MotoServer::~MotoServer() {
@@ -120,7 +120,7 @@ void MotoServer::Kill() {
 
 int MotoServer::LogLines() const {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  const std::string log = Slurp(dir_ + "/server.log");
+  const std::string log = ReadLog(dir_ + "/server.log");
   int n = 0;
   for (char c : log) n += c == '\n';
   return n;

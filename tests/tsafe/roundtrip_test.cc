@@ -16,7 +16,7 @@
 namespace tensorsafe::testing {
 namespace {
 
-struct ModelTensor {
+struct RoundTripTensor {
   DType dtype;
   Shape shape;
   std::string bytes;
@@ -40,14 +40,14 @@ TEST(RoundTrip, RandomFilesMatchModel) {
   for (int file = 0; file < 40; ++file) {
     WriterOptions wopt;
     wopt.alignment = 1u << (rng() % 13);  // 1 .. 4096
-    std::map<std::string, ModelTensor> model;
+    std::map<std::string, RoundTripTensor> model;
     std::vector<std::string> order;
     const std::string path = dir.File("f" + std::to_string(file) + ".tsafe");
     auto w = Writer::Create(path, wopt);
     ASSERT_TRUE(w.ok());
     const int count = static_cast<int>(rng() % 20);
     for (int i = 0; i < count; ++i) {
-      ModelTensor t;
+      RoundTripTensor t;
       t.dtype = static_cast<DType>(1 + rng() % kNumDTypes);
       const std::size_t rank = rng() % 4;
       const auto& info = GetDTypeInfo(t.dtype);

@@ -23,7 +23,7 @@ namespace {
 using dataset::FieldKind;
 using testing::ReadFileBytes;
 
-const std::string kGolden = std::string(TS_SOURCE_DIR) + "/tests/golden/wds/";
+const std::string kWdsGolden = std::string(TS_SOURCE_DIR) + "/tests/golden/wds/";
 
 std::span<const std::byte> Span(const std::string& s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
@@ -34,10 +34,10 @@ Result<std::unique_ptr<dataset::ShardSource>> OpenBytes(const std::string& tar, 
 }
 
 TEST(WdsGolden, ShardsMatchWebdatasetsDecoder) {
-  auto names = wds::ExpandBraces(kGolden + "ds-{000000..000002}.tar");
+  auto names = wds::ExpandBraces(kWdsGolden + "ds-{000000..000002}.tar");
   ASSERT_TRUE(names.ok());
   ASSERT_EQ(names->size(), 3u);
-  auto expected = testing::ReadJsonLines(kGolden + "expected.jsonl");
+  auto expected = testing::ReadJsonLines(kWdsGolden + "expected.jsonl");
   ASSERT_EQ(expected.size(), 7u);
   std::size_t global = 0;
   std::vector<dataset::FieldView> views;
@@ -53,7 +53,7 @@ TEST(WdsGolden, ShardsMatchWebdatasetsDecoder) {
 }
 
 TEST(WdsGolden, MembersMapToFields) {
-  auto src = wds::OpenShard(kGolden + "ds-000000.tar");
+  auto src = wds::OpenShard(kWdsGolden + "ds-000000.tar");
   ASSERT_TRUE(src.ok());
   const dataset::Schema& s = (*src)->schema();
   ASSERT_EQ(s.fields.size(), 9u);
@@ -71,7 +71,7 @@ TEST(WdsGolden, MembersMapToFields) {
 
 TEST(WdsGolden, GnuAndPaxLongNames) {
   for (const char* f : {"gnu.tar", "pax.tar"}) {
-    auto src = wds::OpenShard(kGolden + f);
+    auto src = wds::OpenShard(kWdsGolden + f);
     ASSERT_TRUE(src.ok()) << f << ": " << src.status().ToString();
     ASSERT_EQ((*src)->num_samples(), 2u);
     std::vector<dataset::FieldView> v;
@@ -129,7 +129,7 @@ TEST(WdsTar, SizesPastTheEnd) {
 }
 
 TEST(WdsTar, EveryTruncationIsHandled) {
-  const std::string whole = ReadFileBytes(kGolden + "ds-000002.tar");
+  const std::string whole = ReadFileBytes(kWdsGolden + "ds-000002.tar");
   for (std::size_t len = 0; len < whole.size(); len += 7) {
     auto src = OpenBytes(whole.substr(0, len));
     if (src.ok()) {

@@ -23,7 +23,7 @@ using testing::Str;
 
 const std::string kDir = std::string(TS_SHARED_DIR) + "/fixtures/btf/";
 
-Result<TensorSet> DecodeStr(const std::string& s, const btf::ReadOptions& opt = {}) {
+Result<TensorSet> DecodeBtf(const std::string& s, const btf::ReadOptions& opt = {}) {
   return btf::Decode(Bytes(s), nullptr, "t.btf", opt);
 }
 
@@ -236,7 +236,7 @@ TEST(BtfGolden, WritesTheFourVectorsByteForByte) {
 
 TEST(BtfGolden, CooDecodesToOneNativeCooTensor) {
   const std::string bytes = SharedFixture("btf/vec_B4_coo_f32_2x3_padded.btf");
-  auto set = DecodeStr(bytes);
+  auto set = DecodeBtf(bytes);
   ASSERT_TRUE(set.ok()) << set.status().ToString();
   ASSERT_EQ(set->tensors.size(), 1u);
   const Tensor& t = set->tensors[0];
@@ -257,7 +257,7 @@ TEST(BtfGolden, CooDecodesToTwoTensorsWithMetadataOnRequest) {
   const std::string bytes = SharedFixture("btf/vec_B4_coo_f32_2x3_padded.btf");
   btf::ReadOptions pairs;
   pairs.coo_as_pairs = true;
-  auto set = DecodeStr(bytes, pairs);
+  auto set = DecodeBtf(bytes, pairs);
   ASSERT_TRUE(set.ok()) << set.status().ToString();
   ASSERT_EQ(set->tensors.size(), 2u);
   EXPECT_EQ(set->tensors[0].info.name, "0.indices");
@@ -277,9 +277,9 @@ TEST(BtfGolden, DocumentedCooLayoutTwoIsReadUnlessDisabled) {
   EXPECT_EQ((*recs)[0].layout_code, 2);
   btf::ReadOptions code_only;
   code_only.accept_documented_coo_layout = false;
-  EXPECT_STATUS(DecodeStr(bytes, code_only), StatusCode::kUnsupported,
+  EXPECT_STATUS(DecodeBtf(bytes, code_only), StatusCode::kUnsupported,
                 "record 0 at offset 16: layout code 2 is unknown (0 = dense, 1 = COO)");
-  auto again = btf::Encode(*DecodeStr(bytes));  // written back as TFRT's code reads it
+  auto again = btf::Encode(*DecodeBtf(bytes));  // written back as TFRT's code reads it
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, SharedFixture("btf/vec_B3_coo_i64_2x4.btf"));
 }
@@ -287,7 +287,7 @@ TEST(BtfGolden, DocumentedCooLayoutTwoIsReadUnlessDisabled) {
 TEST(BtfGolden, WriteFileThenReadFileAndFailureLeavesNothing) {
   testing::TempDir dir;
   const std::string b2 = SharedFixture("btf/vec_B2_rmd_i32_u8_padding.btf");  // the tensors view it
-  auto set = DecodeStr(b2);
+  auto set = DecodeBtf(b2);
   ASSERT_TRUE(set.ok());
   ASSERT_TRUE(btf::WriteFile(dir.File("a.btf"), *set).ok());
   EXPECT_EQ(testing::ReadFileBytes(dir.File("a.btf")), b2);
@@ -369,14 +369,14 @@ TEST(BtfInvalid, NamedDefects) {
     SCOPED_TRACE(d.name);
     std::string bytes = SharedFixture(d.file);
     d.mutate(bytes);
-    EXPECT_STATUS(DecodeStr(bytes, d.options), d.code, d.message);
+    EXPECT_STATUS(DecodeBtf(bytes, d.options), d.code, d.message);
   }
 }
 
 TEST(BtfInvalid, ReservedBytesAndUnalignedOffsetsAreAcceptedByDefault) {
   std::string bytes = SharedFixture("btf/vec_B1_rmd_f32_2x3.btf");
   bytes[26] = '\x5a';  // pre-2022 writers left these uninitialised
-  EXPECT_TRUE(DecodeStr(bytes).ok());
+  EXPECT_TRUE(DecodeBtf(bytes).ok());
   EXPECT_TRUE(btf::ReadFile(kDir + "old_test_tensor.btf").ok());
   btf::ReadOptions aligned;
   aligned.require_aligned_offsets = true;
@@ -395,7 +395,7 @@ TEST(BtfInvalid, EveryTruncationBeforeTheLastRecordEndsIsAnError) {
     ASSERT_TRUE(recs.ok());
     const std::uint64_t last_end = recs->back().end;
     for (std::size_t n = 0; n < bytes.size(); ++n) {
-      auto r = DecodeStr(bytes.substr(0, n));
+      auto r = DecodeBtf(bytes.substr(0, n));
       if (n < last_end) {
         EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << "prefix " << n;
       } else {
@@ -487,7 +487,7 @@ TEST(BtfRandom, RoundTripsEveryDtypeDenseAndCoo) {
           EXPECT_EQ(Str(r.coo_tensor.values.data), Str(c.values.data));
         }
       }
-      auto set = DecodeStr(*enc);  // and through the TensorSet mapping
+      auto set = DecodeBtf(*enc);  // and through the TensorSet mapping
       ASSERT_TRUE(set.ok());
       auto again = btf::Encode(*set);
       ASSERT_TRUE(again.ok()) << again.status().ToString();

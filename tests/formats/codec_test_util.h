@@ -56,6 +56,11 @@ std::string Raw(std::initializer_list<T> v) {
 // A file of tests/golden/gguf/.
 inline std::string GgufGolden(const std::string& f) { return std::string(TS_SOURCE_DIR) + "/tests/golden/gguf/" + f; }
 
+// A tensor's bytes as a string.
+inline std::string DataOf(const Tensor& t) {
+  return std::string(reinterpret_cast<const char*>(t.data.data()), t.data.size());
+}
+
 inline std::string Str(std::span<const std::byte> b) {
   return std::string(reinterpret_cast<const char*>(b.data()), b.size());
 }

@@ -18,7 +18,7 @@ using testing::GgufBuilder;
 using testing::GoldenDir;
 using testing::ReadFileBytes;
 
-Result<TensorSet> DecodeString(const std::string& bytes, const gguf::ReadOptions& opt = {}) {
+Result<TensorSet> DecodeGguf(const std::string& bytes, const gguf::ReadOptions& opt = {}) {
   return gguf::Decode(std::as_bytes(std::span(bytes)), nullptr, "bad.gguf", opt);
 }
 
@@ -163,7 +163,7 @@ TEST(GgufInvalid, EachCheckHasItsCodeAndMessage) {
     SCOPED_TRACE(c.name);
     gguf::ReadOptions opt;
     if (c.tweak) c.tweak(opt);
-    auto r = DecodeString(c.bytes, opt);
+    auto r = DecodeGguf(c.bytes, opt);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), c.code) << r.status().ToString();
     EXPECT_NE(r.status().message().find(c.message), std::string::npos) << r.status().message();
@@ -176,38 +176,38 @@ TEST(GgufInvalid, EachCheckHasItsCodeAndMessage) {
 TEST(GgufInvalid, RepairedBasesDecode) {
   GgufBuilder ok1 = OneTensor(0);
   ok1.Zeros(64);
-  EXPECT_TRUE(DecodeString(ok1.str()).ok());
+  EXPECT_TRUE(DecodeGguf(ok1.str()).ok());
   GgufBuilder two;
   two.Header(2, 0).Info("a", {16}, 0, 0).Info("b", {16}, 0, 64).PadTo(32).Zeros(128);
-  EXPECT_TRUE(DecodeString(two.str()).ok());
+  EXPECT_TRUE(DecodeGguf(two.str()).ok());
   GgufBuilder q = OneTensor(0, {32, 2}, 2);  // Q4_0: 2 rows of 1 block
   q.Zeros(36);
-  auto r = DecodeString(q.str());
+  auto r = DecodeGguf(q.str());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->tensors[0].info.shape, Shape{36});
   GgufBuilder names;
   names.Header(1, 0).Info(std::string(63, 'n'), {1}, 0, 0).PadTo(32).Zeros(32);
-  EXPECT_TRUE(DecodeString(names.str()).ok());
+  EXPECT_TRUE(DecodeGguf(names.str()).ok());
   gguf::ReadOptions longer;
   longer.max_tensor_name_bytes = 64;
   GgufBuilder n64;
   n64.Header(1, 0).Info(std::string(64, 'n'), {1}, 0, 0).PadTo(32).Zeros(32);
-  EXPECT_TRUE(DecodeString(n64.str(), longer).ok());
+  EXPECT_TRUE(DecodeGguf(n64.str(), longer).ok());
   GgufBuilder align;
   align.Header(1, 1).Key("general.alignment", 4).U32(8).Info("w", {1}, 0, 0).PadTo(8).Zeros(8);
-  r = DecodeString(align.str());
+  r = DecodeGguf(align.str());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->tensors[0].info.data_offset % 8, 0u);
   // As ggml's test-gguf accepts: alignment 1 (odd offsets), and tensors
   // with a zero dim, which take no bytes and share their offset.
   GgufBuilder one;
   one.Header(2, 1).Key("general.alignment", 4).U32(1).Info("a", {3}, 24, 0).Info("b", {1}, 0, 3).Zeros(7);
-  r = DecodeString(one.str());
+  r = DecodeGguf(one.str());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->tensors[1].info.data_offset, r->tensors[0].info.data_offset + 3);
   GgufBuilder zero;
   zero.Header(3, 0).Info("q", {32, 0}, 2, 0).Info("f", {0, 7}, 0, 0).Info("g", {2}, 0, 0).PadTo(32).Zeros(32);
-  r = DecodeString(zero.str());
+  r = DecodeGguf(zero.str());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->tensors[0].info.shape, Shape{0});
   EXPECT_EQ(r->tensors[1].info.shape, (Shape{7, 0}));
@@ -216,7 +216,7 @@ TEST(GgufInvalid, RepairedBasesDecode) {
   // look for it then).
   GgufBuilder bare;
   bare.Header(0, 1).Key("a", 4).U32(1);
-  EXPECT_TRUE(DecodeString(bare.str()).ok());
+  EXPECT_TRUE(DecodeGguf(bare.str()).ok());
 }
 
 // Every proper prefix fails as corruption until the last tensor's data is
@@ -225,7 +225,7 @@ TEST(GgufInvalid, TruncationAtEveryPrefix) {
   for (const char* name : {"plain.gguf", "quant.gguf", "align64.gguf", "empty.gguf", "no_kv.gguf"}) {
     SCOPED_TRACE(name);
     const std::string file = ReadFileBytes(GoldenDir() + name);
-    auto full = DecodeString(file);
+    auto full = DecodeGguf(file);
     ASSERT_TRUE(full.ok()) << full.status().ToString();
     std::uint64_t min_ok = 68;  // empty.gguf: header + its one key/value pair
     if (!full->tensors.empty()) {
@@ -235,7 +235,7 @@ TEST(GgufInvalid, TruncationAtEveryPrefix) {
       }
     }
     for (std::size_t n = 0; n < file.size(); ++n) {
-      auto r = DecodeString(file.substr(0, n));
+      auto r = DecodeGguf(file.substr(0, n));
       if (n < min_ok) {
         ASSERT_FALSE(r.ok()) << "prefix " << n;
         ASSERT_EQ(r.status().code(), StatusCode::kCorruption) << "prefix " << n << ": " << r.status().ToString();
@@ -258,12 +258,12 @@ TEST(GgufInvalid, BitFlipsNeverCrash) {
     for (int bit = 0; bit < 8; ++bit) {
       std::string f = file;
       f[i] = static_cast<char>(f[i] ^ (1 << bit));
-      auto r = DecodeString(f);
+      auto r = DecodeGguf(f);
       if (!r.ok()) continue;
       ++ok;
       auto e = gguf::Encode(*r);
       if (e.ok()) {
-        auto again = DecodeString(*e);
+        auto again = DecodeGguf(*e);
         ASSERT_TRUE(again.ok()) << "flip " << i << "." << bit << ": " << again.status().ToString();
       }
     }

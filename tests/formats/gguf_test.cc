@@ -185,7 +185,7 @@ TEST(GgufReader, MissingFileIsAnIOError) {
 
 // An Env whose temp files fail after `fail_after` appended bytes, or whose
 // Rename fails.
-class FaultyEnv : public Env {
+class GgufFaultyEnv : public Env {
  public:
   std::uint64_t fail_after = UINT64_MAX;
   bool fail_sync = false;
@@ -203,7 +203,7 @@ class FaultyEnv : public Env {
  private:
   class File : public WritableFile {
    public:
-    File(std::unique_ptr<WritableFile> f, FaultyEnv* env) : f_(std::move(f)), env_(env) {}
+    File(std::unique_ptr<WritableFile> f, GgufFaultyEnv* env) : f_(std::move(f)), env_(env) {}
     Status Append(std::span<const std::byte> b) override {
       if (f_->position() + b.size() > env_->fail_after) return IOError("injected write failure", ENOSPC);
       return f_->Append(b);
@@ -217,7 +217,7 @@ class FaultyEnv : public Env {
 
    private:
     std::unique_ptr<WritableFile> f_;
-    FaultyEnv* env_;
+    GgufFaultyEnv* env_;
   };
 };
 
@@ -239,7 +239,7 @@ TEST(GgufWriter, FailuresLeaveNothingBehind) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     testing::TempDir dir;
-    FaultyEnv env;
+    GgufFaultyEnv env;
     env.fail_after = c.fail_after;
     env.fail_sync = c.fail_sync;
     env.fail_rename = c.fail_rename;

@@ -9,6 +9,7 @@
 #include <random>
 #include <sstream>
 
+#include "formats/codec_test_util.h"
 #include "support/temp_dir.h"
 #include "tensorsafe/formats/npy.h"
 
@@ -18,15 +19,14 @@ namespace {
 namespace fs = std::filesystem;
 const std::string kGolden = std::string(TS_SOURCE_DIR) + "/tests/golden/npy/";
 
-std::span<const std::byte> Bytes(const std::string& s) { return std::as_bytes(std::span(s)); }
+using testing::Bytes;
 
-Result<TensorSet> DecodeString(const std::string& s, const std::string& name = "t.npy",
-                               const npy::ReadOptions& opt = {}) {
+Result<TensorSet> DecodeNpy(const std::string& s, const std::string& name = "t.npy", const npy::ReadOptions& opt = {}) {
   auto owner = std::make_shared<std::string>(s);
   return npy::Decode(Bytes(*owner), owner, name, opt);
 }
 
-std::string DataOf(const Tensor& t) { return std::string(reinterpret_cast<const char*>(t.data.data()), t.data.size()); }
+using testing::DataOf;
 
 // Builds a .npy image around a header text, padded as NumPy pads.
 std::string Npy(const std::string& dict, const std::string& data, int major = 1) {
@@ -159,7 +159,7 @@ TEST(Npy, AcceptedHeaderSpellings) {
   };
   for (const char* d : dicts) {
     SCOPED_TRACE(d);
-    auto r = DecodeString(Npy(d, data));
+    auto r = DecodeNpy(Npy(d, data));
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(r->tensors[0].info.shape, (Shape{2, 3}));
     EXPECT_EQ(DataOf(r->tensors[0]), data);
@@ -168,7 +168,7 @@ TEST(Npy, AcceptedHeaderSpellings) {
   // default max_header_size of 10000 (docs/PERMISSIVE.md).
   {
     std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }" + std::string(19900, ' ');
-    auto r = DecodeString(Npy(dict, data, 2));
+    auto r = DecodeNpy(Npy(dict, data, 2));
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_GT(r->tensors[0].info.data_offset, 20000u);
     EXPECT_EQ(DataOf(r->tensors[0]), data);
@@ -179,7 +179,7 @@ TEST(Npy, AcceptedHeaderSpellings) {
   std::string dict = "{'descr': '<f4', 'fortran_order': True, 'shape': ()}";
   raw.push_back(static_cast<char>(dict.size()));
   raw.push_back('\0');
-  auto r = DecodeString(raw + dict + F32Data(1));
+  auto r = DecodeNpy(raw + dict + F32Data(1));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(r->tensors[0].info.shape.empty());
 }
@@ -190,7 +190,7 @@ TEST(Npy, DescrByteOrderIsOptionalAsInNumpy) {
   const std::string d6 = F32Data(6);
   for (const char* descr : {"f4", "|f4", "=f4"}) {
     SCOPED_TRACE(descr);
-    auto r = DecodeString(Npy(std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (6,)}", d6));
+    auto r = DecodeNpy(Npy(std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (6,)}", d6));
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(r->tensors[0].info.dtype, DType::kF32);
     EXPECT_EQ(DataOf(r->tensors[0]), d6);
@@ -204,7 +204,7 @@ TEST(Npy, DescrByteOrderIsOptionalAsInNumpy) {
     SCOPED_TRACE(k.descr);
     const std::string data(24, '\1');
     const std::string shape = "(" + std::to_string(24 / ElementSize(k.dtype)) + ",)";
-    auto r = DecodeString(
+    auto r = DecodeNpy(
         Npy(std::string("{'descr': '") + k.descr + "', 'fortran_order': False, 'shape': " + shape + "}", data));
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(r->tensors[0].info.dtype, k.dtype);
@@ -333,7 +333,7 @@ std::vector<Bad> BadFiles() {
 TEST(NpyInvalid, EachCheckHasItsCodeAndMessage) {
   for (const Bad& b : BadFiles()) {
     SCOPED_TRACE(b.name);
-    auto r = DecodeString(b.bytes, std::string(b.name) + ".npy");
+    auto r = DecodeNpy(b.bytes, std::string(b.name) + ".npy");
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), b.code) << r.status().ToString();
     EXPECT_NE(r.status().message().find(b.message), std::string::npos) << r.status().message();
@@ -344,11 +344,11 @@ TEST(NpyInvalid, EachCheckHasItsCodeAndMessage) {
 TEST(NpyInvalid, TruncationAtEveryPrefix) {
   const std::string file = testing::ReadFileBytes(kGolden + "f32_2x3.npy");
   for (std::size_t n = 0; n < file.size(); ++n) {
-    auto r = DecodeString(file.substr(0, n));
+    auto r = DecodeNpy(file.substr(0, n));
     ASSERT_FALSE(r.ok()) << "prefix " << n;
     EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << "prefix " << n << ": " << r.status().ToString();
   }
-  EXPECT_TRUE(DecodeString(file).ok());
+  EXPECT_TRUE(DecodeNpy(file).ok());
 }
 
 TEST(NpyInvalid, BitFlipsNeverCrash) {
@@ -358,7 +358,7 @@ TEST(NpyInvalid, BitFlipsNeverCrash) {
     for (int bit = 0; bit < 8; ++bit) {
       std::string m = file;
       m[i] = static_cast<char>(m[i] ^ (1 << bit));
-      rejected += !DecodeString(m).ok();
+      rejected += !DecodeNpy(m).ok();
     }
   }
   // Flips in the padding spaces can stay valid (' ' -> '\t' etc.); most break it.
@@ -439,7 +439,7 @@ TEST(NpyRoundTrip, RandomTensors) {
     auto enc = npy::Encode(t);
     ASSERT_TRUE(enc.ok()) << enc.status().ToString();
     EXPECT_EQ(enc->size() % 64, data.size() % 64);  // data starts at a multiple of 64
-    auto dec = DecodeString(*enc, "r.npy");
+    auto dec = DecodeNpy(*enc, "r.npy");
     ASSERT_TRUE(dec.ok()) << dec.status().ToString();
     EXPECT_EQ(dec->tensors[0].info.dtype, t.info.dtype);
     EXPECT_EQ(dec->tensors[0].info.shape, t.info.shape);

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "formats/codec_test_util.h"
 #include "formats/npy/zip.h"
 #include "support/temp_dir.h"
 #include "tensorsafe/formats/npz.h"
@@ -15,12 +16,12 @@
 namespace tensorsafe {
 namespace {
 
-const std::string kGolden = std::string(TS_SOURCE_DIR) + "/tests/golden/npy/";
+const std::string kNpzGolden = std::string(TS_SOURCE_DIR) + "/tests/golden/npy/";
 
-std::span<const std::byte> Bytes(const std::string& s) { return std::as_bytes(std::span(s)); }
-std::string DataOf(const Tensor& t) { return std::string(reinterpret_cast<const char*>(t.data.data()), t.data.size()); }
+using testing::Bytes;
+using testing::DataOf;
 
-Result<TensorSet> DecodeString(const std::string& s, const npz::ReadOptions& opt = {}) {
+Result<TensorSet> DecodeNpz(const std::string& s, const npz::ReadOptions& opt = {}) {
   auto owner = std::make_shared<std::string>(s);
   return npz::Decode(Bytes(*owner), owner, "t.npz", opt);
 }
@@ -28,7 +29,7 @@ Result<TensorSet> DecodeString(const std::string& s, const npz::ReadOptions& opt
 TEST(NpzGolden, ReadsNumpyArchives) {
   for (const char* name : {"stored.npz", "deflated.npz"}) {
     SCOPED_TRACE(name);
-    auto set = npz::ReadFile(kGolden + name);
+    auto set = npz::ReadFile(kNpzGolden + name);
     ASSERT_TRUE(set.ok()) << set.status().ToString();
     ASSERT_EQ(set->tensors.size(), 3u);
     EXPECT_EQ(set->tensors[0].info.name, "w");
@@ -46,19 +47,19 @@ TEST(NpzGolden, WriterMatchesNumpyBytes) {
   for (bool compress : {false, true}) {
     const std::string name = compress ? "deflated.npz" : "stored.npz";
     SCOPED_TRACE(name);
-    auto set = npz::ReadFile(kGolden + name);
+    auto set = npz::ReadFile(kNpzGolden + name);
     ASSERT_TRUE(set.ok());
     npz::WriteOptions opt;
     opt.compress = compress;
     auto enc = npz::Encode(*set, opt);
     ASSERT_TRUE(enc.ok()) << enc.status().ToString();
-    EXPECT_EQ(*enc, testing::ReadFileBytes(kGolden + name));
+    EXPECT_EQ(*enc, testing::ReadFileBytes(kNpzGolden + name));
   }
 }
 
 // np.savez(**{"": a}) stores the member ".npy" and np.load reads it as "".
 TEST(NpzGolden, EmptyNameIsTheMemberDotNpy) {
-  auto set = npz::ReadFile(kGolden + "empty_name.npz");
+  auto set = npz::ReadFile(kNpzGolden + "empty_name.npz");
   ASSERT_TRUE(set.ok()) << set.status().ToString();
   ASSERT_EQ(set->tensors.size(), 1u);
   EXPECT_EQ(set->tensors[0].info.name, "");
@@ -66,11 +67,11 @@ TEST(NpzGolden, EmptyNameIsTheMemberDotNpy) {
   EXPECT_EQ(DataOf(set->tensors[0]), std::string("\1\0\0\0\2\0\0\0\3\0\0\0", 12));
   auto enc = npz::Encode(*set);
   ASSERT_TRUE(enc.ok()) << enc.status().ToString();
-  EXPECT_EQ(*enc, testing::ReadFileBytes(kGolden + "empty_name.npz"));
+  EXPECT_EQ(*enc, testing::ReadFileBytes(kNpzGolden + "empty_name.npz"));
 }
 
 TEST(Npz, StoredMembersAreZeroCopy) {
-  auto owner = std::make_shared<std::string>(testing::ReadFileBytes(kGolden + "stored.npz"));
+  auto owner = std::make_shared<std::string>(testing::ReadFileBytes(kNpzGolden + "stored.npz"));
   auto set = npz::Decode(Bytes(*owner), owner, "s.npz");
   ASSERT_TRUE(set.ok());
   const Tensor& w = set->tensors[0];
@@ -150,7 +151,7 @@ TEST(NpzInvalid, DamagedArchives) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    auto r = DecodeString(c.bytes);
+    auto r = DecodeNpz(c.bytes);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), c.code) << r.status().ToString();
     EXPECT_NE(r.status().message().find(c.message), std::string::npos) << r.status().message();
@@ -164,11 +165,11 @@ TEST(NpzInvalid, TruncationAtEveryPrefix) {
     opt.compress = compress;
     const std::string file = *npz::Encode(TwoTensors(storage), opt);
     for (std::size_t n = 0; n < file.size(); ++n) {
-      auto r = DecodeString(file.substr(0, n));
+      auto r = DecodeNpz(file.substr(0, n));
       ASSERT_FALSE(r.ok()) << n;
       EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << n << ": " << r.status().ToString();
     }
-    EXPECT_TRUE(DecodeString(file).ok());
+    EXPECT_TRUE(DecodeNpz(file).ok());
   }
 }
 
@@ -187,15 +188,15 @@ TEST(Npz, InflatedBytesAreBounded) {
   EXPECT_LT(file.size(), 5000u);  // a small bomb
   npz::ReadOptions opt;
   opt.max_inflated_bytes = 1 << 19;
-  auto r = DecodeString(file, opt);
+  auto r = DecodeNpz(file, opt);
   EXPECT_EQ(r.status().code(), StatusCode::kLimitExceeded);
   EXPECT_NE(r.status().message().find("exceeds the limit of 524288 inflated bytes"), std::string::npos);
   opt.max_inflated_bytes = 2 << 20;
-  auto ok = DecodeString(file, opt);
+  auto ok = DecodeNpz(file, opt);
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(DataOf(ok->tensors[0]), big);
   opt.max_members = 0;
-  EXPECT_EQ(DecodeString(file, opt).status().code(), StatusCode::kLimitExceeded);
+  EXPECT_EQ(DecodeNpz(file, opt).status().code(), StatusCode::kLimitExceeded);
 }
 
 // A directory that declares more inflated bytes than deflate can produce
@@ -206,7 +207,7 @@ TEST(NpzRead, DeclaredSizeBeyondTheDeflateRatioIsCorruption) {
   const std::string file =
       testing::ReadFileBytes(std::string(TS_SOURCE_DIR) + "/fuzz/regressions/npz_fuzz/deflate_size_4gib.npz");
   ASSERT_EQ(file.size(), 180u);
-  auto r = DecodeString(file);
+  auto r = DecodeNpz(file);
   EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << r.status().ToString();
   EXPECT_NE(r.status().message().find("declares 4294967294 inflated bytes, more than deflate can produce from "),
             std::string::npos)
@@ -223,7 +224,7 @@ TEST(NpzRead, DeclaredSizeBeyondTheDeflateRatioIsCorruption) {
   npz::WriteOptions wopt;
   wopt.compress = true;
   wopt.level = 9;
-  auto ok = DecodeString(*npz::Encode(set, wopt));
+  auto ok = DecodeNpz(*npz::Encode(set, wopt));
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(DataOf(ok->tensors[0]), zeros);
 }

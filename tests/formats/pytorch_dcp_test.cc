@@ -19,7 +19,7 @@ namespace {
 
 using namespace std::string_literals;
 
-const std::string kDir = std::string(TS_SOURCE_DIR) + "/tests/golden/pytorch/dcp/";
+const std::string kDcpDir = std::string(TS_SOURCE_DIR) + "/tests/golden/pytorch/dcp/";
 const char* const kFiles[] = {"single.metadata", "sharded.metadata"};
 
 Result<std::string> Parse(const std::string& bytes, const std::string& name = "x/.metadata") {
@@ -37,15 +37,15 @@ std::string Replace(std::string bytes, const std::string& from, const std::strin
 }
 
 TEST(DcpMetadata, GoldenFilesReadAsTorchReadsThem) {
-  const auto expected = nlohmann::json::parse(testing::ReadFileBytes(kDir + "expected.json"));
+  const auto expected = nlohmann::json::parse(testing::ReadFileBytes(kDcpDir + "expected.json"));
   for (const char* name : kFiles) {
     SCOPED_TRACE(name);
-    auto r = Parse(testing::ReadFileBytes(kDir + name));
+    auto r = Parse(testing::ReadFileBytes(kDcpDir + name));
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(nlohmann::json::parse(*r), expected[name]);
   }
   // The pickle's order is kept: items and storage as DCP wrote them.
-  auto r = Parse(testing::ReadFileBytes(kDir + "sharded.metadata"));
+  auto r = Parse(testing::ReadFileBytes(kDcpDir + "sharded.metadata"));
   ASSERT_TRUE(r.ok());
   const auto doc = nlohmann::ordered_json::parse(*r);
   EXPECT_EQ(doc["items"][0]["fqn"], "model.rows");
@@ -53,7 +53,7 @@ TEST(DcpMetadata, GoldenFilesReadAsTorchReadsThem) {
   EXPECT_EQ(doc["storage"][1]["offset"], nlohmann::ordered_json::array({7, 0}));
 }
 
-struct Bad {
+struct BadDcp {
   const char* what;
   std::string bytes;
   StatusCode code;
@@ -61,10 +61,10 @@ struct Bad {
 };
 
 TEST(DcpMetadata, RefusedWithCodeAndMessage) {
-  const std::string single = testing::ReadFileBytes(kDir + "single.metadata");
-  const std::string sharded = testing::ReadFileBytes(kDir + "sharded.metadata");
+  const std::string single = testing::ReadFileBytes(kDcpDir + "single.metadata");
+  const std::string sharded = testing::ReadFileBytes(kDcpDir + "sharded.metadata");
   const std::string kModule = "\x8c%torch.distributed.checkpoint.metadata";
-  const Bad cases[] = {
+  const BadDcp cases[] = {
       {"os.system",
        "\x80\x02"
        "cposix\nsystem\n(X\x02\x00\x00\x00idtR."s,
@@ -92,7 +92,7 @@ TEST(DcpMetadata, RefusedWithCodeAndMessage) {
        StatusCode::kCorruption, "a TensorStorageMetadata has no field chunks"},
       {"bytes after STOP", single + "x", StatusCode::kCorruption, "1 bytes follow the pickle's STOP"},
   };
-  for (const Bad& c : cases) {
+  for (const BadDcp& c : cases) {
     SCOPED_TRACE(c.what);
     EXPECT_STATUS(Parse(c.bytes), c.code, c.message);
   }
@@ -101,7 +101,7 @@ TEST(DcpMetadata, RefusedWithCodeAndMessage) {
 TEST(DcpMetadata, CheckpointsStillRefuseDcpClasses) {
   // The allowance is for DCP's metadata only: the checkpoint unpickler
   // refuses the same bytes at their first DCP class.
-  const std::string bytes = testing::ReadFileBytes(kDir + "single.metadata");
+  const std::string bytes = testing::ReadFileBytes(kDcpDir + "single.metadata");
   const pytorch::Limits limits;
   pytorch::internal::Unpickler u({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()}, "x.pkl", limits,
                                  pytorch::internal::PidForm::kZip);
@@ -113,7 +113,7 @@ TEST(DcpMetadata, CheckpointsStillRefuseDcpClasses) {
 TEST(DcpMetadata, EveryPrefixAndEveryFlippedByteIsAnErrorNotACrash) {
   for (const char* name : kFiles) {
     SCOPED_TRACE(name);
-    const std::string file = testing::ReadFileBytes(kDir + name);
+    const std::string file = testing::ReadFileBytes(kDcpDir + name);
     for (std::size_t n = 0; n < file.size(); ++n) {
       auto r = Parse(file.substr(0, n));
       ASSERT_FALSE(r.ok()) << "prefix of " << n << " bytes";

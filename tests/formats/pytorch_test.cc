@@ -26,7 +26,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 using namespace std::string_literals;
-const std::string kGolden = std::string(TS_SOURCE_DIR) + "/tests/golden/pytorch/";
+const std::string kPytorchGolden = std::string(TS_SOURCE_DIR) + "/tests/golden/pytorch/";
 
 std::string Hex(std::span<const std::byte> b) {
   static const char* k = "0123456789abcdef";
@@ -51,8 +51,8 @@ struct Image {
   std::size_t size;
 };
 
-Result<TensorSet> DecodeString(const std::string& s, const pytorch::ReadOptions& opt = {},
-                               const std::string& name = "t.pt") {
+Result<TensorSet> DecodePytorch(const std::string& s, const pytorch::ReadOptions& opt = {},
+                                const std::string& name = "t.pt") {
   auto img = std::make_shared<Image>(s);
   return pytorch::Decode(img->bytes(), img, name, opt);
 }
@@ -144,21 +144,21 @@ void ExpectMatches(const TensorSet& set, const Json& want, const std::string& fi
   }
 }
 
-Json Expected() { return Json::parse(testing::ReadFileBytes(kGolden + "expected.json")); }
+Json Expected() { return Json::parse(testing::ReadFileBytes(kPytorchGolden + "expected.json")); }
 
 TEST(PytorchGolden, ReadsWhatTorchLoadReads) {
   const Json expected = Expected();
   ASSERT_EQ(expected.size(), 10u);
   for (const auto& [file, want] : expected.items()) {
-    auto set = pytorch::ReadFile(kGolden + file);
+    auto set = pytorch::ReadFile(kPytorchGolden + file);
     ASSERT_TRUE(set.ok()) << set.status().ToString();
     ExpectMatches(*set, want, file);
     // With every CRC checked, and through the format-neutral path.
     pytorch::ReadOptions crc;
     crc.verify_crc = true;
-    auto checked = pytorch::ReadFile(kGolden + file, crc);
+    auto checked = pytorch::ReadFile(kPytorchGolden + file, crc);
     ASSERT_TRUE(checked.ok()) << checked.status().ToString();
-    auto any = ReadTensorSet(kGolden + file);
+    auto any = ReadTensorSet(kPytorchGolden + file);
     ASSERT_TRUE(any.ok()) << any.status().ToString();
     ExpectMatches(*any, want, file);
   }
@@ -168,11 +168,11 @@ TEST(PytorchGolden, DetectedAsPytorchWhateverTheName) {
   testing::TempDir dir;
   for (const char* file : {"all_dtypes.pt", "all_dtypes_legacy.pt", "protocol4.pt", "tied.bin", "big_endian.pt"}) {
     SCOPED_TRACE(file);
-    auto f = DetectFormat(kGolden + file);
+    auto f = DetectFormat(kPytorchGolden + file);
     ASSERT_TRUE(f.ok());
     EXPECT_EQ(*f, Format::kPytorch);
     // By content: the same bytes under a name that says nothing.
-    testing::WriteFileBytes(dir.File("blob"), testing::ReadFileBytes(kGolden + file));
+    testing::WriteFileBytes(dir.File("blob"), testing::ReadFileBytes(kPytorchGolden + file));
     EXPECT_EQ(*DetectFormat(dir.File("blob")), Format::kPytorch);
   }
   EXPECT_EQ(FormatName(Format::kPytorch), "pytorch");
@@ -180,7 +180,7 @@ TEST(PytorchGolden, DetectedAsPytorchWhateverTheName) {
 }
 
 TEST(PytorchGolden, ContiguousAlignedStoragesAreZeroCopy) {
-  const std::string bytes = testing::ReadFileBytes(kGolden + "views.pt");
+  const std::string bytes = testing::ReadFileBytes(kPytorchGolden + "views.pt");
   auto img = std::make_shared<Image>(bytes);
   auto set = pytorch::Decode(img->bytes(), img, "views.pt");
   ASSERT_TRUE(set.ok()) << set.status().ToString();
@@ -202,7 +202,7 @@ TEST(PytorchGolden, ContiguousAlignedStoragesAreZeroCopy) {
 }
 
 TEST(PytorchGolden, LegacyStoragesAtOddOffsetsAreCopied) {
-  auto set = pytorch::ReadFile(kGolden + "views_legacy.pt");
+  auto set = pytorch::ReadFile(kPytorchGolden + "views_legacy.pt");
   ASSERT_TRUE(set.ok()) << set.status().ToString();
   for (const Tensor& t : set->tensors) {
     const std::size_t align = std::min<std::size_t>(GetDTypeInfo(t.info.dtype).block_bytes, 8);
@@ -218,12 +218,12 @@ TEST(PytorchGolden, LegacyStoragesAtOddOffsetsAreCopied) {
 // dict order.
 TEST(PytorchConvert, SafetensorsAsConvertPyWritesIt) {
   testing::TempDir dir;
-  auto stats = Convert(kGolden + "tied.bin", dir.File("model.safetensors"));
+  auto stats = Convert(kPytorchGolden + "tied.bin", dir.File("model.safetensors"));
   ASSERT_TRUE(stats.ok()) << stats.status().ToString();
   EXPECT_EQ(stats->from, Format::kPytorch);
   EXPECT_EQ(stats->tensor_count, 3u);
   const std::string got = testing::ReadFileBytes(dir.File("model.safetensors"));
-  const std::string want = testing::ReadFileBytes(kGolden + "tied.safetensors");
+  const std::string want = testing::ReadFileBytes(kPytorchGolden + "tied.safetensors");
   ASSERT_EQ(got.size(), want.size());
   std::uint64_t n = 0;
   std::memcpy(&n, want.data(), 8);
@@ -239,7 +239,7 @@ TEST(PytorchConvert, SafetensorsAsConvertPyWritesIt) {
   EXPECT_EQ(ordered["__metadata__"]["model.embed.weight"], "lm_head.weight");
   EXPECT_EQ(ordered["__metadata__"]["model.first_row"], "lm_head.weight");
   // Other targets keep every tensor.
-  auto all = Convert(kGolden + "tied.bin", dir.File("model.tsafe"));
+  auto all = Convert(kPytorchGolden + "tied.bin", dir.File("model.tsafe"));
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   EXPECT_EQ(all->tensor_count, 5u);
 }
@@ -250,7 +250,7 @@ TEST(PytorchConvert, DiscardNamesChooseTheNameKept) {
   testing::TempDir dir;
   ConvertOptions o;
   o.discard_names = {"lm_head.weight"};
-  ASSERT_TRUE(Convert(kGolden + "tied.bin", dir.File("m.safetensors"), o).ok());
+  ASSERT_TRUE(Convert(kPytorchGolden + "tied.bin", dir.File("m.safetensors"), o).ok());
   const std::string got = testing::ReadFileBytes(dir.File("m.safetensors"));
   std::uint64_t n = 0;
   std::memcpy(&n, got.data(), 8);
@@ -261,24 +261,24 @@ TEST(PytorchConvert, DiscardNamesChooseTheNameKept) {
   EXPECT_FALSE(h.contains("lm_head.weight"));
   // Discarding every complete name keeps the smallest, as convert.py does.
   o.discard_names = {"lm_head.weight", "model.embed.weight"};
-  ASSERT_TRUE(Convert(kGolden + "tied.bin", dir.File("m2.safetensors"), o).ok());
+  ASSERT_TRUE(Convert(kPytorchGolden + "tied.bin", dir.File("m2.safetensors"), o).ok());
   const std::string got2 = testing::ReadFileBytes(dir.File("m2.safetensors"));
   std::memcpy(&n, got2.data(), 8);
   EXPECT_EQ(Json::parse(got2.substr(8, n))["__metadata__"],
             Json::parse(R"({"format":"pt","model.embed.weight":"lm_head.weight","model.first_row":"lm_head.weight"})"));
   o.discard_names = {"x"};
-  EXPECT_STATUS(Convert(kGolden + "tied.bin", dir.File("m.tsafe"), o), StatusCode::kInvalidArgument,
+  EXPECT_STATUS(Convert(kPytorchGolden + "tied.bin", dir.File("m.tsafe"), o), StatusCode::kInvalidArgument,
                 "discard names apply to a PyTorch checkpoint converted to safetensors only");
 }
 
 TEST(PytorchConvert, WritingCheckpointsIsRefused) {
   testing::TempDir dir;
-  EXPECT_STATUS(Convert(kGolden + "views.pt", dir.File("out.pt")), StatusCode::kInvalidArgument,
+  EXPECT_STATUS(Convert(kPytorchGolden + "views.pt", dir.File("out.pt")), StatusCode::kInvalidArgument,
                 "out.pt: the extension names pytorch, which tensorsafe reads but does not write");
   EXPECT_FALSE(std::filesystem::exists(dir.File("out.pt")));
   ConvertOptions o;
   o.to = Format::kPytorch;
-  EXPECT_STATUS(Convert(kGolden + "views.pt", dir.File("out.safetensors"), o), StatusCode::kUnsupported,
+  EXPECT_STATUS(Convert(kPytorchGolden + "views.pt", dir.File("out.safetensors"), o), StatusCode::kUnsupported,
                 "does not write PyTorch checkpoints");
 }
 
@@ -407,9 +407,9 @@ std::vector<Evil> EvilPickles() {
 TEST(PytorchMalicious, RefusedWithCodeAndMessage) {
   for (const Evil& e : EvilPickles()) {
     SCOPED_TRACE(e.what);
-    EXPECT_STATUS(DecodeString(Archive(e.pkl)), e.code, e.message);
+    EXPECT_STATUS(DecodePytorch(Archive(e.pkl)), e.code, e.message);
     // The file's name comes first in every message.
-    auto r = DecodeString(Archive(e.pkl), {}, "evil.pt");
+    auto r = DecodePytorch(Archive(e.pkl), {}, "evil.pt");
     EXPECT_EQ(r.status().message().rfind("evil.pt: ", 0), 0u) << r.status().ToString();
   }
 }
@@ -421,7 +421,7 @@ TEST(PytorchMalicious, SameInTheLegacyStream) {
       continue;  // zip-form persistent ids: the legacy form differs
     }
     SCOPED_TRACE(e.what);
-    EXPECT_STATUS(DecodeString(Legacy(e.pkl, {})), e.code, e.message);
+    EXPECT_STATUS(DecodePytorch(Legacy(e.pkl, {})), e.code, e.message);
   }
 }
 
@@ -433,22 +433,22 @@ TEST(PytorchMalicious, TorchScriptArchiveIsRefused) {
                              {"archive/constants.pkl", Proto2(")")},
                              {"archive/code/__torch__.py", "def forward(self): ..."},
                              {"archive/data/0", std::string(8, '\0')}});
-  EXPECT_STATUS(DecodeString(z), StatusCode::kUnsupported, "a TorchScript archive (member \"archive/constants.pkl\")");
+  EXPECT_STATUS(DecodePytorch(z), StatusCode::kUnsupported, "a TorchScript archive (member \"archive/constants.pkl\")");
 }
 
 TEST(PytorchMalicious, StorageLargerThanItsMemberIsCorruption) {
   // CVE-2026-24747's second half: the pickle declares more elements than
   // the archive holds.
   EXPECT_STATUS(
-      DecodeString(Archive(OneTensorPickle(), {{"data/0", std::string(4, '\0')}})), StatusCode::kCorruption,
+      DecodePytorch(Archive(OneTensorPickle(), {{"data/0", std::string(4, '\0')}})), StatusCode::kCorruption,
       "member \"archive/data/0\": 4 bytes, but the pickle declares 2 elements of torch.FloatStorage (8 bytes)");
-  EXPECT_STATUS(DecodeString(Archive(OneTensorPickle(), {})), StatusCode::kCorruption,
+  EXPECT_STATUS(DecodePytorch(Archive(OneTensorPickle(), {})), StatusCode::kCorruption,
                 "storage \"0\" has no member \"archive/data/0\"");
 }
 
 TEST(PytorchMalicious, DeepNestingAndHugeCountsHitLimits) {
   // 100,000 MARKs.
-  EXPECT_STATUS(DecodeString(Archive(Proto2(std::string(100000, '(')))), StatusCode::kLimitExceeded,
+  EXPECT_STATUS(DecodePytorch(Archive(Proto2(std::string(100000, '(')))), StatusCode::kLimitExceeded,
                 "MARKs open (Limits::max_depth)");
   // 100,000 lists, each holding the next: a chain the flattening walk
   // would recurse down. L0 stays at the bottom; each step pushes a new list,
@@ -463,7 +463,7 @@ TEST(PytorchMalicious, DeepNestingAndHugeCountsHitLimits) {
         "j" +
         Le32(i + 1);
   chain += "0.";
-  EXPECT_STATUS(DecodeString(Archive(chain)), StatusCode::kLimitExceeded, "nested deeper than 256");
+  EXPECT_STATUS(DecodePytorch(Archive(chain)), StatusCode::kLimitExceeded, "nested deeper than 256");
   // Billion laughs: 64 levels of a list holding the previous one twice.
   std::string laughs = "\x80\x02](" + U("lol") + "e";
   for (int i = 0; i < 64; ++i)
@@ -472,19 +472,19 @@ TEST(PytorchMalicious, DeepNestingAndHugeCountsHitLimits) {
         "0"
         "(h\x00h\x00l"s;
   laughs += ".";
-  EXPECT_STATUS(DecodeString(Archive(laughs)), StatusCode::kLimitExceeded, "Limits::max_values");
+  EXPECT_STATUS(DecodePytorch(Archive(laughs)), StatusCode::kLimitExceeded, "Limits::max_values");
   // A container of 2^24 + 1 items.
   pytorch::ReadOptions small;
   small.limits.max_container_items = 1000;
   std::string many = "\x80\x02](";
   for (int i = 0; i < 1001; ++i) many += "N";
   many += "e.";
-  EXPECT_STATUS(DecodeString(Archive(many), small), StatusCode::kLimitExceeded, "Limits::max_container_items");
+  EXPECT_STATUS(DecodePytorch(Archive(many), small), StatusCode::kLimitExceeded, "Limits::max_container_items");
 }
 
 // --- limits ----------------------------------------------------------------------
 TEST(PytorchLimits, EachLimitIsEnforcedAndNamed) {
-  const std::string file = testing::ReadFileBytes(kGolden + "nested.pt");
+  const std::string file = testing::ReadFileBytes(kPytorchGolden + "nested.pt");
   struct Case {
     const char* limit;
     void (*set)(pytorch::Limits&);
@@ -505,7 +505,7 @@ TEST(PytorchLimits, EachLimitIsEnforcedAndNamed) {
     pytorch::ReadOptions o;
     c.set(o.limits);
     const std::string source = std::string(c.limit) == "max_materialized_bytes" ? "views.pt" : "nested.pt";
-    auto r = DecodeString(testing::ReadFileBytes(kGolden + source), o);
+    auto r = DecodePytorch(testing::ReadFileBytes(kPytorchGolden + source), o);
     EXPECT_EQ(r.status().code(), StatusCode::kLimitExceeded) << r.status().ToString();
     if (std::string(c.limit) == "max_members") {
       EXPECT_NE(r.status().message().find("more than the limit of 2"), std::string::npos) << r.status().ToString();
@@ -514,21 +514,21 @@ TEST(PytorchLimits, EachLimitIsEnforcedAndNamed) {
           << r.status().ToString();
     }
   }
-  EXPECT_TRUE(DecodeString(file).ok());
+  EXPECT_TRUE(DecodePytorch(file).ok());
 }
 
 // --- damaged files ---------------------------------------------------------------
 TEST(PytorchDamage, EveryPrefixIsAnErrorNotACrash) {
   for (const char* name : {"views.pt", "views_legacy.pt", "nested.pt", "all_dtypes_legacy.pt"}) {
     SCOPED_TRACE(name);
-    const std::string file = testing::ReadFileBytes(kGolden + name);
+    const std::string file = testing::ReadFileBytes(kPytorchGolden + name);
     for (std::size_t n = 0; n < file.size(); ++n) {
-      auto r = DecodeString(file.substr(0, n));
+      auto r = DecodePytorch(file.substr(0, n));
       ASSERT_FALSE(r.ok()) << "prefix of " << n << " bytes";
       const StatusCode c = r.status().code();
       ASSERT_TRUE(c == StatusCode::kCorruption || c == StatusCode::kUnsupported) << r.status().ToString();
     }
-    EXPECT_TRUE(DecodeString(file).ok());
+    EXPECT_TRUE(DecodePytorch(file).ok());
   }
 }
 
@@ -536,7 +536,7 @@ TEST(PytorchDamage, EveryByteFlippedInThePickle) {
   // Flips inside data.pkl (found by name, so the zip stays valid): each
   // decode succeeds or fails cleanly, and what succeeds satisfies the set's
   // invariants.
-  const std::string file = testing::ReadFileBytes(kGolden + "nested.pt");
+  const std::string file = testing::ReadFileBytes(kPytorchGolden + "nested.pt");
   auto entries = internal::zip::ReadDirectory(std::as_bytes(std::span(file)), "nested.pt", 100);
   ASSERT_TRUE(entries.ok());
   const internal::zip::Entry& pkl = (*entries)[0];
@@ -546,7 +546,7 @@ TEST(PytorchDamage, EveryByteFlippedInThePickle) {
     for (unsigned char x : {0x01, 0x80, 0xff}) {
       std::string bad = file;
       bad[i] = static_cast<char>(bad[i] ^ x);
-      auto r = DecodeString(bad);
+      auto r = DecodePytorch(bad);
       if (!r.ok()) continue;
       ++ok;
       for (const Tensor& t : r->tensors) {
@@ -565,56 +565,56 @@ TEST(PytorchDamage, EveryByteFlippedInThePickle) {
 TEST(PytorchDamage, ArchiveChecks) {
   const std::string pkl = OneTensorPickle();
   const std::string data(8, '\0');
-  EXPECT_STATUS(DecodeString(Zip({{"data.pkl", pkl}})), StatusCode::kCorruption, "is not in a directory");
-  EXPECT_STATUS(DecodeString(Zip({{"a/data.pkl", pkl}, {"a/data/0", data}})), StatusCode::kCorruption,
+  EXPECT_STATUS(DecodePytorch(Zip({{"data.pkl", pkl}})), StatusCode::kCorruption, "is not in a directory");
+  EXPECT_STATUS(DecodePytorch(Zip({{"a/data.pkl", pkl}, {"a/data/0", data}})), StatusCode::kCorruption,
                 "no member \"a/version\"");
-  EXPECT_STATUS(DecodeString(Zip({{"a/data.pkl", pkl}, {"a/version", "x\n"}, {"a/data/0", data}})),
+  EXPECT_STATUS(DecodePytorch(Zip({{"a/data.pkl", pkl}, {"a/version", "x\n"}, {"a/data/0", data}})),
                 StatusCode::kCorruption, "is not a version number");
-  EXPECT_STATUS(DecodeString(Zip({{"a/data.pkl", pkl}, {"a/version", "11\n"}, {"a/data/0", data}})),
+  EXPECT_STATUS(DecodePytorch(Zip({{"a/data.pkl", pkl}, {"a/version", "11\n"}, {"a/data/0", data}})),
                 StatusCode::kUnsupported, "archive version 11");
-  EXPECT_TRUE(DecodeString(Zip({{"a/data.pkl", pkl}, {"a/.data/version", "3\n"}, {"a/data/0", data}})).ok());
-  EXPECT_STATUS(DecodeString(Zip({{"a/version", "3\n"}, {"a/data/0", data}})), StatusCode::kCorruption,
+  EXPECT_TRUE(DecodePytorch(Zip({{"a/data.pkl", pkl}, {"a/.data/version", "3\n"}, {"a/data/0", data}})).ok());
+  EXPECT_STATUS(DecodePytorch(Zip({{"a/version", "3\n"}, {"a/data/0", data}})), StatusCode::kCorruption,
                 "no member \"a/data.pkl\"");
   EXPECT_STATUS(
-      DecodeString(Zip({{"a/data.pkl", pkl}, {"a/version", "3\n"}, {"a/byteorder", "middle"}, {"a/data/0", data}})),
+      DecodePytorch(Zip({{"a/data.pkl", pkl}, {"a/version", "3\n"}, {"a/byteorder", "middle"}, {"a/data/0", data}})),
       StatusCode::kCorruption, "is neither \"little\" nor \"big\"");
-  EXPECT_STATUS(DecodeString(Archive(pkl + "junk")), StatusCode::kCorruption, "4 bytes after the pickle's STOP");
-  EXPECT_STATUS(DecodeString(Archive(pkl, {{"data/0", data, internal::zip::kDeflated}})), StatusCode::kUnsupported,
+  EXPECT_STATUS(DecodePytorch(Archive(pkl + "junk")), StatusCode::kCorruption, "4 bytes after the pickle's STOP");
+  EXPECT_STATUS(DecodePytorch(Archive(pkl, {{"data/0", data, internal::zip::kDeflated}})), StatusCode::kUnsupported,
                 "compression method 8; torch.save stores its records uncompressed");
-  EXPECT_STATUS(DecodeString(Zip({{"a/data.pkl", pkl, internal::zip::kDeflated}, {"a/version", "3\n"}})),
+  EXPECT_STATUS(DecodePytorch(Zip({{"a/data.pkl", pkl, internal::zip::kDeflated}, {"a/version", "3\n"}})),
                 StatusCode::kUnsupported, "member \"a/data.pkl\": compression method 8");
   // A CRC-32 mismatch is found when asked for (verify), as torch.load never does.
   std::string z = Archive(pkl, {{"data/0", std::string(8, '\x11')}});
   const std::size_t at = z.find(std::string(8, '\x11'));
   z[at] = '\x12';
-  EXPECT_TRUE(DecodeString(z).ok());
+  EXPECT_TRUE(DecodePytorch(z).ok());
   pytorch::ReadOptions crc;
   crc.verify_crc = true;
-  EXPECT_STATUS(DecodeString(z, crc), StatusCode::kCorruption, "CRC-32 mismatch");
-  EXPECT_STATUS(DecodeString("hello"), StatusCode::kUnsupported, "not a PyTorch checkpoint either");
+  EXPECT_STATUS(DecodePytorch(z, crc), StatusCode::kCorruption, "CRC-32 mismatch");
+  EXPECT_STATUS(DecodePytorch("hello"), StatusCode::kUnsupported, "not a PyTorch checkpoint either");
   std::string tar(600, '\0');
   std::memcpy(&tar[257], "ustar", 5);
-  EXPECT_STATUS(DecodeString(tar), StatusCode::kUnsupported, "the pre-1.0 torch.save format");
+  EXPECT_STATUS(DecodePytorch(tar), StatusCode::kUnsupported, "the pre-1.0 torch.save format");
 }
 
 TEST(PytorchDamage, LegacyChecks) {
   const std::string obj = Proto2("}(" + U("w") + TensorV2(LegacyPid("k", 2), 0, {2}, {1}) + "u");
   const std::string data(8, '\2');
-  EXPECT_TRUE(DecodeString(Legacy(obj, {{"k", data}})).ok());
-  EXPECT_STATUS(DecodeString(Legacy(obj, {{"k", data}}) + "x"), StatusCode::kCorruption,
+  EXPECT_TRUE(DecodePytorch(Legacy(obj, {{"k", data}})).ok());
+  EXPECT_STATUS(DecodePytorch(Legacy(obj, {{"k", data}}) + "x"), StatusCode::kCorruption,
                 "1 bytes after the last storage");
-  EXPECT_STATUS(DecodeString(Legacy(obj, {{"k", data}, {"k", data}})), StatusCode::kCorruption, "is listed twice");
-  EXPECT_STATUS(DecodeString(Legacy(obj, {{"z", data}})), StatusCode::kCorruption,
+  EXPECT_STATUS(DecodePytorch(Legacy(obj, {{"k", data}, {"k", data}})), StatusCode::kCorruption, "is listed twice");
+  EXPECT_STATUS(DecodePytorch(Legacy(obj, {{"z", data}})), StatusCode::kCorruption,
                 "storage key \"z\" is listed but no tensor declares it");
-  EXPECT_STATUS(DecodeString(Legacy(obj, {})), StatusCode::kCorruption, "is used by the pickle but has no data");
-  EXPECT_STATUS(DecodeString(Legacy(obj, {{"k", std::string(12, '\2')}})), StatusCode::kCorruption,
+  EXPECT_STATUS(DecodePytorch(Legacy(obj, {})), StatusCode::kCorruption, "is used by the pickle but has no data");
+  EXPECT_STATUS(DecodePytorch(Legacy(obj, {{"k", std::string(12, '\2')}})), StatusCode::kCorruption,
                 "holds 3 elements, but the pickle declares 2");
   std::string wrong_magic = Legacy(obj, {{"k", data}});
   wrong_magic[5] ^= 1;
-  EXPECT_STATUS(DecodeString(wrong_magic), StatusCode::kCorruption, "is not torch's magic number");
+  EXPECT_STATUS(DecodePytorch(wrong_magic), StatusCode::kCorruption, "is not torch's magic number");
   std::string wrong_protocol = Legacy(obj, {{"k", data}});
   wrong_protocol.replace(wrong_protocol.find("M\xe9\x03"), 3, "M\xea\x03");
-  EXPECT_STATUS(DecodeString(wrong_protocol), StatusCode::kUnsupported, "legacy protocol version 1002");
+  EXPECT_STATUS(DecodePytorch(wrong_protocol), StatusCode::kUnsupported, "legacy protocol version 1002");
   // A legacy view storage: elements 1..2 of "k".
   const std::string view_obj = Proto2("}(" + U("v") +
                                       TensorV2("(" + U("storage") + G("torch", "FloatStorage") + U("k") + U("cpu") +
@@ -623,7 +623,7 @@ TEST(PytorchDamage, LegacyChecks) {
                                       "u");
   std::string three;
   for (float f : {1.f, 2.f, 3.f}) three.append(reinterpret_cast<const char*>(&f), 4);
-  auto r = DecodeString(Legacy(view_obj, {{"k", three}}));
+  auto r = DecodePytorch(Legacy(view_obj, {{"k", three}}));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(Hex(r->tensors[0].data), Hex(std::as_bytes(std::span(three)).subspan(4)));
 }
@@ -631,17 +631,17 @@ TEST(PytorchDamage, LegacyChecks) {
 TEST(PytorchNames, DictKeysAndCollisions) {
   // {1: t, "1": t}: both spell "1".
   const std::string t = TensorV2(Pid("FloatStorage", "0", 2), 0, {2}, {1});
-  EXPECT_STATUS(DecodeString(Archive(Proto2("}(" + I(1) + t + U("1") + t + "u"))), StatusCode::kUnsupported,
+  EXPECT_STATUS(DecodePytorch(Archive(Proto2("}(" + I(1) + t + U("1") + t + "u"))), StatusCode::kUnsupported,
                 "two entries flatten to the name \"1\"");
-  EXPECT_STATUS(DecodeString(Archive(Proto2("}(" + std::string("G") + Le64(0) + t + "u"))), StatusCode::kUnsupported,
+  EXPECT_STATUS(DecodePytorch(Archive(Proto2("}(" + std::string("G") + Le64(0) + t + "u"))), StatusCode::kUnsupported,
                 "a dict key that is a float cannot name an entry");
   // A repeated key replaces its value in place, as a Python dict does.
-  auto r = DecodeString(Archive(Proto2("}(" + U("a") + U("x") + U("b") + t + U("a") + I(5) + "u")));
+  auto r = DecodePytorch(Archive(Proto2("}(" + U("a") + U("x") + U("b") + t + U("a") + I(5) + "u")));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->metadata_json, "{\"a\":5}");
   // Nested containers: list positions and dict keys joined by dots; True,
   // None and ints spelt as Python's str().
-  r = DecodeString(Archive(Proto2("}(" + U("l") + "](" + I(0) + "}(\x88" + t + "N" + I(7) + "ueu")));
+  r = DecodePytorch(Archive(Proto2("}(" + U("l") + "](" + I(0) + "}(\x88" + t + "N" + I(7) + "ueu")));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->tensors.size(), 1u);
   EXPECT_EQ(r->tensors[0].info.name, "l.1.True");

@@ -88,7 +88,7 @@ TEST(SafetensorsIO, ReadFileErrors) {
 }
 
 // Fails one chosen operation of the files it creates, and renames on demand.
-class FaultyEnv : public Env {
+class SafetensorsFaultyEnv : public Env {
  public:
   enum class Fault { kNone, kAppend, kSync, kClose, kRename, kCreate };
   Fault fault = Fault::kNone;
@@ -107,7 +107,7 @@ class FaultyEnv : public Env {
  private:
   class File : public WritableFile {
    public:
-    File(std::unique_ptr<WritableFile> base, FaultyEnv* env) : base_(std::move(base)), env_(env) {}
+    File(std::unique_ptr<WritableFile> base, SafetensorsFaultyEnv* env) : base_(std::move(base)), env_(env) {}
     Status Append(std::span<const std::byte> bytes) override {
       if (env_->fault == Fault::kAppend && appends_++ == env_->fail_at_append) {
         return IOError("injected: write failed", EIO);
@@ -133,7 +133,7 @@ class FaultyEnv : public Env {
 
    private:
     std::unique_ptr<WritableFile> base_;
-    FaultyEnv* env_;
+    SafetensorsFaultyEnv* env_;
     int appends_ = 0;
     bool closed_once_ = false;
   };
@@ -146,14 +146,15 @@ TEST(SafetensorsIO, FailuresLeaveNothingBehindAndTheOldFileIntact) {
   // Header, one direct write, then the gathered small tensors: 3 appends.
   const TensorSet set = MakeSet({{"big", 100000}, {"a", 10}, {"b", 20}});
   struct Case {
-    FaultyEnv::Fault fault;
+    SafetensorsFaultyEnv::Fault fault;
     int at;
-  } cases[] = {{FaultyEnv::Fault::kAppend, 0}, {FaultyEnv::Fault::kAppend, 1}, {FaultyEnv::Fault::kAppend, 2},
-               {FaultyEnv::Fault::kSync, 0},   {FaultyEnv::Fault::kClose, 0},  {FaultyEnv::Fault::kRename, 0},
-               {FaultyEnv::Fault::kCreate, 0}};
+  } cases[] = {{SafetensorsFaultyEnv::Fault::kAppend, 0}, {SafetensorsFaultyEnv::Fault::kAppend, 1},
+               {SafetensorsFaultyEnv::Fault::kAppend, 2}, {SafetensorsFaultyEnv::Fault::kSync, 0},
+               {SafetensorsFaultyEnv::Fault::kClose, 0},  {SafetensorsFaultyEnv::Fault::kRename, 0},
+               {SafetensorsFaultyEnv::Fault::kCreate, 0}};
   for (const Case& c : cases) {
     SCOPED_TRACE(static_cast<int>(c.fault) * 10 + c.at);
-    FaultyEnv env;
+    SafetensorsFaultyEnv env;
     env.fault = c.fault;
     env.fail_at_append = c.at;
     Status s = WriteFile(path, set, WriteOptions{.env = &env});
@@ -164,7 +165,7 @@ TEST(SafetensorsIO, FailuresLeaveNothingBehindAndTheOldFileIntact) {
   }
   // Without a fault the same call succeeds (so the cases above fail for the
   // injected reason only).
-  FaultyEnv ok_env;
+  SafetensorsFaultyEnv ok_env;
   ASSERT_TRUE(WriteFile(path, set, WriteOptions{.env = &ok_env}).ok());
   EXPECT_EQ(testing::ReadFileBytes(path), *Encode(set));
 }

@@ -22,13 +22,13 @@ using testing::Str;
 
 const std::string kWds = "tenbin/vec_wds_2x3f4_x.ten";
 
-TensorSet Vec2x3() {
+TensorSet TenbinVec2x3() {
   TensorSet set;
   set.tensors.push_back(MakeTensor("x", DType::kF32, {2, 3}, Raw<float>({1, 2, 3, 4, 5, 6})));
   return set;
 }
 
-Result<TensorSet> DecodeStr(const std::string& s, const tenbin::ReadOptions& opt = {}) {
+Result<TensorSet> DecodeTenbin(const std::string& s, const tenbin::ReadOptions& opt = {}) {
   return tenbin::Decode(Bytes(s), nullptr, "t.ten", opt);
 }
 
@@ -39,7 +39,7 @@ TEST(TenbinFixtures, WebdatasetTestDataDecodesAndReencodesExactly) {
     const std::string rel = "tenbin/00000" + std::to_string(i) + ".ten";
     const std::string bytes = SharedFixture(rel);
     ASSERT_EQ(bytes.size(), 12736u) << rel;
-    auto set = DecodeStr(bytes);
+    auto set = DecodeTenbin(bytes);
     ASSERT_TRUE(set.ok()) << set.status().ToString();
     ASSERT_EQ(set->tensors.size(), 2u);
     const char* names[] = {"xs", "ys"};
@@ -76,7 +76,7 @@ TEST(TenbinFixtures, ReadFileMapsAndKeepsTheMappingAlive) {
 TEST(TenbinGolden, DecodesBothReferenceVectors) {
   for (const char* rel : {"tenbin/vec_wds_2x3f4_x.ten", "tenbin/vec_tcom_2x3f4_x.ten"}) {
     const std::string bytes = SharedFixture(rel);
-    auto set = DecodeStr(bytes);
+    auto set = DecodeTenbin(bytes);
     ASSERT_TRUE(set.ok()) << set.status().ToString();
     ASSERT_EQ(set->tensors.size(), 1u);
     EXPECT_EQ(set->tensors[0].info.name, "x");
@@ -87,7 +87,7 @@ TEST(TenbinGolden, DecodesBothReferenceVectors) {
 }
 
 TEST(TenbinGolden, EncodesByteIdenticalToWebdatasetAndTensorcom) {
-  auto bytes = tenbin::Encode(Vec2x3());
+  auto bytes = tenbin::Encode(TenbinVec2x3());
   ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
   EXPECT_EQ(*bytes, SharedFixture("tenbin/vec_wds_2x3f4_x.ten"));
   EXPECT_EQ(*bytes, SharedFixture("tenbin/vec_tcom_2x3f4_x.ten"));
@@ -96,7 +96,7 @@ TEST(TenbinGolden, EncodesByteIdenticalToWebdatasetAndTensorcom) {
 TEST(TenbinGolden, WriteFileThenReadFile) {
   testing::TempDir dir;
   const std::string path = dir.File("a.ten");
-  ASSERT_TRUE(tenbin::WriteFile(path, Vec2x3()).ok());
+  ASSERT_TRUE(tenbin::WriteFile(path, TenbinVec2x3()).ok());
   EXPECT_EQ(testing::ReadFileBytes(path), SharedFixture(kWds));
   auto set = tenbin::ReadFile(path);
   ASSERT_TRUE(set.ok()) << set.status().ToString();
@@ -115,7 +115,7 @@ TEST(TenbinGolden, FailedWriteLeavesNothingBehind) {
 // ---- Chunk-level API (tensorcom multipart frames, formats.md §3.3) ----
 
 TEST(TenbinChunks, PayloadsAreTheTensorcomFrames) {
-  auto frames = tenbin::EncodePayloads(Vec2x3());
+  auto frames = tenbin::EncodePayloads(TenbinVec2x3());
   ASSERT_TRUE(frames.ok()) << frames.status().ToString();
   ASSERT_EQ(frames->size(), 2u);
   EXPECT_EQ((*frames)[0], std::string("f4\0\0\0\0\0\0x\0\0\0\0\0\0\0", 16) + Raw<std::int64_t>({2, 2, 3}));
@@ -137,7 +137,7 @@ TEST(TenbinChunks, PayloadsAreTheTensorcomFrames) {
 }
 
 TEST(TenbinChunks, OddPayloadCountIsADanglingHeader) {
-  auto frames = tenbin::EncodePayloads(Vec2x3());
+  auto frames = tenbin::EncodePayloads(TenbinVec2x3());
   ASSERT_TRUE(frames.ok());
   std::vector<std::span<const std::byte>> views = {Bytes((*frames)[0])};
   EXPECT_STATUS(tenbin::DecodePayloads(views, nullptr, "frames"), StatusCode::kCorruption,
@@ -169,7 +169,7 @@ TEST(TenbinBugs, Uint32IsWrittenAsU4AndReadBack) {
   auto bytes = tenbin::Encode(set);
   ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
   EXPECT_EQ(bytes->substr(16, 8), std::string("u4\0\0\0\0\0\0", 8));
-  auto back = DecodeStr(*bytes);
+  auto back = DecodeTenbin(*bytes);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->tensors[0].info.dtype, DType::kU32);
 }
@@ -180,14 +180,14 @@ TEST(TenbinBugs, ZeroDimensionalArraysRoundTrip) {
   auto bytes = tenbin::Encode(set);
   ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
   EXPECT_EQ(bytes->size(), 2u * (16 + 64));  // header payload is 24 bytes: ndim 0
-  auto back = DecodeStr(*bytes);
+  auto back = DecodeTenbin(*bytes);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->tensors[0].info.shape, Shape{});
   EXPECT_EQ(Str(back->tensors[0].data), Raw<std::int64_t>({-42}));
 }
 
 TEST(TenbinBugs, InfoLongerThanEightBytesOrNonAsciiIsRejected) {
-  TensorSet set = Vec2x3();
+  TensorSet set = TenbinVec2x3();
   set.tensors[0].info.name = "abcdefghi";
   EXPECT_STATUS(tenbin::Encode(set), StatusCode::kInvalidArgument,
                 "tensor 0 \"abcdefghi\": info \"abcdefghi\" is 9 bytes; tenbin holds at most 8");
@@ -197,7 +197,7 @@ TEST(TenbinBugs, InfoLongerThanEightBytesOrNonAsciiIsRejected) {
   auto bytes = tenbin::Encode(set);
   ASSERT_TRUE(bytes.ok());
   EXPECT_EQ(bytes->substr(24, 8), "abcdefgh");
-  EXPECT_EQ(DecodeStr(*bytes)->tensors[0].info.name, "abcdefgh");
+  EXPECT_EQ(DecodeTenbin(*bytes)->tensors[0].info.name, "abcdefgh");
   tenbin::WriteOptions no_names;
   no_names.names_as_infos = false;
   set.tensors[0].info.name = "a long name that does not fit";
@@ -221,7 +221,7 @@ TEST(TenbinBugs, RankTenAndAboveIsReadThoughNotWrittenByDefault) {
   wide.max_rank = 12;
   auto bytes = tenbin::Encode(set, wide);
   ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
-  auto back = DecodeStr(*bytes);
+  auto back = DecodeTenbin(*bytes);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->tensors[0].info.shape, Shape(12, 1));
 }
@@ -235,7 +235,7 @@ TEST(TenbinNames, EmptyDuplicateAndPositionalInfosGetPositionalNames) {
   auto frames = tenbin::EncodePayloads(arrays);
   ASSERT_TRUE(frames.ok());
   const std::string file = tenbin::JoinChunks(*frames);
-  auto got = DecodeStr(file);
+  auto got = DecodeTenbin(file);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   std::vector<std::string> names;
   for (const auto& t : got->tensors) names.push_back(t.info.name);
@@ -277,7 +277,7 @@ TEST(TenbinNames, InfosHoldingNulBytesAreReadAndRewrittenAsWebdatasetWritesThem)
                                  ndim1 + std::string("\x02", 1) + std::string(7, '\0')) +
                            Chunk(std::string("\x01\x02", 2));
   ASSERT_EQ(file.size(), 320u);
-  auto got = DecodeStr(file);
+  auto got = DecodeTenbin(file);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ASSERT_EQ(got->tensors.size(), 2u);
   // "\0x" is webdataset's "x"; "a\0b" cannot be a name, so it is positional.
@@ -298,7 +298,7 @@ TEST(TenbinNames, InfosHoldingNulBytesAreReadAndRewrittenAsWebdatasetWritesThem)
 
 // ---- Named invalid inputs: code and message ----
 
-struct Defect {
+struct TenbinDefect {
   const char* name;
   std::function<void(std::string&)> mutate;
   StatusCode code;
@@ -313,7 +313,7 @@ TEST(TenbinInvalid, NamedDefects) {
   rank1.limits.max_rank = 1;
   tenbin::ReadOptions no_tensors;
   no_tensors.limits.max_tensor_count = 0;
-  const std::vector<Defect> defects = {
+  const std::vector<TenbinDefect> defects = {
       {"bad magic", [](std::string& s) { s[0] = 'X'; }, StatusCode::kCorruption,
        "t.ten: chunk 0 at offset 0: bad magic \"XTenBin~\""},
       {"bad magic in data chunk", [](std::string& s) { s[87] = '!'; }, StatusCode::kCorruption,
@@ -364,11 +364,11 @@ TEST(TenbinInvalid, NamedDefects) {
       {"too many arrays", [](std::string&) {}, StatusCode::kLimitExceeded, "chunk 0 at offset 0: more than 0 arrays",
        no_tensors},
   };
-  for (const Defect& d : defects) {
+  for (const TenbinDefect& d : defects) {
     SCOPED_TRACE(d.name);
     std::string bytes = SharedFixture(kWds);
     d.mutate(bytes);
-    EXPECT_STATUS(DecodeStr(bytes, d.options), d.code, d.message);
+    EXPECT_STATUS(DecodeTenbin(bytes, d.options), d.code, d.message);
   }
 }
 
@@ -376,7 +376,7 @@ TEST(TenbinInvalid, NonzeroPaddingIsIgnoredByDefault) {
   std::string bytes = SharedFixture(kWds);
   bytes[60] = 1;
   bytes[159] = 7;
-  EXPECT_TRUE(DecodeStr(bytes).ok());
+  EXPECT_TRUE(DecodeTenbin(bytes).ok());
 }
 
 TEST(TenbinInvalid, EncodeErrors) {
@@ -397,10 +397,10 @@ TEST(TenbinInvalid, EncodeErrors) {
 
 TEST(TenbinInvalid, EveryTruncationIsAnErrorNeverACrash) {
   const std::string bytes = SharedFixture(kWds);
-  EXPECT_TRUE(DecodeStr("").ok());  // no chunks: an empty list of arrays
+  EXPECT_TRUE(DecodeTenbin("").ok());  // no chunks: an empty list of arrays
   for (std::size_t n = 1; n < bytes.size(); ++n) {
     std::string prefix = bytes.substr(0, n);
-    auto r = DecodeStr(prefix);
+    auto r = DecodeTenbin(prefix);
     EXPECT_FALSE(r.ok()) << "prefix " << n;
     EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << "prefix " << n;
   }
@@ -425,7 +425,7 @@ TEST(TenbinRandom, RoundTripsEveryDtype) {
       }
       auto enc = tenbin::Encode(set);
       ASSERT_TRUE(enc.ok()) << enc.status().ToString();
-      auto dec = DecodeStr(*enc);
+      auto dec = DecodeTenbin(*enc);
       ASSERT_TRUE(dec.ok()) << dec.status().ToString();
       ASSERT_EQ(dec->tensors.size(), set.tensors.size());
       for (int i = 0; i < n; ++i) {

@@ -4,10 +4,10 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
-# Unity builds of the library (cmake/UnityByFolder.cmake): each source folder
-# compiles as one translation unit, half the CPU time of a clean build. For an
-# edit-compile loop, where one edit then recompiles its whole folder, use a
-# second tree: make BUILD=build-dev UNITY=OFF
+# Unity builds of the library and the test suites (cmake/UnityByFolder.cmake):
+# each source folder compiles as one translation unit, about half the CPU time
+# of a clean build. For an edit-compile loop, where one edit then recompiles
+# its whole folder, use a second tree: make BUILD=build-dev UNITY=OFF
 UNITY ?= ON
 
 .PHONY: all deps configure build python demo test test-cpp test-python test-interop bench asan format format-check clean

@@ -11,13 +11,10 @@
 # namespace (docs/CONTRIBUTING.md, "Build flags and CI time").
 option(TENSORSAFE_UNITY "Compile each source folder as one translation unit" OFF)
 
-# tensorsafe_unity_by_folder(target [EXCEPT folder...]): the folders after
-# EXCEPT (relative to the source root) keep one translation unit per file.
 function(tensorsafe_unity_by_folder target)
   if(NOT TENSORSAFE_UNITY)
     return()
   endif()
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "EXCEPT")
   get_target_property(sources ${target} SOURCES)
   foreach(src ${sources})
     if(NOT src MATCHES "\\.cc$")
@@ -25,10 +22,6 @@ function(tensorsafe_unity_by_folder target)
     endif()
     get_filename_component(dir ${src} DIRECTORY)
     file(RELATIVE_PATH group ${CMAKE_SOURCE_DIR} ${dir})
-    if(group IN_LIST ARG_EXCEPT)
-      set_source_files_properties(${src} TARGET_DIRECTORY ${target} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
-      continue()
-    endif()
     string(REPLACE "/" "_" group "${group}")
     set_source_files_properties(${src} TARGET_DIRECTORY ${target} PROPERTIES UNITY_GROUP "${group}")
   endforeach()

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/safetensors/internal.h"
 #include "fuzz_checks.h"
 #include "fuzz_util.h"
 #include "tensorsafe/formats/btf.h"
@@ -72,6 +73,22 @@ void CheckSafetensors(std::span<const std::byte> data) {
       TS_FUZZ_CHECK(Describe(prefix.status()) == Describe(whole.status()),
                     "safetensors: prefix parse " + Describe(prefix.status()) + " vs whole " + Describe(whole.status()));
       if (whole.ok()) TS_FUZZ_CHECK(prefix->tensors.size() == whole->tensors.size(), "prefix parse differs");
+    }
+  }
+  // The fast path (writers' form, no JSON parser) reads exactly as the general reader.
+  auto general = safetensors::internal::ParseHeaderWith(data, data.size(), {}, /*fast_path=*/false);
+  TS_FUZZ_CHECK(Describe(general.status()) == Describe(whole.status()),
+                "safetensors: fast path " + Describe(whole.status()) + " vs general " + Describe(general.status()));
+  if (whole.ok()) {
+    TS_FUZZ_CHECK(general->metadata_json == whole->metadata_json && general->data_start == whole->data_start &&
+                      general->tensors.size() == whole->tensors.size(),
+                  "safetensors: fast path and general reader disagree");
+    for (std::size_t i = 0; i < whole->tensors.size(); ++i) {
+      const TensorInfo& a = whole->tensors[i];
+      const TensorInfo& b = general->tensors[i];
+      TS_FUZZ_CHECK(a.name == b.name && a.dtype == b.dtype && a.shape == b.shape && a.data_offset == b.data_offset &&
+                        a.data_length == b.data_length,
+                    "safetensors: fast path and general reader disagree on tensor " + b.name);
     }
   }
   DecodeReencode(

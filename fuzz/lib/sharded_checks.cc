@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "formats/safetensors/sharded_internal.h"
 #include "fuzz_util.h"
 #include "tensorsafe/formats/sharded.h"
 
@@ -16,6 +17,15 @@ namespace tensorsafe::fuzz {
 void CheckShardedIndex(std::span<const std::byte> data) {
   const std::string path = "fuzz/model.safetensors.index.json";
   auto idx = sharded::ParseIndex(AsText(data), path);
+  // The fast path (the hub's form, no DOM) reads exactly as the general reader.
+  auto general = sharded::internal::ParseIndexWith(AsText(data), path, {}, /*fast_path=*/false);
+  TS_FUZZ_CHECK(Describe(general.status()) == Describe(idx.status()),
+                "index: fast path " + Describe(idx.status()) + " vs general " + Describe(general.status()));
+  if (idx.ok()) {
+    TS_FUZZ_CHECK(general->metadata_json == idx->metadata_json && general->shards == idx->shards &&
+                      general->weight_map == idx->weight_map && general->format == idx->format,
+                  "index: fast path and general reader disagree");
+  }
   if (!idx.ok()) {
     TS_FUZZ_CHECK(idx.status().message().rfind(path + ": ", 0) == 0,
                   "error without the index's path: " + Describe(idx.status()));

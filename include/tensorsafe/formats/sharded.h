@@ -56,6 +56,8 @@ struct Index {
   // the Index and its copies keep alive.
   std::vector<std::pair<std::string_view, std::uint32_t>> weight_map;
   std::shared_ptr<const std::string> name_arena;
+  // Whether weight_map is in name order (byte order), as the hub writes it.
+  bool names_sorted = true;
 };
 
 // True when `path` names a sharded checkpoint: an existing directory, or a

@@ -41,14 +41,10 @@ constexpr std::uint32_t kDepthCeiling = 1024;
 
 using tensorsafe::internal::Str;
 
-// Where a tensor's data lies, as read. Kept apart from its TensorInfo so
-// that sorting by offsets moves small records, not whole infos.
-struct Span {
-  std::uint64_t begin = 0;
-  std::uint64_t end = 0;
-  std::uint32_t index = 0;  // into JsonWalker::infos
-  int rank = -1;            // safetensors dtype rank; -1 for an unknown dtype
-};
+using internal::DataSpan;
+using internal::EntryBuilder;
+using internal::HeaderEntries;
+using Span = DataSpan;
 
 // A parser and a padded input buffer. One per thread is kept for headers up
 // to kCachedHeaderBytes, so repeated parses do not fault in fresh buffers
@@ -84,10 +80,7 @@ class JsonWalker : public internal::JsonScanner {
 
   Status Run(sj::document& doc);
 
-  std::vector<TensorInfo> infos;  // header order; name, dtype and shape set
-  std::vector<Span> spans;        // same order
-  std::vector<std::pair<std::string, std::string>> metadata;
-  bool has_metadata = false;
+  HeaderEntries out;
   Status unknown_dtype;  // the first one; reported only if nothing worse is found
 
  private:
@@ -146,7 +139,7 @@ Status JsonWalker::ParseMetadata(sj::value& v) {
                       "; it must be an object of strings (or null)");
   }
   TS_RETURN_IF_ERROR(CheckDepth(2));
-  has_metadata = true;
+  out.has_metadata = true;
   sj::object obj;
   if (auto e = v.get_object().get(obj)) return JsonError(e);
   for (auto field_result : obj) {
@@ -163,12 +156,12 @@ Status JsonWalker::ParseMetadata(sj::value& v) {
     }
     std::string_view s;
     if (auto e = fv.get_string().get(s)) return JsonError(e);
-    metadata.emplace_back(std::string(key), std::string(s));
+    out.metadata.emplace_back(std::string(key), std::string(s));
   }
   // The crate keeps the last of repeated keys; we refuse the ambiguity.
   std::vector<std::string_view> keys;
-  keys.reserve(metadata.size());
-  for (const auto& kv : metadata) keys.push_back(kv.first);
+  keys.reserve(out.metadata.size());
+  for (const auto& kv : out.metadata) keys.push_back(kv.first);
   std::sort(keys.begin(), keys.end());
   auto dup = std::adjacent_find(keys.begin(), keys.end());
   if (dup != keys.end()) return Corruption("\"__metadata__\" has the key " + QuoteName(*dup) + " twice");
@@ -191,13 +184,9 @@ Status JsonWalker::ParseEntry(std::string_view name, sj::value& v) {
   TS_RETURN_IF_ERROR(CheckDepth(2));
   sj::object obj;
   if (auto e = v.get_object().get(obj)) return JsonError(e);
-  TensorInfo& info = infos.emplace_back();
-  info.name.assign(name);
-  Span& span = spans.emplace_back();
-  span.index = static_cast<std::uint32_t>(spans.size() - 1);
-  // Most shapes are short: gather them here and allocate once.
-  std::uint64_t dims[8];
-  std::size_t rank = 0;
+  EntryBuilder entry = out.Add(name);
+  TensorInfo& info = entry.info;
+  Span& span = entry.span;
   bool has_dtype = false, has_shape = false, has_offsets = false;
   for (auto field_result : obj) {
     sj::field field;
@@ -213,15 +202,10 @@ Status JsonWalker::ParseEntry(std::string_view name, sj::value& v) {
       if (has_shape) return Corruption(Where(name) + "duplicate field \"shape\"");
       has_shape = true;
       TS_RETURN_IF_ERROR(ParseUints(name, "shape", fv, [&](std::size_t, std::uint64_t d) {
-        if (rank == 8) info.shape.assign(dims, dims + 8);
-        if (rank < 8)
-          dims[rank] = d;
-        else
-          info.shape.push_back(d);
-        ++rank;
+        entry.AddDim(d);
         return Status::OK();
       }));
-      if (rank <= 8) info.shape.assign(dims, dims + rank);
+      entry.EndShape();
     } else if (key == "data_offsets") {
       if (has_offsets) return Corruption(Where(name) + "duplicate field \"data_offsets\"");
       has_offsets = true;
@@ -389,7 +373,8 @@ Result<std::uint64_t> CheckOffsets(std::vector<Span>& entries, const std::vector
 
 }  // namespace
 
-Result<Header> ParseHeader(std::span<const std::byte> prefix, std::uint64_t file_size, const ReadOptions& options) {
+Result<Header> internal::ParseHeaderWith(std::span<const std::byte> prefix, std::uint64_t file_size,
+                                         const ReadOptions& options, bool fast_path) {
   if (file_size < kLengthBytes) {
     return Corruption("file is " + Str(file_size) + " bytes, too short for the 8-byte header length");
   }
@@ -426,17 +411,26 @@ Result<Header> ParseHeader(std::span<const std::byte> prefix, std::uint64_t file
     return Corruption("header is not valid JSON: it is empty");
   }
 
-  // simdjson reads past the end of its input, and the bytes after the header
-  // are the file's (attacker-chosen) data: parse a private padded copy.
-  ParserCache local;
-  ParserCache& cache = n <= kCachedHeaderBytes ? ThreadCache() : local;
-  const char* json = cache.Load(header);
-  JsonWalker walker(json, header.size(), options);
+  HeaderEntries entries;
+  Status unknown_dtype;  // the general reader's, reported only if nothing worse is found
   // An entry takes at least ~50 header bytes, real ones about 100: reserve
   // for the common case and let rare dense headers grow.
-  walker.infos.reserve(static_cast<std::size_t>(n / 96));
-  walker.spans.reserve(static_cast<std::size_t>(n / 96));
-  {
+  entries.infos.reserve(static_cast<std::size_t>(n / 96));
+  entries.spans.reserve(static_cast<std::size_t>(n / 96));
+  // The fast path needs depth 3 (an entry's arrays); shallower limits are
+  // the general reader's to report.
+  if (!fast_path || std::min(options.max_json_depth, kDepthCeiling) < 3 ||
+      !internal::ScanCommonHeader(header, entries)) {
+    // simdjson reads past the end of its input, and the bytes after the
+    // header are the file's (attacker-chosen) data: parse a private padded copy.
+    ParserCache local;
+    ParserCache& cache = n <= kCachedHeaderBytes ? ThreadCache() : local;
+    const char* json = cache.Load(header);
+    JsonWalker walker(json, header.size(), options);
+    walker.out.infos.swap(entries.infos);
+    walker.out.spans.swap(entries.spans);
+    walker.out.infos.clear();
+    walker.out.spans.clear();
     sj::document doc;
     auto err = cache.parser.iterate(json, header.size(), header.size() + simdjson::SIMDJSON_PADDING).get(doc);
     Status s;
@@ -446,11 +440,13 @@ Result<Header> ParseHeader(std::span<const std::byte> prefix, std::uint64_t file
       s = walker.Run(doc);
     }
     if (!s.ok()) return s;
+    unknown_dtype = std::move(walker.unknown_dtype);
+    entries = std::move(walker.out);
   }
-  TS_RETURN_IF_ERROR(CheckUniqueNames(walker.infos));
-  if (!walker.unknown_dtype.ok()) return walker.unknown_dtype;
-  std::vector<Span>& spans = walker.spans;
-  TS_ASSIGN_OR_RETURN(const std::uint64_t data_length, CheckOffsets(spans, walker.infos));
+  TS_RETURN_IF_ERROR(CheckUniqueNames(entries.infos));
+  if (!unknown_dtype.ok()) return unknown_dtype;
+  std::vector<Span>& spans = entries.spans;
+  TS_ASSIGN_OR_RETURN(const std::uint64_t data_length, CheckOffsets(spans, entries.infos));
 
   const std::uint64_t data_start = kLengthBytes + n;
   auto end = CheckedAdd(data_start, data_length);
@@ -472,28 +468,32 @@ Result<Header> ParseHeader(std::span<const std::byte> prefix, std::uint64_t file
   bool in_order = true;
   for (std::size_t i = 0; i < spans.size() && in_order; ++i) in_order = spans[i].index == i;
   if (in_order) {
-    h.tensors = std::move(walker.infos);
+    h.tensors = std::move(entries.infos);
   } else {
     h.tensors.reserve(spans.size());
-    for (const Span& sp : spans) h.tensors.push_back(std::move(walker.infos[sp.index]));
+    for (const Span& sp : spans) h.tensors.push_back(std::move(entries.infos[sp.index]));
   }
   for (std::size_t i = 0; i < spans.size(); ++i) {
     TensorInfo& info = h.tensors[i];
     info.data_offset = data_start + spans[i].begin;
     info.data_length = spans[i].end - spans[i].begin;
   }
-  if (walker.has_metadata) {
+  if (entries.has_metadata) {
     std::string& m = h.metadata_json;
     m.push_back('{');
-    for (std::size_t i = 0; i < walker.metadata.size(); ++i) {
+    for (std::size_t i = 0; i < entries.metadata.size(); ++i) {
       if (i) m.push_back(',');
-      internal::AppendJsonString(m, walker.metadata[i].first);
+      internal::AppendJsonString(m, entries.metadata[i].first);
       m.push_back(':');
-      internal::AppendJsonString(m, walker.metadata[i].second);
+      internal::AppendJsonString(m, entries.metadata[i].second);
     }
     m.push_back('}');
   }
   return h;
+}
+
+Result<Header> ParseHeader(std::span<const std::byte> prefix, std::uint64_t file_size, const ReadOptions& options) {
+  return internal::ParseHeaderWith(prefix, file_size, options, /*fast_path=*/true);
 }
 
 Result<Header> ParseHeader(std::span<const std::byte> file, const ReadOptions& options) {

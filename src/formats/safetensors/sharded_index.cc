@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -265,15 +266,48 @@ Result<std::string> ResolveCheckpoint(const std::string& path) {
 
 namespace {
 
-// ParseIndex; without `check_duplicates` a tensor listed twice is left to
-// the caller (Open finds it while building its own name table).
-Result<Index> ParseIndexImpl(std::string_view text, const std::string& index_path, const ReadOptions& opt,
-                             bool check_duplicates) {
-  const std::string& p = index_path;
-  if (text.size() > opt.max_index_bytes) {
-    return LimitExceeded(p + ": index of " + std::to_string(text.size()) + " bytes exceeds the limit of " +
-                         std::to_string(opt.max_index_bytes) + " (ReadOptions::max_index_bytes)");
+// The weight map's (name, shard) pairs checked and made into idx.weight_map,
+// names copied into one arena; shard ids in first-seen order.
+Status BuildWeightMap(const std::string& p, const std::vector<std::pair<std::string_view, std::string_view>>& pairs,
+                      const ReadOptions& opt, Index& idx, std::vector<std::string>& shard_names) {
+  idx.weight_map.reserve(pairs.size());
+  // All names in one buffer, sized first so that it never moves.
+  std::size_t name_bytes = 0;
+  for (const auto& pair : pairs) name_bytes += pair.first.size();
+  auto arena = std::make_shared<std::string>();
+  arena->reserve(name_bytes);
+  std::unordered_map<std::string_view, std::uint32_t> shard_ids;  // few shards
+  std::string_view last_shard;                                    // runs of names share a shard: skip the hash
+  std::uint32_t last_id = 0;
+  for (const auto& [name, shard] : pairs) {
+    if (shard != last_shard || idx.weight_map.empty()) {
+      auto [it, inserted] = shard_ids.emplace(shard, static_cast<std::uint32_t>(shard_names.size()));
+      if (inserted) {
+        if (Status s = CheckShardName(shard); !s.ok()) {
+          return Corruption(p + ": tensor " + QuoteName(name) + " is mapped to shard " + QuoteName(shard) +
+                            ", whose name " + s.message());
+        }
+        if (shard_names.size() >= opt.max_shards) {
+          return LimitExceeded(p + ": index names more than " + std::to_string(opt.max_shards) +
+                               " shards (ReadOptions::max_shards)");
+        }
+        shard_names.emplace_back(shard);
+      }
+      last_shard = shard;
+      last_id = it->second;
+    }
+    if (idx.names_sorted && !idx.weight_map.empty() && name < idx.weight_map.back().first) idx.names_sorted = false;
+    const std::size_t at = arena->size();
+    arena->append(name);
+    idx.weight_map.emplace_back(std::string_view(arena->data() + at, name.size()), last_id);
   }
+  idx.name_arena = std::move(arena);
+  return Status::OK();
+}
+
+// The general reader: simdjson's DOM, every error worded.
+Status ParseIndexDom(std::string_view text, const std::string& p, const ReadOptions& opt, Index& idx,
+                     std::vector<std::string>& shard_names) {
   dom::parser parser;
   const std::size_t depth = std::max<std::uint32_t>(1, std::min<std::uint32_t>(opt.max_json_depth, 1024));
   if (parser.allocate(std::max<std::size_t>(text.size(), 64), depth)) {
@@ -291,9 +325,6 @@ Result<Index> ParseIndexImpl(std::string_view text, const std::string& index_pat
   if (!root.is_object()) {
     return Corruption(p + ": index is " + std::string(JsonTypeName(root.type())) + ", not a JSON object");
   }
-  Index idx;
-  idx.path = index_path;
-  idx.directory = DirOf(index_path);
   dom::object top = root.get_object().value_unsafe();
   dom::element weight_map, metadata;
   bool has_map = false, has_meta = false;
@@ -319,37 +350,43 @@ Result<Index> ParseIndexImpl(std::string_view text, const std::string& index_pat
     idx.metadata_json = simdjson::minify(metadata);
   }
   dom::object map = weight_map.get_object().value_unsafe();
-  idx.weight_map.reserve(map.size());
-  // All names in one buffer, sized first so that it never moves.
-  std::size_t name_bytes = 0;
-  for (auto field : map) name_bytes += field.key.size();
-  auto arena = std::make_shared<std::string>();
-  arena->reserve(name_bytes);
-  std::unordered_map<std::string_view, std::uint32_t> shard_ids;  // few shards
-  std::vector<std::string> shard_names;
+  std::vector<std::pair<std::string_view, std::string_view>> pairs;
+  pairs.reserve(map.size());
+  Status bad_value;  // the first entry that is not a string, reported after the entries before it
   for (auto field : map) {
     std::string_view shard;
     if (field.value.get_string().get(shard)) {
-      return Corruption(p + ": tensor " + QuoteName(field.key) + " is mapped to " +
-                        std::string(JsonTypeName(field.value.type())) + ", not a shard file name");
+      bad_value = Corruption(p + ": tensor " + QuoteName(field.key) + " is mapped to " +
+                             std::string(JsonTypeName(field.value.type())) + ", not a shard file name");
+      break;
     }
-    auto [it, inserted] = shard_ids.emplace(shard, static_cast<std::uint32_t>(shard_names.size()));
-    if (inserted) {
-      if (Status s = CheckShardName(shard); !s.ok()) {
-        return Corruption(p + ": tensor " + QuoteName(field.key) + " is mapped to shard " + QuoteName(shard) +
-                          ", whose name " + s.message());
-      }
-      if (shard_names.size() >= opt.max_shards) {
-        return LimitExceeded(p + ": index names more than " + std::to_string(opt.max_shards) +
-                             " shards (ReadOptions::max_shards)");
-      }
-      shard_names.emplace_back(shard);
-    }
-    const std::size_t at = arena->size();
-    arena->append(field.key);
-    idx.weight_map.emplace_back(std::string_view(arena->data() + at, field.key.size()), it->second);
+    pairs.emplace_back(field.key, shard);
   }
-  idx.name_arena = std::move(arena);
+  TS_RETURN_IF_ERROR(BuildWeightMap(p, pairs, opt, idx, shard_names));
+  return bad_value;
+}
+
+// ParseIndex; without `check_duplicates` a tensor listed twice is left to
+// the caller (Open finds it while building its own name table).
+Result<Index> ParseIndexImpl(std::string_view text, const std::string& index_path, const ReadOptions& opt,
+                             bool check_duplicates, bool fast_path = true) {
+  const std::string& p = index_path;
+  if (text.size() > opt.max_index_bytes) {
+    return LimitExceeded(p + ": index of " + std::to_string(text.size()) + " bytes exceeds the limit of " +
+                         std::to_string(opt.max_index_bytes) + " (ReadOptions::max_index_bytes)");
+  }
+  Index idx;
+  idx.path = index_path;
+  idx.directory = DirOf(index_path);
+  std::vector<std::string> shard_names;
+  internal::ScannedIndex scanned;
+  // The fast path needs depth 2; shallower limits are the general reader's.
+  if (fast_path && opt.max_json_depth >= 3 && internal::ScanCommonIndex(text, scanned)) {
+    idx.metadata_json = std::move(scanned.metadata_json);
+    TS_RETURN_IF_ERROR(BuildWeightMap(p, scanned.entries, opt, idx, shard_names));
+  } else {
+    TS_RETURN_IF_ERROR(ParseIndexDom(text, p, opt, idx, shard_names));
+  }
   if (check_duplicates) {
     internal::NameTable table(idx.weight_map);
     for (std::uint32_t i = 0; i < idx.weight_map.size(); ++i) {
@@ -399,15 +436,22 @@ Result<Index> ReadIndexImpl(const std::string& path, const ReadOptions& opt, boo
     return LimitExceeded(index_path + ": index of " + std::to_string(file->size()) + " bytes exceeds the limit of " +
                          std::to_string(opt.max_index_bytes) + " (ReadOptions::max_index_bytes)");
   }
-  std::string text(static_cast<std::size_t>(file->size()), '\0');
-  TS_RETURN_IF_ERROR(file->ReadAt(0, std::as_writable_bytes(std::span<char>(text.data(), text.size()))));
-  return ParseIndexImpl(text, index_path, opt, check_duplicates);
+  // Not a std::string: its zero fill would touch 6 MB for nothing.
+  const auto size = static_cast<std::size_t>(file->size());
+  std::unique_ptr<char[]> text(new char[std::max<std::size_t>(size, 1)]);
+  TS_RETURN_IF_ERROR(file->ReadAt(0, std::as_writable_bytes(std::span<char>(text.get(), size))));
+  return ParseIndexImpl(std::string_view(text.get(), size), index_path, opt, check_duplicates);
 }
 
 }  // namespace internal
 
 Result<Index> ParseIndex(std::string_view text, const std::string& index_path, const ReadOptions& opt) {
   return ParseIndexImpl(text, index_path, opt, /*check_duplicates=*/true);
+}
+
+Result<Index> internal::ParseIndexWith(std::string_view text, const std::string& index_path, const ReadOptions& opt,
+                                       bool fast_path) {
+  return ParseIndexImpl(text, index_path, opt, /*check_duplicates=*/true, fast_path);
 }
 
 Result<Index> ReadIndex(const std::string& path, const ReadOptions& opt) {

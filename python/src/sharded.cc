@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -189,10 +190,8 @@ class TensorSetView {
     names.reserve(ck_.set.tensors.size());
     // Open proved that a weight map names exactly these tensors, and
     // transformers writes it sorted: then no merge is needed.
-    const auto& map = ck_.index.weight_map;
-    auto less = [](const auto& a, const auto& b) { return a.first < b.first; };
-    if (sharded_ && std::is_sorted(map.begin(), map.end(), less)) {
-      for (const auto& [name, shard] : map) names.push_back(name);
+    if (sharded_ && ck_.index.names_sorted) {
+      for (const auto& [name, shard] : ck_.index.weight_map) names.push_back(name);
       return NamesList(names);
     }
     for (const Tensor& t : ck_.set.tensors) names.emplace_back(t.info.name);
@@ -203,10 +202,23 @@ class TensorSetView {
     return NamesList(names);
   }
 
+  // An ASCII name (most are) is copied into a compact str made for it,
+  // which skips the UTF-8 decoder: a third of the time of 100,000 names.
+  static PyObject* NameStr(std::string_view name) {
+    unsigned char high = 0;
+    for (char c : name) high |= static_cast<unsigned char>(c);
+    if (high < 0x80) {
+      PyObject* o = PyUnicode_New(static_cast<Py_ssize_t>(name.size()), 127);
+      if (o != nullptr) std::memcpy(PyUnicode_1BYTE_DATA(o), name.data(), name.size());
+      return o;
+    }
+    return PyUnicode_DecodeUTF8(name.data(), static_cast<Py_ssize_t>(name.size()), "surrogateescape");
+  }
+
   static py::list NamesList(const std::vector<std::string_view>& names) {
     py::list out(names.size());
     for (std::size_t i = 0; i < names.size(); ++i) {
-      PyObject* o = PyUnicode_DecodeUTF8(names[i].data(), static_cast<Py_ssize_t>(names[i].size()), "surrogateescape");
+      PyObject* o = NameStr(names[i]);
       if (o == nullptr) throw py::error_already_set();
       PyList_SET_ITEM(out.ptr(), static_cast<Py_ssize_t>(i), o);
     }

@@ -92,12 +92,88 @@ Status MissingShard(const Index& idx, std::uint32_t shard, std::size_t mapped, c
   return Status(cause.code(), m + "cannot be opened: " + cause.message(), cause.error_number());
 }
 
-// One shard of Open: mapped, parsed, and its names checked against the
-// index. Runs on a helper thread: touches only its own ShardInfo and
-// tensors, and the `seen` flags of the positions the index maps to it.
-Status OpenShard(const Index& idx, std::uint32_t s, const internal::NameTable& table,
-                 const std::vector<std::size_t>& expected, std::vector<std::uint8_t>& seen, ShardInfo& info,
-                 std::vector<Tensor>& tensors) {
+// The index's name table, built by the caller of Open while its helpers
+// already map and parse shards; they wait for it only to check names.
+class SharedTable {
+ public:
+  explicit SharedTable(const Index& idx) : table_(idx.weight_map) {}
+  // Fills the table; a tensor listed twice ends it with that error.
+  void Build(const Index& idx) {
+    for (std::uint32_t i = 0; i < idx.weight_map.size(); ++i) {
+      const std::int64_t other = table_.Insert(i);
+      if (other >= 0) {
+        status_ = ListedTwice(idx.path, idx.weight_map, static_cast<std::size_t>(other), i, idx.shards);
+        break;
+      }
+    }
+    ready_.store(true, std::memory_order_release);
+    ready_.notify_all();
+  }
+  // The table once built, or nullptr when building it failed.
+  const internal::NameTable* Await() const {
+    ready_.wait(false, std::memory_order_acquire);
+    return status_.ok() ? &table_ : nullptr;
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  internal::NameTable table_;
+  Status status_;
+  std::atomic<bool> ready_{false};
+};
+
+// The names of one shard's tensors (`count` of them, the i-th
+// name_at(i)) checked against the index: each listed, and mapped to this
+// shard, and none of those mapped to it missing.
+template <typename NameAt>
+Status CheckShardNames(const Index& idx, std::uint32_t s, const SharedTable& shared,
+                       const std::vector<std::size_t>& expected, std::vector<std::uint8_t>& seen, const ShardInfo& info,
+                       std::size_t count, NameAt&& name_at) {
+  const internal::NameTable* table = shared.Await();
+  if (table == nullptr) return shared.status();  // Open reports it first
+  // Shards and weight maps are mostly both in name order: the entry after
+  // the last one found is tried first (a hit is exact, names being unique
+  // in the map), which spares a hash and a probe of a table too big for
+  // the cache.
+  std::size_t guess = idx.weight_map.size();
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::string& name = name_at(i);
+    const std::int64_t pos = guess < idx.weight_map.size() && idx.weight_map[guess].first == name
+                                 ? static_cast<std::int64_t>(guess)
+                                 : table->Find(name);
+    if (pos < 0) {
+      return Corruption(idx.path + ": shard " + QuoteName(info.name) + " holds tensor " + QuoteName(name) +
+                        ", which the index does not list");
+    }
+    const std::uint32_t mapped = idx.weight_map[static_cast<std::size_t>(pos)].second;
+    if (mapped != s) {
+      return Corruption(idx.path + ": shard " + QuoteName(info.name) + " holds tensor " + QuoteName(name) +
+                        ", which the index maps to shard " + QuoteName(idx.shards[mapped]));
+    }
+    seen[static_cast<std::size_t>(pos)] = 1;
+    guess = static_cast<std::size_t>(pos) + 1;
+  }
+  // Names are unique in a shard (its reader checks), so each found one is
+  // a distinct mapped name: fewer means some are missing.
+  if (count != expected[s]) {
+    for (std::size_t i = 0; i < idx.weight_map.size(); ++i) {
+      if (idx.weight_map[i].second == s && !seen[i]) {
+        return Corruption(idx.path + ": tensor " + QuoteName(idx.weight_map[i].first) + " is mapped to shard " +
+                          QuoteName(info.name) + ", which does not hold it (the shard holds " + Count(count, "tensor") +
+                          ", the index maps " + std::to_string(expected[s]) + " to it)");
+      }
+    }
+  }
+  return Status::OK();
+}
+
+// One shard of Open: mapped, parsed, its names checked against the index,
+// and its tensors moved to `out`, expected[s] slots (the checks prove that
+// the shard holds that many). Runs on a helper thread: touches only its own
+// ShardInfo and slots, and the `seen` flags of the positions the index maps
+// to it.
+Status OpenShard(const Index& idx, std::uint32_t s, const SharedTable& table, const std::vector<std::size_t>& expected,
+                 std::vector<std::uint8_t>& seen, ShardInfo& info, std::span<Tensor> out) {
   info.name = idx.shards[s];
   info.path = JoinPath(idx.directory, info.name);
   if (idx.format == Format::kSafetensors) {
@@ -110,58 +186,49 @@ Status OpenShard(const Index& idx, std::uint32_t s, const internal::NameTable& t
       return Corruption(idx.path + ": shard " + QuoteName(info.name) + " is a " + std::string(FormatName(f)) +
                         " file, not safetensors");
     }
-    auto set = safetensors::Decode(bytes, *region, info.path);
-    if (!set.ok()) return set.status();
-    info.metadata_json = std::move(set->metadata_json);
-    tensors = std::move(set->tensors);
-  } else {
-    auto f = DetectFormat(info.path);
-    if (!f.ok()) return MissingShard(idx, s, expected[s], f.status());
-    if (*f != Format::kTsafe) {
-      return Corruption(
-          idx.path + ": shard " + QuoteName(info.name) + " is " +
-          (*f == Format::kUnknown ? std::string("not a tensor file") : "a " + std::string(FormatName(*f)) + " file") +
-          ", not tsafe");
+    // Parsed, not Decoded: the infos go straight to their slots.
+    auto header = safetensors::ParseHeader(bytes);
+    if (!header.ok()) return header.status().WithContext(info.path);
+    std::vector<TensorInfo>& infos = header->tensors;
+    info.metadata_json = std::move(header->metadata_json);
+    info.tensor_count = infos.size();
+    TS_RETURN_IF_ERROR(CheckShardNames(idx, s, table, expected, seen, info, infos.size(),
+                                       [&](std::size_t i) -> const std::string& { return infos[i].name; }));
+    const std::shared_ptr<const void> owner = std::move(*region);
+    for (std::size_t i = 0; i < infos.size(); ++i) {
+      // ParseHeader proved that every range lies inside the file.
+      out[i].data =
+          bytes.subspan(static_cast<std::size_t>(infos[i].data_offset), static_cast<std::size_t>(infos[i].data_length));
+      out[i].info = std::move(infos[i]);
+      out[i].owner = owner;
     }
-    auto reader = Reader::Open(info.path);
-    if (!reader.ok()) return reader.status();
-    info.file_size = (*reader)->summary().file_size;
-    if ((*reader)->summary().metadata_bytes != 0) {
-      TS_ASSIGN_OR_RETURN(info.metadata_json, (*reader)->Metadata());
-    }
-    tensors.reserve((*reader)->size());
-    TS_RETURN_IF_ERROR((*reader)->ForEachTensor([&](Tensor&& t) {
-      if (t.info.metadata_json == "{}") t.info.metadata_json.clear();
-      tensors.push_back(std::move(t));
-      return true;
-    }));
+    return Status::OK();
   }
+  auto f = DetectFormat(info.path);
+  if (!f.ok()) return MissingShard(idx, s, expected[s], f.status());
+  if (*f != Format::kTsafe) {
+    return Corruption(
+        idx.path + ": shard " + QuoteName(info.name) + " is " +
+        (*f == Format::kUnknown ? std::string("not a tensor file") : "a " + std::string(FormatName(*f)) + " file") +
+        ", not tsafe");
+  }
+  auto reader = Reader::Open(info.path);
+  if (!reader.ok()) return reader.status();
+  info.file_size = (*reader)->summary().file_size;
+  if ((*reader)->summary().metadata_bytes != 0) {
+    TS_ASSIGN_OR_RETURN(info.metadata_json, (*reader)->Metadata());
+  }
+  std::vector<Tensor> tensors;
+  tensors.reserve((*reader)->size());
+  TS_RETURN_IF_ERROR((*reader)->ForEachTensor([&](Tensor&& t) {
+    if (t.info.metadata_json == "{}") t.info.metadata_json.clear();
+    tensors.push_back(std::move(t));
+    return true;
+  }));
   info.tensor_count = tensors.size();
-  for (const Tensor& t : tensors) {
-    const std::int64_t pos = table.Find(t.info.name);
-    if (pos < 0) {
-      return Corruption(idx.path + ": shard " + QuoteName(info.name) + " holds tensor " + QuoteName(t.info.name) +
-                        ", which the index does not list");
-    }
-    const std::uint32_t mapped = idx.weight_map[static_cast<std::size_t>(pos)].second;
-    if (mapped != s) {
-      return Corruption(idx.path + ": shard " + QuoteName(info.name) + " holds tensor " + QuoteName(t.info.name) +
-                        ", which the index maps to shard " + QuoteName(idx.shards[mapped]));
-    }
-    seen[static_cast<std::size_t>(pos)] = 1;
-  }
-  // Names are unique in a shard (its reader checks), so each found one is
-  // a distinct mapped name: fewer means some are missing.
-  if (tensors.size() != expected[s]) {
-    for (std::size_t i = 0; i < idx.weight_map.size(); ++i) {
-      if (idx.weight_map[i].second == s && !seen[i]) {
-        return Corruption(idx.path + ": tensor " + QuoteName(idx.weight_map[i].first) + " is mapped to shard " +
-                          QuoteName(info.name) + ", which does not hold it (the shard holds " +
-                          Count(info.tensor_count, "tensor") + ", the index maps " + std::to_string(expected[s]) +
-                          " to it)");
-      }
-    }
-  }
+  TS_RETURN_IF_ERROR(CheckShardNames(idx, s, table, expected, seen, info, tensors.size(),
+                                     [&](std::size_t i) -> const std::string& { return tensors[i].info.name; }));
+  std::move(tensors.begin(), tensors.end(), out.begin());
   return Status::OK();
 }
 
@@ -174,14 +241,13 @@ Result<Checkpoint> Open(const std::string& path, const ReadOptions& opt) {
   const std::size_t n_shards = idx.shards.size();
   std::vector<std::size_t> expected(n_shards, 0);
   for (const auto& [name, shard] : idx.weight_map) ++expected[shard];
-  internal::NameTable table(idx.weight_map);
-  for (std::uint32_t i = 0; i < idx.weight_map.size(); ++i) {
-    const std::int64_t other = table.Insert(i);
-    if (other >= 0) return ListedTwice(idx.path, idx.weight_map, static_cast<std::size_t>(other), i, idx.shards);
-  }
+  SharedTable table(idx);
   std::vector<std::uint8_t> seen(idx.weight_map.size(), 0);
   ck.shards.resize(n_shards);
-  std::vector<std::vector<Tensor>> per_shard(n_shards);
+  // Each shard's tensors go to their final slots, shard after shard.
+  std::vector<std::size_t> first(n_shards + 1, 0);
+  for (std::size_t s = 0; s < n_shards; ++s) first[s + 1] = first[s] + expected[s];
+  ck.set.tensors.resize(idx.weight_map.size());
   std::vector<Status> status(n_shards);
 
   // Shards are independent: helpers take them in turn. The error reported
@@ -189,7 +255,8 @@ Result<Checkpoint> Open(const std::string& path, const ReadOptions& opt) {
   std::atomic<std::size_t> next{0};
   auto work = [&] {
     for (std::size_t s; (s = next.fetch_add(1)) < n_shards;) {
-      status[s] = OpenShard(idx, static_cast<std::uint32_t>(s), table, expected, seen, ck.shards[s], per_shard[s]);
+      status[s] = OpenShard(idx, static_cast<std::uint32_t>(s), table, expected, seen, ck.shards[s],
+                            std::span<Tensor>(ck.set.tensors).subspan(first[s], expected[s]));
     }
   };
   unsigned threads = opt.threads != 0 ? opt.threads : std::min(4u, std::max(1u, std::thread::hardware_concurrency()));
@@ -202,17 +269,16 @@ Result<Checkpoint> Open(const std::string& path, const ReadOptions& opt) {
       break;  // the caller takes the shards
     }
   }
+  table.Build(idx);  // the helpers parse meanwhile
   work();
   for (std::thread& h : helpers) h.join();
+  TS_RETURN_IF_ERROR(table.status());
   for (std::size_t s = 0; s < n_shards; ++s) TS_RETURN_IF_ERROR(status[s]);
 
-  ck.set.tensors.reserve(idx.weight_map.size());
-  ck.shard_of.reserve(idx.weight_map.size());
+  ck.shard_of.resize(idx.weight_map.size());
   for (std::uint32_t s = 0; s < n_shards; ++s) {
-    for (Tensor& t : per_shard[s]) {
-      ck.set.tensors.push_back(std::move(t));
-      ck.shard_of.push_back(s);
-    }
+    std::fill(ck.shard_of.begin() + static_cast<std::ptrdiff_t>(first[s]),
+              ck.shard_of.begin() + static_cast<std::ptrdiff_t>(first[s + 1]), s);
   }
   MergeMetadata(ck);
   return ck;

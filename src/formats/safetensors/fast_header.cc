@@ -84,8 +84,19 @@ class HeaderScanner : PlainJson {
     bool has_dtype = false, has_shape = false, has_offsets = false;
     SkipSpace();
     for (bool closed = false; !closed;) {
+      // The three fields as serde_json writes them are matched whole;
+      // other spellings (spaces before the colon) are read as strings.
       std::string_view key;
-      if (!String(key) || !Colon()) return false;
+      if (Literal("\"dtype\":")) {
+        key = "dtype";
+      } else if (Literal("\"shape\":")) {
+        key = "shape";
+      } else if (Literal("\"data_offsets\":")) {
+        key = "data_offsets";
+      } else if (!String(key) || !Colon()) {
+        return false;
+      }
+      SkipSpace();
       if (Is(key, "dtype") && !has_dtype) {
         has_dtype = true;
         std::string_view dtype;

@@ -96,6 +96,14 @@ class PlainJson {
 
   bool Peek(char c) const { return p_ != end_ && *p_ == c; }
 
+  // Steps over `text` (a literal) when the input continues with it.
+  template <std::size_t N>
+  bool Literal(const char (&text)[N]) {
+    if (end_ - p_ < static_cast<std::ptrdiff_t>(N - 1) || std::memcmp(p_, text, N - 1) != 0) return false;
+    p_ += N - 1;
+    return true;
+  }
+
   // Ends String at `c`, which must be its closing quote.
   bool Close(const char* c, std::string_view& out) {
     if (c == end_ || *c != '"') return false;

@@ -147,6 +147,26 @@ TEST(ShardedIndex, Limits) {
                 StatusCode::kLimitExceeded, "more than 2 shards");
 }
 
+// A file's index (mapped, not read) meets the same limit, and a file
+// read both ways gives the index ParseIndex gives for its text.
+TEST(ShardedIndex, FileIndexMeetsTheLimitAndMatchesItsText) {
+  TempDir dir;
+  const std::string text = R"({"metadata": {"total_size": 8}, "weight_map": {"a": "m.safetensors"}})";
+  WriteFileBytes(dir.File("model.safetensors.index.json"), text);
+  sharded::ReadOptions o;
+  o.max_index_bytes = 20;
+  EXPECT_STATUS(
+      sharded::ReadIndex(dir.path().string(), o), StatusCode::kLimitExceeded,
+      "model.safetensors.index.json: index of " + std::to_string(text.size()) + " bytes exceeds the limit of 20");
+  auto from_file = sharded::ReadIndex(dir.path().string());
+  auto from_text = ParseIndex(text, dir.File("model.safetensors.index.json"));
+  ASSERT_TRUE(from_file.ok()) << from_file.status().ToString();
+  ASSERT_TRUE(from_text.ok()) << from_text.status().ToString();
+  EXPECT_EQ(from_file->metadata_json, R"({"total_size":8})");
+  EXPECT_EQ(from_file->metadata_json, from_text->metadata_json);
+  EXPECT_EQ(from_file->weight_map, from_text->weight_map);
+}
+
 // Truncation at every prefix of a valid index: an error, never a crash, and
 // only the whole text parses.
 TEST(ShardedIndex, EveryTruncationIsRefused) {

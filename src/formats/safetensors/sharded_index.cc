@@ -431,6 +431,15 @@ Result<Index> ReadIndexImpl(const std::string& path, const ReadOptions& opt, boo
   if (!IsIndexName(index_path)) {
     return InvalidArgument(index_path + ": is a single tensor file, not a sharded-checkpoint index");
   }
+  if (!tensorsafe::internal::IsRemotePath(index_path)) {
+    // Mapped, not read: the page cache's pages as they are, no copy of
+    // 6 MB into fresh memory (the shards are mapped the same way). The
+    // size limit is ParseIndexImpl's first check, before a byte is read.
+    TS_ASSIGN_OR_RETURN(auto region, tensorsafe::Env::Default()->Map(index_path));
+    const auto bytes = region->bytes();
+    return ParseIndexImpl(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), index_path, opt,
+                          check_duplicates);
+  }
   TS_ASSIGN_OR_RETURN(auto file, tensorsafe::Env::Default()->OpenRead(index_path));
   if (file->size() > opt.max_index_bytes) {
     return LimitExceeded(index_path + ": index of " + std::to_string(file->size()) + " bytes exceeds the limit of " +

@@ -14,9 +14,9 @@ namespace {
 
 class IndexScanner : safetensors::internal::PlainJson {
  public:
-  using PlainJson::PlainJson;
+  IndexScanner(std::string_view text, const IndexEntrySink& add) : PlainJson(text), add_(add) {}
 
-  bool Index(ScannedIndex& out) {
+  bool Index(std::string& metadata_json) {
     SkipSpace();
     if (!Eat('{')) return false;
     bool has_map = false, has_meta = false;
@@ -26,10 +26,10 @@ class IndexScanner : safetensors::internal::PlainJson {
       if (!String(key) || !Colon()) return false;
       if (Is(key, "weight_map") && !has_map) {
         has_map = true;
-        if (!WeightMap(out)) return false;
+        if (!WeightMap()) return false;
       } else if (Is(key, "metadata") && !has_meta) {
         has_meta = true;
-        if (!Metadata(out)) return false;
+        if (!Metadata(metadata_json)) return false;
       } else {
         return false;  // other keys, repeated keys
       }
@@ -41,9 +41,8 @@ class IndexScanner : safetensors::internal::PlainJson {
  private:
   // An object of strings and integers, kept as compact JSON (what the
   // general reader's minify makes of it).
-  bool Metadata(ScannedIndex& out) {
+  bool Metadata(std::string& m) {
     if (!Eat('{')) return false;  // null and the rest: the general reader
-    std::string& m = out.metadata_json;
     m = "{";
     SkipSpace();
     if (!Eat('}')) {
@@ -67,26 +66,27 @@ class IndexScanner : safetensors::internal::PlainJson {
     return true;
   }
 
-  bool WeightMap(ScannedIndex& out) {
+  bool WeightMap() {
     if (!Eat('{')) return false;
     SkipSpace();
     if (Eat('}')) return true;
     for (bool closed = false; !closed;) {
       std::string_view name, shard;
       if (!String(name) || !Colon() || !String(shard)) return false;
-      out.entries.emplace_back(name, shard);
+      if (!add_(name, shard)) return false;
       if (!Next('}', closed)) return false;
     }
     return true;
   }
+
+  const IndexEntrySink& add_;
 };
 
 }  // namespace
 
-bool ScanCommonIndex(std::string_view text, ScannedIndex& out) {
+bool ScanCommonIndex(std::string_view text, std::string& metadata_json, const IndexEntrySink& add) {
   if (!tensorsafe::internal::IsValidUtf8(text)) return false;
-  out.entries.reserve(text.size() / 64);  // about 75 bytes an entry as the hub writes them
-  return IndexScanner(text).Index(out);
+  return IndexScanner(text, add).Index(metadata_json);
 }
 
 }  // namespace tensorsafe::sharded::internal

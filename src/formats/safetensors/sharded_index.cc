@@ -266,44 +266,62 @@ Result<std::string> ResolveCheckpoint(const std::string& path) {
 
 namespace {
 
-// The weight map's (name, shard) pairs checked and made into idx.weight_map,
-// names copied into one arena; shard ids in first-seen order.
-Status BuildWeightMap(const std::string& p, const std::vector<std::pair<std::string_view, std::string_view>>& pairs,
-                      const ReadOptions& opt, Index& idx, std::vector<std::string>& shard_names) {
-  idx.weight_map.reserve(pairs.size());
-  // All names in one buffer, sized first so that it never moves.
-  std::size_t name_bytes = 0;
-  for (const auto& pair : pairs) name_bytes += pair.first.size();
-  auto arena = std::make_shared<std::string>();
-  arena->reserve(name_bytes);
-  std::unordered_map<std::string_view, std::uint32_t> shard_ids;  // few shards
-  std::string_view last_shard;                                    // runs of names share a shard: skip the hash
-  std::uint32_t last_id = 0;
-  for (const auto& [name, shard] : pairs) {
-    if (shard != last_shard || idx.weight_map.empty()) {
-      auto [it, inserted] = shard_ids.emplace(shard, static_cast<std::uint32_t>(shard_names.size()));
+// The weight map's entries, checked one by one and made into an Index's
+// weight map: names copied into one arena, shard ids in first-seen order.
+// Nothing reaches the Index before Finish.
+class WeightMapBuilder {
+ public:
+  // `name_bytes`: at least the total length of the names (the arena never
+  // moves); `entries`: a guess of their number.
+  WeightMapBuilder(const std::string& index, const ReadOptions& opt, std::size_t name_bytes, std::size_t entries)
+      : index_(index), opt_(opt), arena_(std::make_shared<std::string>()) {
+    arena_->reserve(name_bytes);
+    map_.reserve(entries);
+  }
+
+  // The views must outlive the builder (they key its shard table).
+  Status Add(std::string_view name, std::string_view shard) {
+    if (shard != last_shard_ || map_.empty()) {
+      auto [it, inserted] = shard_ids_.emplace(shard, static_cast<std::uint32_t>(shard_names_.size()));
       if (inserted) {
         if (Status s = CheckShardName(shard); !s.ok()) {
-          return Corruption(p + ": tensor " + QuoteName(name) + " is mapped to shard " + QuoteName(shard) +
+          return Corruption(index_ + ": tensor " + QuoteName(name) + " is mapped to shard " + QuoteName(shard) +
                             ", whose name " + s.message());
         }
-        if (shard_names.size() >= opt.max_shards) {
-          return LimitExceeded(p + ": index names more than " + std::to_string(opt.max_shards) +
+        if (shard_names_.size() >= opt_.max_shards) {
+          return LimitExceeded(index_ + ": index names more than " + std::to_string(opt_.max_shards) +
                                " shards (ReadOptions::max_shards)");
         }
-        shard_names.emplace_back(shard);
+        shard_names_.emplace_back(shard);
       }
-      last_shard = shard;
-      last_id = it->second;
+      last_shard_ = shard;  // runs of names share a shard: the next ones skip the hash
+      last_id_ = it->second;
     }
-    if (idx.names_sorted && !idx.weight_map.empty() && name < idx.weight_map.back().first) idx.names_sorted = false;
-    const std::size_t at = arena->size();
-    arena->append(name);
-    idx.weight_map.emplace_back(std::string_view(arena->data() + at, name.size()), last_id);
+    if (sorted_ && !map_.empty() && name < map_.back().first) sorted_ = false;
+    const std::size_t at = arena_->size();
+    arena_->append(name);
+    map_.emplace_back(std::string_view(arena_->data() + at, name.size()), last_id_);
+    return Status::OK();
   }
-  idx.name_arena = std::move(arena);
-  return Status::OK();
-}
+
+  void Finish(Index& idx, std::vector<std::string>& shard_names) {
+    idx.weight_map = std::move(map_);
+    idx.name_arena = std::move(arena_);
+    idx.names_sorted = sorted_;
+    shard_names = std::move(shard_names_);
+  }
+
+ private:
+  const std::string& index_;
+  const ReadOptions& opt_;
+  std::shared_ptr<std::string> arena_;
+  std::vector<std::pair<std::string_view, std::uint32_t>> map_;
+  std::unordered_map<std::string_view, std::uint32_t> shard_ids_;  // few shards
+  std::vector<std::string> shard_names_;
+  std::string_view last_shard_;
+  std::uint32_t last_id_ = 0;
+  bool sorted_ = true;
+};
 
 // The general reader: simdjson's DOM, every error worded.
 Status ParseIndexDom(std::string_view text, const std::string& p, const ReadOptions& opt, Index& idx,
@@ -350,20 +368,19 @@ Status ParseIndexDom(std::string_view text, const std::string& p, const ReadOpti
     idx.metadata_json = simdjson::minify(metadata);
   }
   dom::object map = weight_map.get_object().value_unsafe();
-  std::vector<std::pair<std::string_view, std::string_view>> pairs;
-  pairs.reserve(map.size());
-  Status bad_value;  // the first entry that is not a string, reported after the entries before it
+  std::size_t name_bytes = 0;
+  for (auto field : map) name_bytes += field.key.size();
+  WeightMapBuilder builder(p, opt, name_bytes, map.size());
   for (auto field : map) {
     std::string_view shard;
     if (field.value.get_string().get(shard)) {
-      bad_value = Corruption(p + ": tensor " + QuoteName(field.key) + " is mapped to " +
-                             std::string(JsonTypeName(field.value.type())) + ", not a shard file name");
-      break;
+      return Corruption(p + ": tensor " + QuoteName(field.key) + " is mapped to " +
+                        std::string(JsonTypeName(field.value.type())) + ", not a shard file name");
     }
-    pairs.emplace_back(field.key, shard);
+    TS_RETURN_IF_ERROR(builder.Add(field.key, shard));
   }
-  TS_RETURN_IF_ERROR(BuildWeightMap(p, pairs, opt, idx, shard_names));
-  return bad_value;
+  builder.Finish(idx, shard_names);
+  return Status::OK();
 }
 
 // ParseIndex; without `check_duplicates` a tensor listed twice is left to
@@ -379,12 +396,20 @@ Result<Index> ParseIndexImpl(std::string_view text, const std::string& index_pat
   idx.path = index_path;
   idx.directory = DirOf(index_path);
   std::vector<std::string> shard_names;
-  internal::ScannedIndex scanned;
   // The fast path needs depth 2; shallower limits are the general reader's.
-  if (fast_path && opt.max_json_depth >= 3 && internal::ScanCommonIndex(text, scanned)) {
-    idx.metadata_json = std::move(scanned.metadata_json);
-    TS_RETURN_IF_ERROR(BuildWeightMap(p, scanned.entries, opt, idx, shard_names));
-  } else {
+  // It builds the map as it scans (names are shorter than the text, about
+  // 75 bytes an entry as the hub writes it); an entry the builder refuses
+  // sends the text to the general reader too, which reports errors in order.
+  bool fast = false;
+  if (fast_path && opt.max_json_depth >= 3) {
+    WeightMapBuilder builder(p, opt, text.size(), text.size() / 64);
+    fast = internal::ScanCommonIndex(text, idx.metadata_json, [&](std::string_view name, std::string_view shard) {
+      return builder.Add(name, shard).ok();
+    });
+    if (fast) builder.Finish(idx, shard_names);
+  }
+  if (!fast) {
+    idx.metadata_json.clear();
     TS_RETURN_IF_ERROR(ParseIndexDom(text, p, opt, idx, shard_names));
   }
   if (check_duplicates) {

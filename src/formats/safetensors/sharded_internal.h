@@ -53,18 +53,16 @@ Result<WriteStats> WriteShardedWith(const std::string& dir, const TensorSet& set
                                     const std::vector<std::string>& per_shard_metadata = {},
                                     const std::string* verbatim_index_metadata = nullptr);
 
-// An index as huggingface_hub writes it, scanned (index_scan.cc).
-struct ScannedIndex {
-  std::string metadata_json;  // compact; "" when absent
-  // The weight map in file order: tensor name, shard name (views of the text).
-  std::vector<std::pair<std::string_view, std::string_view>> entries;
-};
-// The fast path of ParseIndex: accepts only UTF-8 text of an object with a
-// "weight_map" of strings without escapes and at most one "metadata" of
-// strings and unsigned integers, and no other key. On anything else it
-// returns false, and the general reader, which reports every error, reads
-// the text instead.
-bool ScanCommonIndex(std::string_view text, ScannedIndex& out);
+// Receives a weight map's entries in file order (views of the text);
+// false stops the scan.
+using IndexEntrySink = std::function<bool(std::string_view name, std::string_view shard)>;
+// The fast path of ParseIndex (index_scan.cc): accepts only UTF-8 text of
+// an object with a "weight_map" of strings without escapes and at most one
+// "metadata" of strings and unsigned integers (kept as compact JSON in
+// `metadata_json`), and no other key. On anything else, or when `add`
+// refuses an entry, it returns false, and the general reader, which reports
+// every error, reads the text instead.
+bool ScanCommonIndex(std::string_view text, std::string& metadata_json, const IndexEntrySink& add);
 // ParseIndex with the fast path on or off (tests compare the two).
 Result<Index> ParseIndexWith(std::string_view text, const std::string& index_path, const ReadOptions& options,
                              bool fast_path);

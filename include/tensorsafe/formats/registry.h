@@ -61,7 +61,7 @@ struct Capabilities {
   Metadata tensor_metadata = Metadata::kNone;
   // The per-tensor keys the format stores as its own (tenbin's info, BTF's
   // COO marker, GGUF's block type), kept where the rest is dropped...
-  std::span<const std::string_view> own_tensor_keys;
+  std::span<const std::string_view> own_tensor_keys = {};
   // ...when this says they apply to a tensor's metadata JSON text (nullptr:
   // always). BTF's keys are its own only on a COO tensor, GGUF's only on a
   // quantized one.
@@ -169,10 +169,10 @@ struct Consent {
 
 struct FormatInfo {
   Format format;
-  std::string_view name;                         // "safetensors": stable, lower case
-  std::string_view description;                  // one line, for help text
-  std::span<const std::string_view> aliases;     // other accepted names ("st")
-  std::span<const std::string_view> extensions;  // lower case, no dot; the first is the one written
+  std::string_view name;                              // "safetensors": stable, lower case
+  std::string_view description = {};                  // one line, for help text
+  std::span<const std::string_view> aliases = {};     // other accepted names ("st")
+  std::span<const std::string_view> extensions = {};  // lower case, no dot; the first is the one written
   // True when a file's first bytes (up to 16; fewer for a short file) are
   // this format's. nullptr: recognised by extension only (BTF).
   bool (*sniff)(std::span<const std::byte> prefix) = nullptr;
@@ -180,7 +180,7 @@ struct FormatInfo {
   // (safetensors: a length, then '{'; npz: any ZIP, and a torch.save archive
   // is a ZIP too): it is tried after every other sniff.
   bool weak_sniff = false;
-  Capabilities caps;
+  Capabilities caps = {};
 
   // A file as a TensorSet whose tensors view the file's mapping where the
   // format allows (and keep it alive). Errors: the codec's.
@@ -205,7 +205,7 @@ struct FormatInfo {
   // read_file honours FormatReadOptions::target and discard_names.
   bool reads_for_target = false;
   // For a read-only row: why, as the error a write gets (kUnsupported).
-  std::string_view not_written;
+  std::string_view not_written = {};
 
   // Writes a set that PrepareForFormat accepted, through an AtomicFile:
   // `path` is untouched on failure. nullptr: the format is read-only.

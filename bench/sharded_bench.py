@@ -12,7 +12,8 @@ huggingface_hub + safetensors 0.8.0 in the same run, as ratios.
     resident by a copy, since the hub's tensors view a mapping and read
     nothing until used. Target: >= 2x. Also shown: the lazy state dicts
     (both views of mappings) and the end-to-end load into a model
-    (load_torch_model against model.load_state_dict(load_file(dir))).
+    (load_torch_model against tensorsafe.torch.load_model, both copying
+    from views of the mappings into the model's parameters).
 
     python bench/sharded_bench.py [--only a|b] [--rounds N] [--dir DIR]
 
@@ -131,7 +132,7 @@ def bench_load(root, rounds):
     model = Model()
 
     def ours_model():
-        model.load_state_dict(tst.load_file(d, backend="pread"))
+        tst.load_model(model, d)  # the default backend: views of the mappings, copied once by load_state_dict
 
     def theirs_model():
         load_torch_model(model, d, strict=False)  # strict is checked per shard in 0.36.2: always fails

@@ -203,7 +203,8 @@ class TensorSetView {
   }
 
   // An ASCII name (most are) is copied into a compact str made for it,
-  // which skips the UTF-8 decoder: a third of the time of 100,000 names.
+  // skipping the UTF-8 decoder. On 100,000 names no gain showed through the
+  // VM's noise (2026-11-29: 9.6 ms before, 11.1 ms after, minutes apart).
   static PyObject* NameStr(std::string_view name) {
     unsigned char high = 0;
     for (char c : name) high |= static_cast<unsigned char>(c);

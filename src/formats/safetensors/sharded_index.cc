@@ -396,7 +396,8 @@ Result<Index> ParseIndexImpl(std::string_view text, const std::string& index_pat
   idx.path = index_path;
   idx.directory = DirOf(index_path);
   std::vector<std::string> shard_names;
-  // The fast path needs depth 2; shallower limits are the general reader's.
+  // The fast path reads depth 2; it runs only under limits of 3 and more,
+  // which leaves every depth error to the general reader.
   // It builds the map as it scans (names are shorter than the text, about
   // 75 bytes an entry as the hub writes it); an entry the builder refuses
   // sends the text to the general reader too, which reports errors in order.

@@ -5,7 +5,6 @@
 // Whatever it accepts is valid JSON that the general reader would read to
 // the same entries (tests/formats/safetensors_fast_path_test.cc compares
 // the two on mutated headers).
-#include <algorithm>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -68,12 +67,24 @@ class HeaderScanner : PlainJson {
         if (!Next('}', closed)) return false;
       }
     }
-    // Repeated keys are an error the general reader words.
-    std::vector<std::string_view> keys;
-    keys.reserve(out.metadata.size());
-    for (const auto& kv : out.metadata) keys.emplace_back(kv.first);
-    std::sort(keys.begin(), keys.end());
-    return std::adjacent_find(keys.begin(), keys.end()) == keys.end();
+    return out.RepeatedMetadataKey() == nullptr;  // an error the general reader words
+  }
+
+  enum class Field { kDType, kShape, kOffsets, kOther };
+
+  // An entry's field name and its colon. The three fields as serde_json
+  // writes them are matched whole; other spellings (spaces before the
+  // colon) are read as strings. kOther: another name, or unreadable.
+  Field NextField() {
+    if (Literal("\"dtype\":")) return Field::kDType;
+    if (Literal("\"shape\":")) return Field::kShape;
+    if (Literal("\"data_offsets\":")) return Field::kOffsets;
+    std::string_view key;
+    if (!String(key) || !Colon()) return Field::kOther;
+    if (Is(key, "dtype")) return Field::kDType;
+    if (Is(key, "shape")) return Field::kShape;
+    if (Is(key, "data_offsets")) return Field::kOffsets;
+    return Field::kOther;
   }
 
   bool Entry(std::string_view name, HeaderEntries& out) {
@@ -84,27 +95,16 @@ class HeaderScanner : PlainJson {
     bool has_dtype = false, has_shape = false, has_offsets = false;
     SkipSpace();
     for (bool closed = false; !closed;) {
-      // The three fields as serde_json writes them are matched whole;
-      // other spellings (spaces before the colon) are read as strings.
-      std::string_view key;
-      if (Literal("\"dtype\":")) {
-        key = "dtype";
-      } else if (Literal("\"shape\":")) {
-        key = "shape";
-      } else if (Literal("\"data_offsets\":")) {
-        key = "data_offsets";
-      } else if (!String(key) || !Colon()) {
-        return false;
-      }
+      const Field field = NextField();
       SkipSpace();
-      if (Is(key, "dtype") && !has_dtype) {
+      if (field == Field::kDType && !has_dtype) {
         has_dtype = true;
         std::string_view dtype;
         if (!String(dtype)) return false;
         span.rank = RankOfName(dtype);
         if (span.rank < 0) return false;  // the general reader words the unknown dtype
         info.dtype = StDTypeAt(span.rank).dtype;
-      } else if (Is(key, "shape") && !has_shape) {
+      } else if (field == Field::kShape && !has_shape) {
         has_shape = true;
         if (!Uints([&](std::size_t, std::uint64_t d) {
               entry.AddDim(d);
@@ -113,7 +113,7 @@ class HeaderScanner : PlainJson {
           return false;
         }
         entry.EndShape();
-      } else if (Is(key, "data_offsets") && !has_offsets) {
+      } else if (field == Field::kOffsets && !has_offsets) {
         has_offsets = true;
         std::size_t count = 0;
         const bool ok = Uints([&](std::size_t i, std::uint64_t d) {
@@ -124,7 +124,7 @@ class HeaderScanner : PlainJson {
         });
         if (!ok || count != 2) return false;
       } else {
-        return false;  // an unknown or repeated field
+        return false;  // an unknown, repeated or unreadable field
       }
       if (!Next('}', closed)) return false;
     }

@@ -81,6 +81,20 @@ struct HeaderEntries {
   std::vector<std::pair<std::string, std::string>> metadata;
   bool has_metadata = false;
 
+  // Empty again, keeping the vectors' capacity (the fast path's partial
+  // work is dropped before the general reader starts).
+  void Clear() {
+    infos.clear();
+    spans.clear();
+    metadata.clear();
+    has_metadata = false;
+  }
+
+  // The first metadata key, in byte order, that appears more than once, or
+  // nullptr. The crate keeps the last of repeated keys; both readers refuse
+  // the ambiguity.
+  const std::string* RepeatedMetadataKey() const;
+
   // A new entry named `name`.
   EntryBuilder Add(std::string_view name) {
     TensorInfo& info = infos.emplace_back();

@@ -44,7 +44,6 @@ using tensorsafe::internal::Str;
 using internal::DataSpan;
 using internal::EntryBuilder;
 using internal::HeaderEntries;
-using Span = DataSpan;
 
 // A parser and a padded input buffer. One per thread is kept for headers up
 // to kCachedHeaderBytes, so repeated parses do not fault in fresh buffers
@@ -75,18 +74,18 @@ ParserCache& ThreadCache() {
 
 class JsonWalker : public internal::JsonScanner {
  public:
-  JsonWalker(const char* text, std::size_t len, const ReadOptions& opt)
-      : JsonScanner(text, len, kLengthBytes, std::min(opt.max_json_depth, kDepthCeiling)) {}
+  JsonWalker(const char* text, std::size_t len, const ReadOptions& opt, HeaderEntries& out)
+      : JsonScanner(text, len, kLengthBytes, std::min(opt.max_json_depth, kDepthCeiling)), out(out) {}
 
   Status Run(sj::document& doc);
 
-  HeaderEntries out;
+  HeaderEntries& out;    // filled as the header is walked
   Status unknown_dtype;  // the first one; reported only if nothing worse is found
 
  private:
   Status ParseMetadata(sj::value& v);
   Status ParseEntry(std::string_view name, sj::value& v);
-  Status ParseDTypeField(TensorInfo& info, Span& span, sj::value& v);
+  Status ParseDTypeField(TensorInfo& info, DataSpan& span, sj::value& v);
   template <typename Sink>
   Status ParseUints(std::string_view name, std::string_view field, sj::value& v, Sink&& sink);
 
@@ -158,13 +157,9 @@ Status JsonWalker::ParseMetadata(sj::value& v) {
     if (auto e = fv.get_string().get(s)) return JsonError(e);
     out.metadata.emplace_back(std::string(key), std::string(s));
   }
-  // The crate keeps the last of repeated keys; we refuse the ambiguity.
-  std::vector<std::string_view> keys;
-  keys.reserve(out.metadata.size());
-  for (const auto& kv : out.metadata) keys.push_back(kv.first);
-  std::sort(keys.begin(), keys.end());
-  auto dup = std::adjacent_find(keys.begin(), keys.end());
-  if (dup != keys.end()) return Corruption("\"__metadata__\" has the key " + QuoteName(*dup) + " twice");
+  if (const std::string* dup = out.RepeatedMetadataKey()) {
+    return Corruption("\"__metadata__\" has the key " + QuoteName(*dup) + " twice");
+  }
   return Status::OK();
 }
 
@@ -186,7 +181,7 @@ Status JsonWalker::ParseEntry(std::string_view name, sj::value& v) {
   if (auto e = v.get_object().get(obj)) return JsonError(e);
   EntryBuilder entry = out.Add(name);
   TensorInfo& info = entry.info;
-  Span& span = entry.span;
+  DataSpan& span = entry.span;
   bool has_dtype = false, has_shape = false, has_offsets = false;
   for (auto field_result : obj) {
     sj::field field;
@@ -231,7 +226,7 @@ Status JsonWalker::ParseEntry(std::string_view name, sj::value& v) {
   return Status::OK();
 }
 
-Status JsonWalker::ParseDTypeField(TensorInfo& info, Span& span, sj::value& v) {
+Status JsonWalker::ParseDTypeField(TensorInfo& info, DataSpan& span, sj::value& v) {
   sj::json_type t;
   if (auto e = v.type().get(t)) return JsonError(e);
   if (t != sj::json_type::string) {
@@ -315,12 +310,14 @@ Status CheckUniqueNames(const std::vector<TensorInfo>& infos) {
   return Status::OK();
 }
 
-std::string Range(const Span& e) { return "[" + Str(e.begin) + ", " + Str(e.end) + "]"; }
+std::string Range(const DataSpan& e) { return "[" + Str(e.begin) + ", " + Str(e.end) + "]"; }
 
 // The crate's validate(): entries in (begin, end) order must tile the buffer
 // from 0 with no hole or overlap, each exactly its dtype and shape's size.
-Result<std::uint64_t> CheckOffsets(std::vector<Span>& entries, const std::vector<TensorInfo>& infos) {
-  auto less = [](const Span& a, const Span& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; };
+Result<std::uint64_t> CheckOffsets(std::vector<DataSpan>& entries, const std::vector<TensorInfo>& infos) {
+  auto less = [](const DataSpan& a, const DataSpan& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  };
   // Files from writers are already in data order; sort only when needed.
   // Stable so that ties (zero-size tensors) keep header order.
   if (!std::is_sorted(entries.begin(), entries.end(), less)) {
@@ -328,7 +325,7 @@ Result<std::uint64_t> CheckOffsets(std::vector<Span>& entries, const std::vector
   }
   std::uint64_t running = 0;
   for (std::size_t i = 0; i < entries.size(); ++i) {
-    const Span& e = entries[i];
+    const DataSpan& e = entries[i];
     const TensorInfo& info = infos[e.index];
     auto where = [&] { return "tensor " + QuoteName(info.name) + ": "; };  // errors only
     if (e.begin != running) {
@@ -372,6 +369,17 @@ Result<std::uint64_t> CheckOffsets(std::vector<Span>& entries, const std::vector
 }
 
 }  // namespace
+
+const std::string* internal::HeaderEntries::RepeatedMetadataKey() const {
+  if (metadata.size() < 2) return nullptr;
+  std::vector<const std::string*> keys;
+  keys.reserve(metadata.size());
+  for (const auto& kv : metadata) keys.push_back(&kv.first);
+  std::sort(keys.begin(), keys.end(), [](const std::string* a, const std::string* b) { return *a < *b; });
+  auto dup =
+      std::adjacent_find(keys.begin(), keys.end(), [](const std::string* a, const std::string* b) { return *a == *b; });
+  return dup == keys.end() ? nullptr : *dup;
+}
 
 Result<Header> internal::ParseHeaderWith(std::span<const std::byte> prefix, std::uint64_t file_size,
                                          const ReadOptions& options, bool fast_path) {
@@ -427,11 +435,8 @@ Result<Header> internal::ParseHeaderWith(std::span<const std::byte> prefix, std:
     ParserCache local;
     ParserCache& cache = n <= kCachedHeaderBytes ? ThreadCache() : local;
     const char* json = cache.Load(header);
-    JsonWalker walker(json, header.size(), options);
-    walker.out.infos.swap(entries.infos);
-    walker.out.spans.swap(entries.spans);
-    walker.out.infos.clear();
-    walker.out.spans.clear();
+    entries.Clear();
+    JsonWalker walker(json, header.size(), options, entries);
     sj::document doc;
     auto err = cache.parser.iterate(json, header.size(), header.size() + simdjson::SIMDJSON_PADDING).get(doc);
     Status s;
@@ -442,11 +447,10 @@ Result<Header> internal::ParseHeaderWith(std::span<const std::byte> prefix, std:
     }
     if (!s.ok()) return s;
     unknown_dtype = std::move(walker.unknown_dtype);
-    entries = std::move(walker.out);
   }
   TS_RETURN_IF_ERROR(CheckUniqueNames(entries.infos));
   if (!unknown_dtype.ok()) return unknown_dtype;
-  std::vector<Span>& spans = entries.spans;
+  std::vector<DataSpan>& spans = entries.spans;
   TS_ASSIGN_OR_RETURN(const std::uint64_t data_length, CheckOffsets(spans, entries.infos));
 
   const std::uint64_t data_start = kLengthBytes + n;
@@ -472,7 +476,7 @@ Result<Header> internal::ParseHeaderWith(std::span<const std::byte> prefix, std:
     h.tensors = std::move(entries.infos);
   } else {
     h.tensors.reserve(spans.size());
-    for (const Span& sp : spans) h.tensors.push_back(std::move(entries.infos[sp.index]));
+    for (const DataSpan& sp : spans) h.tensors.push_back(std::move(entries.infos[sp.index]));
   }
   for (std::size_t i = 0; i < spans.size(); ++i) {
     TensorInfo& info = h.tensors[i];

@@ -94,6 +94,9 @@ Status MissingShard(const Index& idx, std::uint32_t shard, std::size_t mapped, c
 
 // The index's name table, built by the caller of Open while its helpers
 // already map and parse shards; they wait for it only to check names.
+// On 100 shards and 100,000 tensors, 2 threads (2026-11-29, best of 6
+// alternated runs): Open took 24.2 ms this way, 27.2 ms with the table
+// built before the helpers start.
 class SharedTable {
  public:
   explicit SharedTable(const Index& idx) : table_(idx.weight_map) {}

@@ -383,15 +383,17 @@ Status ParseIndexDom(std::string_view text, const std::string& p, const ReadOpti
   return Status::OK();
 }
 
+Status IndexTooLong(const std::string& index_path, std::uint64_t size, const ReadOptions& opt) {
+  return LimitExceeded(index_path + ": index of " + std::to_string(size) + " bytes exceeds the limit of " +
+                       std::to_string(opt.max_index_bytes) + " (ReadOptions::max_index_bytes)");
+}
+
 // ParseIndex; without `check_duplicates` a tensor listed twice is left to
 // the caller (Open finds it while building its own name table).
 Result<Index> ParseIndexImpl(std::string_view text, const std::string& index_path, const ReadOptions& opt,
                              bool check_duplicates, bool fast_path = true) {
   const std::string& p = index_path;
-  if (text.size() > opt.max_index_bytes) {
-    return LimitExceeded(p + ": index of " + std::to_string(text.size()) + " bytes exceeds the limit of " +
-                         std::to_string(opt.max_index_bytes) + " (ReadOptions::max_index_bytes)");
-  }
+  if (text.size() > opt.max_index_bytes) return IndexTooLong(p, text.size(), opt);
   Index idx;
   idx.path = index_path;
   idx.directory = DirOf(index_path);
@@ -467,10 +469,7 @@ Result<Index> ReadIndexImpl(const std::string& path, const ReadOptions& opt, boo
                           check_duplicates);
   }
   TS_ASSIGN_OR_RETURN(auto file, tensorsafe::Env::Default()->OpenRead(index_path));
-  if (file->size() > opt.max_index_bytes) {
-    return LimitExceeded(index_path + ": index of " + std::to_string(file->size()) + " bytes exceeds the limit of " +
-                         std::to_string(opt.max_index_bytes) + " (ReadOptions::max_index_bytes)");
-  }
+  if (file->size() > opt.max_index_bytes) return IndexTooLong(index_path, file->size(), opt);
   // Not a std::string: its zero fill would touch 6 MB for nothing.
   const auto size = static_cast<std::size_t>(file->size());
   std::unique_ptr<char[]> text(new char[std::max<std::size_t>(size, 1)]);

@@ -21,6 +21,40 @@ void GlobalInit() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
+// A size known before the first byte (a Content-Length, or a handler's
+// stat) checked against the limit, then against the size the index
+// promises.
+Status CheckAnnouncedSize(const std::string& url, std::uint64_t size, const HttpExpect& expect, bool content_length) {
+  const std::string n = std::to_string(size);
+  if (expect.max_size != 0 && size > expect.max_size) {
+    return LimitExceeded("GET " + url + ": " + (content_length ? "Content-Length " : "size ") + n +
+                         " exceeds the limit of " + std::to_string(expect.max_size) + " bytes");
+  }
+  if (expect.exact_size && size != *expect.exact_size) {
+    return Corruption(
+        "GET " + url + ": " +
+        (content_length ? "server sends " + n + " bytes (Content-Length)" : "the object has " + n + " bytes") +
+        ", the index says " + std::to_string(*expect.exact_size) + "; not cached");
+  }
+  return Status::OK();
+}
+
+// `size` bytes read by read(offset, buffer) in pieces of `piece` bytes into
+// one reused buffer, written to the sink in order; a cancel is seen
+// between pieces.
+template <typename Read>
+Status CopyInPieces(const std::string& url, std::uint64_t size, std::uint64_t piece, HttpSink& sink,
+                    const std::atomic<bool>* cancel, Read&& read) {
+  std::vector<std::byte> buf(static_cast<std::size_t>(std::min(size, piece)));
+  for (std::uint64_t off = 0; off < size; off += piece) {
+    if (cancel != nullptr && cancel->load()) return FailedPrecondition("GET " + url + ": cancelled");
+    const std::span<std::byte> part = std::span(buf).first(static_cast<std::size_t>(std::min(piece, size - off)));
+    TS_RETURN_IF_ERROR(read(off, part));
+    TS_RETURN_IF_ERROR(sink.Write(part));
+  }
+  return Status::OK();
+}
+
 // State shared with the libcurl callbacks of one attempt.
 struct Transfer {
   HttpSink* sink = nullptr;
@@ -49,18 +83,8 @@ size_t OnWrite(char* data, size_t size, size_t nmemb, void* user) {
     curl_off_t length = -1;
     curl_easy_getinfo(t->curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
     if (length >= 0) {
-      const auto len = static_cast<std::uint64_t>(length);
-      if (t->expect->max_size != 0 && len > t->expect->max_size) {
-        t->abort_reason = LimitExceeded("GET " + *t->url + ": Content-Length " + std::to_string(len) +
-                                        " exceeds the limit of " + std::to_string(t->expect->max_size) + " bytes");
-        return 0;
-      }
-      if (t->expect->exact_size && len != *t->expect->exact_size) {
-        t->abort_reason = Corruption("GET " + *t->url + ": server sends " + std::to_string(len) +
-                                     " bytes (Content-Length), the index says " +
-                                     std::to_string(*t->expect->exact_size) + "; not cached");
-        return 0;
-      }
+      t->abort_reason = CheckAnnouncedSize(*t->url, static_cast<std::uint64_t>(length), *t->expect, true);
+      if (!t->abort_reason.ok()) return 0;
     }
   }
   t->received += n;
@@ -114,14 +138,7 @@ Status GetS3(const std::string& url, HttpSink& sink, const HttpExpect& expect, c
   TS_ASSIGN_OR_RETURN(std::shared_ptr<s3::S3Client> client, SharedS3Client());
   TS_RETURN_IF_ERROR(sink.Reset());
   TS_ASSIGN_OR_RETURN(s3::ObjectInfo info, client->Head(loc));
-  if (expect.max_size != 0 && info.size > expect.max_size) {
-    return LimitExceeded("GET " + url + ": Content-Length " + std::to_string(info.size) + " exceeds the limit of " +
-                         std::to_string(expect.max_size) + " bytes");
-  }
-  if (expect.exact_size && info.size != *expect.exact_size) {
-    return Corruption("GET " + url + ": server sends " + std::to_string(info.size) +
-                      " bytes (Content-Length), the index says " + std::to_string(*expect.exact_size) + "; not cached");
-  }
+  TS_RETURN_IF_ERROR(CheckAnnouncedSize(url, info.size, expect, /*content_length=*/true));
   TS_ASSIGN_OR_RETURN(std::span<std::byte> direct, sink.Direct(info.size));
   if (!direct.empty()) {
     // Straight into the sink's memory, 64 MiB at a time (a cancel is seen
@@ -135,15 +152,8 @@ Status GetS3(const std::string& url, HttpSink& sink, const HttpExpect& expect, c
     return sink.DirectDone();
   }
   // Pieces of 32 MiB, each fetched as parallel 8 MiB ranges, written in order.
-  constexpr std::uint64_t kPiece = 32ull << 20;
-  std::vector<std::byte> buf(static_cast<std::size_t>(std::min(info.size, kPiece)));
-  for (std::uint64_t off = 0; off < info.size; off += kPiece) {
-    if (cancel != nullptr && cancel->load()) return FailedPrecondition("GET " + url + ": cancelled");
-    const std::size_t n = static_cast<std::size_t>(std::min(kPiece, info.size - off));
-    TS_RETURN_IF_ERROR(client->ReadRange(loc, off, std::span(buf).first(n)));
-    TS_RETURN_IF_ERROR(sink.Write(std::span<const std::byte>(buf).first(n)));
-  }
-  return Status::OK();
+  return CopyInPieces(url, info.size, 32ull << 20, sink, cancel,
+                      [&](std::uint64_t off, std::span<std::byte> part) { return client->ReadRange(loc, off, part); });
 }
 
 // Files of a dataset at a URL the registered UrlHandler serves (fsspec in
@@ -153,23 +163,9 @@ Status GetFromHandler(UrlHandler& handler, const std::string& url, HttpSink& sin
                       const std::atomic<bool>* cancel) {
   TS_RETURN_IF_ERROR(sink.Reset());
   TS_ASSIGN_OR_RETURN(UrlHandler::Stat st, handler.StatUrl(url));
-  if (expect.max_size != 0 && st.size > expect.max_size) {
-    return LimitExceeded("GET " + url + ": size " + std::to_string(st.size) + " exceeds the limit of " +
-                         std::to_string(expect.max_size) + " bytes");
-  }
-  if (expect.exact_size && st.size != *expect.exact_size) {
-    return Corruption("GET " + url + ": the object has " + std::to_string(st.size) + " bytes, the index says " +
-                      std::to_string(*expect.exact_size) + "; not cached");
-  }
-  constexpr std::uint64_t kPiece = 8ull << 20;
-  std::vector<std::byte> buf(static_cast<std::size_t>(std::min(st.size, kPiece)));
-  for (std::uint64_t off = 0; off < st.size; off += kPiece) {
-    if (cancel != nullptr && cancel->load()) return FailedPrecondition("GET " + url + ": cancelled");
-    const std::size_t n = static_cast<std::size_t>(std::min(kPiece, st.size - off));
-    TS_RETURN_IF_ERROR(handler.ReadUrl(url, off, std::span(buf).first(n)));
-    TS_RETURN_IF_ERROR(sink.Write(std::span<const std::byte>(buf).first(n)));
-  }
-  return Status::OK();
+  TS_RETURN_IF_ERROR(CheckAnnouncedSize(url, st.size, expect, /*content_length=*/false));
+  return CopyInPieces(url, st.size, 8ull << 20, sink, cancel,
+                      [&](std::uint64_t off, std::span<std::byte> part) { return handler.ReadUrl(url, off, part); });
 }
 
 }  // namespace

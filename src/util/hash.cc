@@ -16,10 +16,14 @@
 // --as-needed (Debian's default), so the entry points were null in every
 // binary and the slow path always ran. CMake defines TS_XXH3_DISPATCH_LINKED
 // when the library exports them: then the references are strong.
+// TS_XXH3_HAS(f): whether entry point f is there (always, when linked
+// strongly: a null test would then draw -Waddress).
 #if defined(TS_XXH3_DISPATCH_LINKED)
 #define TS_XXH3_WEAK
+#define TS_XXH3_HAS(f) true
 #else
 #define TS_XXH3_WEAK __attribute__((weak))
+#define TS_XXH3_HAS(f) ((f) != nullptr)
 #endif
 #if defined(__x86_64__) && defined(__GNUC__)
 extern "C" XXH64_hash_t XXH3_64bits_dispatch(const void* input, size_t len) TS_XXH3_WEAK;
@@ -37,7 +41,7 @@ constexpr std::size_t kDispatchMinBytes = 1024;
 
 std::uint64_t Xxh3(const void* p, std::size_t n) {
 #if TS_XXH3_DISPATCH
-  if (n >= kDispatchMinBytes && XXH3_64bits_dispatch != nullptr) return XXH3_64bits_dispatch(p, n);
+  if (n >= kDispatchMinBytes && TS_XXH3_HAS(XXH3_64bits_dispatch)) return XXH3_64bits_dispatch(p, n);
 #endif
   return XXH3_64bits(p, n);
 }
@@ -59,7 +63,7 @@ StreamingHash::~StreamingHash() = default;
 void StreamingHash::Reset() { XXH3_64bits_reset(&state_->s); }
 void StreamingHash::Update(std::span<const std::byte> bytes) {
 #if TS_XXH3_DISPATCH
-  if (bytes.size() >= kDispatchMinBytes && XXH3_64bits_update_dispatch != nullptr) {
+  if (bytes.size() >= kDispatchMinBytes && TS_XXH3_HAS(XXH3_64bits_update_dispatch)) {
     XXH3_64bits_update_dispatch(&state_->s, bytes.data(), bytes.size());
     return;
   }

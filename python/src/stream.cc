@@ -12,14 +12,23 @@
 // frames (written them to the socket), as a byte-stream write returns once
 // the bytes are in the kernel. Either way the caller's arrays are free again
 // when send() returns.
+//
+// send(wait=False) returns at once instead, with a SendTracker that holds
+// the batch's Python objects until libzmq has released the frames (pyzmq's
+// send(copy=False, track=True)). The release only sets a flag; the objects
+// are dropped later, with the GIL, by whoever drops the tracker, which
+// waits for the release first if it has not come.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+
+#include <unistd.h>
 
 #include "buffer.h"
 #include "common.h"
@@ -85,19 +94,33 @@ struct PyZmqSender {
 // for the same reason: below it, a copy costs less than the bookkeeping).
 constexpr std::size_t kZeroCopyBytes = std::size_t{64} << 10;
 
-// Set once every copy of the token it hands out is gone.
+// Set once every copy of the token it hands out is gone. A token keeps its
+// Released alive (`self`), so it may outlive the send that made it.
 class Released {
  public:
-  std::shared_ptr<const void> Token() {
-    return std::shared_ptr<const void>(static_cast<const void*>(nullptr), [this](const void*) {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-      cv_.notify_all();
+  static std::shared_ptr<const void> Token(const std::shared_ptr<Released>& self) {
+    return std::shared_ptr<const void>(static_cast<const void*>(nullptr), [self](const void*) {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      self->done_ = true;
+      self->cv_.notify_all();
     });
   }
   void Wait() {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return done_; });
+  }
+  // Done within `timeout_ms` (negative: no limit)?
+  bool WaitFor(int timeout_ms) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (timeout_ms < 0) {
+      cv_.wait(lock, [this] { return done_; });
+      return true;
+    }
+    return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] { return done_; });
+  }
+  bool done() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_;
   }
 
  private:
@@ -105,6 +128,37 @@ class Released {
   std::condition_variable cv_;
   bool done_ = false;
 };
+
+// A batch sent with send(wait=False): see the top of this file.
+class SendTracker {
+ public:
+  SendTracker(std::shared_ptr<Released> released, py::object keep)
+      : released_(std::move(released)), keep_(std::move(keep)), pid_(getpid()) {}
+  SendTracker(const SendTracker&) = delete;
+  SendTracker& operator=(const SendTracker&) = delete;
+  // Runs with the GIL (Python dropped the tracker); libzmq may still read
+  // the memory that keep_ owns, so it waits for the release without it.
+  ~SendTracker() {
+    if (!done()) {
+      py::gil_scoped_release nogil;
+      released_->Wait();
+    }
+  }
+  // In a forked child no libzmq thread reads this copy of the memory (and
+  // the Released's mutex may have been copied locked): done.
+  bool done() const { return !released_ || getpid() != pid_ || released_->done(); }
+  bool Wait(int timeout_ms) const {
+    if (done()) return true;
+    py::gil_scoped_release nogil;
+    return released_->WaitFor(timeout_ms);
+  }
+
+ private:
+  std::shared_ptr<Released> released_;  // null: nothing was left to libzmq
+  py::object keep_;
+  pid_t pid_;
+};
+
 struct PyZmqReceiver {
   std::unique_ptr<ZmqReceiver> r;
   ~PyZmqReceiver() { CloseNoGil(r); }
@@ -240,13 +294,15 @@ void RegisterStream(py::module_& m) {
           py::arg("names_as_infos") = true)
       .def(
           "send",
-          [](PyZmqSender& self, const py::iterable& items, const std::string& metadata_json) {
+          [](PyZmqSender& self, const py::iterable& items, const std::string& metadata_json, bool wait,
+             py::object keep) -> std::unique_ptr<SendTracker> {
             ZmqSender& z = Live(self.s, "the ZeroMQ sender");
             std::vector<Entry> entries = ParseEntries(items);
             TensorSet set = BatchFromPython(entries, metadata_json);
-            Released released;  // outlives every token: Wait() below
+            std::shared_ptr<Released> released;
             if (self.zero_copy) {
-              std::shared_ptr<const void> token = released.Token();
+              released = std::make_shared<Released>();
+              std::shared_ptr<const void> token = Released::Token(released);
               for (Tensor& t : set.tensors) {
                 if (t.data.size() >= kZeroCopyBytes) t.owner = token;
               }
@@ -256,11 +312,16 @@ void RegisterStream(py::module_& m) {
               py::gil_scoped_release nogil;
               s = z.Send(set);      // tensors without an owner are copied before it returns
               set.tensors.clear();  // drops this thread's tokens: libzmq holds the rest
-              if (self.zero_copy) released.Wait();
+              if (released && wait) released->Wait();
             }
             Check(s);
+            if (wait) return nullptr;
+            // The tracker owns what the frames view: the entries' arrays and
+            // whatever the caller passed as their owners.
+            return std::make_unique<SendTracker>(std::move(released), py::make_tuple(items, keep));
           },
-          py::arg("entries"), py::arg("metadata_json") = "")
+          py::arg("entries"), py::arg("metadata_json") = "", py::arg("wait") = true, py::arg("keep") = py::none(),
+          "wait=False: returns a SendTracker at once (None otherwise, once libzmq is done with the arrays).")
       .def(
           "send_end",
           [](PyZmqSender& self, int timeout_ms) {
@@ -308,6 +369,13 @@ void RegisterStream(py::module_& m) {
       .def_property_readonly(
           "bytes_copied", [](const PyZmqSender& self) { return Live(self.s, "the ZeroMQ sender").bytes_copied(); },
           "Tensor bytes copied before sending (those under 64 KiB, or all when zero copy is off).");
+
+  py::class_<SendTracker>(m, "SendTracker",
+                          "A batch sent with send(wait=False); its arrays must not change until it is done.")
+      .def(py::init([] { return std::make_unique<SendTracker>(nullptr, py::none()); }), "One already done.")
+      .def_property_readonly("done", &SendTracker::done, "Whether libzmq has released every frame of the batch.")
+      .def("wait", &SendTracker::Wait, py::arg("timeout_ms") = -1,
+           "Waits until done (negative: no limit); returns whether it is.");
 
   py::class_<PyZmqReceiver>(m, "ZmqReceiver", "Batches from a ZeroMQ PULL or SUB socket; use tensorsafe.stream.")
       .def_static(

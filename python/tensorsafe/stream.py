@@ -51,6 +51,10 @@ process's private copy of the message). ZeroMQ sends copy tensors under
 returning once libzmq has written them to the socket (libzmq's I/O thread
 cannot release Python memory; inproc:// and sends with a ``timeout`` copy);
 byte-stream sends write straight from the arrays (``writev``).
+``send(batch, wait=False)`` returns before libzmq has written them, with a
+:class:`SendTracker`, as pyzmq's ``send(copy=False, track=True)``: the next
+batch is prepared while this one goes out, and the arrays must not change
+until the tracker is ``done``.
 
 Example:
     >>> from tensorsafe.stream import Connection
@@ -70,7 +74,8 @@ import socket
 import threading
 import warnings
 import weakref
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from collections import deque
+from typing import Any, Deque, Dict, Iterator, List, Optional, Tuple, Union
 
 from . import _arrays, _native
 from .errors import Error, FailedPreconditionError, InvalidArgumentError
@@ -78,6 +83,15 @@ from .errors import Error, FailedPreconditionError, InvalidArgumentError
 Batch = Union[Dict[str, Any], List[Any]]
 
 ENCODINGS = ("native", "tensorcom", "tensorcom-single", "zio")
+
+#: What ``Connection.send(batch, wait=False)`` returns: ``done`` (bool) tells
+#: whether the batch's arrays are free again (libzmq has written every frame
+#: that views them); ``wait(timeout_ms=-1)`` waits for that (negative: no
+#: limit) and returns ``done``. It keeps the arrays alive until then; so does
+#: the connection, which waits for all of them when it is closed (each wait
+#: bounded by ``linger`` once the socket is closed). In a forked child it is
+#: done at once.
+SendTracker = _native.SendTracker
 
 
 
@@ -217,6 +231,7 @@ class Connection:
         self._closed = False
         self._ended = False  # receiving: the end arrived; sending: the end was sent
         self._sent = 0
+        self._pending: Deque[Any] = deque()  # SendTrackers not yet done, oldest first
         self.metadata: Optional[Dict[str, Any]] = None  # of the last received batch
         if mode is not None and mode not in ("send", "recv"):
             raise InvalidArgumentError(f"{url}: mode must be 'send' or 'recv', not {mode!r}")
@@ -314,14 +329,30 @@ class Connection:
         return f"tcp-raw://{name[0]}:{name[1]}"
 
     # -- sending ------------------------------------------------------------------
-    def send(self, batch: Batch, metadata: Optional[Dict[str, Any]] = None) -> None:
+    def send(self, batch: Batch, metadata: Optional[Dict[str, Any]] = None, *,
+             wait: bool = True) -> Optional[SendTracker]:
         """Sends one batch (a dict or list of arrays / tensors) with optional
         JSON metadata (native and ZIO; tenbin and tensorcom carry none and
         refuse it with UnsupportedError).
 
+        Args:
+            wait: True: returns once the arrays are free again (over ZeroMQ,
+                once libzmq has written the frames that view them). False:
+                returns as soon as the batch is queued, with a
+                :class:`SendTracker`; until it is ``done`` the arrays must
+                not be modified (what is sent is what they hold when libzmq
+                writes them). Byte streams write before returning either way.
+
+        Returns:
+            None, or with ``wait=False`` a :class:`SendTracker`.
+
         Raises:
             InvalidArgumentError, UnsupportedError: the batch cannot be encoded.
             IOError: the peer is gone (EPIPE) or the timeout passed (EAGAIN).
+
+        Example:
+            >>> for step, batch in enumerate(batches):
+            ...     push.send(batch, wait=False)   # hashes the next while this one goes out
         """
         keep: List[Any] = []
         entries = batch_entries(batch, keep)
@@ -331,12 +362,19 @@ class Connection:
             if self.mode != "send":
                 raise FailedPreconditionError(f"{self.url}: a receiving connection cannot send")
             if self._sender is not None:
-                self._sender.send(entries, meta)
-            else:
-                if self._writer is None:
-                    self._writer = _native.StreamWriter.to_fd(self._stream_fd(), self.encoding, False)
-                self._writer.write(entries, meta)
+                tracker = self._sender.send(entries, meta, wait, (batch, keep))
+                if tracker is not None:
+                    while self._pending and self._pending[0].done:
+                        self._pending.popleft()
+                    if not tracker.done:
+                        self._pending.append(tracker)
+                self._sent += 1
+                return tracker
+            if self._writer is None:
+                self._writer = _native.StreamWriter.to_fd(self._stream_fd(), self.encoding, False)
+            self._writer.write(entries, meta)
             self._sent += 1
+            return None if wait else SendTracker()
 
     def send_end(self) -> None:
         """Marks the end of the stream now: receivers' iteration stops. Native
@@ -458,6 +496,7 @@ class Connection:
                 if obj is not None:
                     obj.close()
             self._sender = self._receiver = self._writer = self._reader = None
+            self._pending.clear()  # each waits until libzmq lets go of its arrays (up to linger)
             if self._sock is not None:
                 self._sock.close()
             if self._listener is not None:

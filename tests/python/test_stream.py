@@ -3,6 +3,7 @@ TCP (127.0.0.1) and ZeroMQ, through the C++ stream API."""
 import errno
 import os
 import threading
+import time
 
 import ml_dtypes
 import numpy as np
@@ -71,6 +72,75 @@ def test_zmq_send_is_zero_copy_for_large_arrays(rng):
         for _ in range(3):
             got = rx.recv()
             assert same_bits(got["small"], small) and same_bits(got["big"], want)
+
+
+def test_zmq_send_without_waiting_keeps_the_arrays_until_sent(rng, tmp_path):
+    """send(wait=False) returns before libzmq has written the batch: here
+    before any receiver exists. The connection keeps the arrays alive (the
+    caller dropped every reference, and fresh arrays of the same size were
+    made meanwhile) until the tracker is done."""
+    endpoint = f"ipc://{tmp_path}/s"
+    with Connection(f"zpush+{endpoint}") as tx:  # connects; nobody listens yet
+        big = random_array(rng, np.float32, (1 << 20,))
+        want = big.copy()
+        tracker = tx.send({"big": big}, wait=False)
+        assert isinstance(tracker, tensorsafe.stream.SendTracker)
+        assert not tracker.done and not tracker.wait(50)
+        assert len(tx._pending) == 1
+        del big, tracker
+        scratch = [np.zeros(1 << 20, np.float32) for _ in range(4)]  # would take freed memory
+        with Connection(f"zpull+{endpoint}") as rx:
+            got = rx.recv()
+            assert same_bits(got["big"], want)
+            tx.drain()  # every frame written: the first tracker is done
+            assert tx._pending[0].done
+            second = tx.send({"big": want}, wait=False)
+            assert list(tx._pending) in ([], [second])  # the done one was let go
+            assert same_bits(rx.recv()["big"], want)
+            assert second.wait(5000) and second.done
+            assert tx.send({"big": want}) is None  # waiting: nothing to track
+            rx.recv()
+        assert len(scratch) == 4
+
+
+def test_send_tracker_is_done_in_a_forked_child(rng, tmp_path):
+    """A forked child has no libzmq thread reading the parent's frames: its
+    copy of a pending tracker is done, and its exit never waits for it."""
+    endpoint = f"ipc://{tmp_path}/s"
+    with Connection(f"zpush+{endpoint}") as tx:
+        arr = random_array(rng, np.float32, (1 << 18,))
+        tracker = tx.send({"a": arr}, wait=False)
+        assert not tracker.done
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if tracker.done and tracker.wait(0) else 1)
+        assert os.waitpid(pid, 0)[1] == 0
+        with Connection(f"zpull+{endpoint}") as rx:
+            assert same_bits(rx.recv()["a"], arr)
+            assert tracker.wait(5000)
+
+
+def test_close_with_a_batch_nobody_received_returns_after_linger(rng, tmp_path):
+    """close() waits for pending trackers, which libzmq releases when the
+    socket's linger ends: a peer that never came does not hang the close."""
+    tx = Connection(f"zpush+ipc://{tmp_path}/s", linger=0.2)
+    tracker = tx.send({"a": random_array(rng, np.float32, (1 << 18,))}, wait=False)
+    t0 = time.monotonic()
+    tx.close()  # the end marker is queued behind the batch
+    assert time.monotonic() - t0 < 5 and tracker.done
+
+
+def test_byte_stream_send_without_waiting_is_done_at_once(rng):
+    r, w = os.pipe()
+    with Connection.from_fd(r, "recv") as rx, Connection.from_fd(w, "send") as tx:
+        arr = random_array(rng, np.float32, (1000,))
+        got = []
+        th = threading.Thread(target=lambda: got.append(rx.recv()))
+        th.start()
+        tracker = tx.send({"a": arr}, wait=False)
+        assert tracker.done and tracker.wait(0)
+        th.join()
+        assert same_bits(got[0]["a"], arr)
 
 
 @pytest.mark.parametrize("transport", ["tcp-raw", "unix", "pipe", "zmq"])

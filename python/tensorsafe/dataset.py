@@ -543,7 +543,8 @@ class Dataset(_TorchDataset):
         return self._ds.native.iter_ids(np.asarray(ids, dtype=np.int64))
 
     def __repr__(self) -> str:
-        return f"tensorsafe.dataset.Dataset({self.path!r}, samples={self._len}, fields={[f['name'] for f in self.schema]})"
+        fields = [f["name"] for f in self.schema]
+        return f"tensorsafe.dataset.Dataset({self.path!r}, samples={self._len}, fields={fields})"
 
 
 # ---------------------------------------------------------------------------

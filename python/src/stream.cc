@@ -312,7 +312,9 @@ void RegisterStream(py::module_& m) {
               py::gil_scoped_release nogil;
               s = z.Send(set);      // tensors without an owner are copied before it returns
               set.tensors.clear();  // drops this thread's tokens: libzmq holds the rest
-              if (released && wait) released->Wait();
+              // A failed send may leave frames queued: they view the
+              // arrays, which the caller gets back with the exception.
+              if (released && (wait || !s.ok())) released->Wait();
             }
             Check(s);
             if (wait) return nullptr;

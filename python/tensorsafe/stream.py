@@ -369,6 +369,7 @@ class Connection:
                     if not tracker.done:
                         self._pending.append(tracker)
                 self._sent += 1
+                self._ended = False  # after send_end(): the next stream (its sequence numbers go on)
                 return tracker
             if self._writer is None:
                 self._writer = _native.StreamWriter.to_fd(self._stream_fd(), self.encoding, False)
@@ -379,8 +380,11 @@ class Connection:
     def send_end(self) -> None:
         """Marks the end of the stream now: receivers' iteration stops. Native
         encoding only (others end with EOF, or never over ZeroMQ). Closing
-        the connection does this too (see the module doc); a second end is
-        not sent."""
+        the connection does this too, unless the stream already ended (see
+        the module doc). A ZeroMQ sender may go on: its next ``send()``
+        starts its next stream (sequence numbers go on), which the next
+        ``send_end()`` or ``close()`` ends; receivers read it after
+        :meth:`next_stream`."""
         with self._lock:
             self._check_open()
             if self.mode != "send":
@@ -460,6 +464,23 @@ class Connection:
         """ZeroMQ native receivers: the sequence number of the last message
         (a batch's; an end marker's is the number of batches sent), else None."""
         return None if self._receiver is None else self._receiver.last_sequence
+
+    def next_stream(self) -> None:
+        """ZeroMQ receivers, after ``recv()`` returned None: reads on to the
+        sender's next stream on the same socket. Reconnecting instead can
+        lose messages: a PUSH deals what it sends in the moment after a
+        PULL peer left to that peer's dead pipe (docs/STREAM.md, "DataLoader").
+
+        Raises:
+            FailedPreconditionError: a byte stream (it ends once) or a
+                sending connection.
+        """
+        with self._lock:
+            self._check_open()
+            if self.mode != "recv" or self._receiver is None:
+                raise FailedPreconditionError(f"{self.url}: only a ZeroMQ receiver reads on after the end of a "
+                                              "stream (a byte stream ends once)")
+            self._ended = False
 
     # -- closing ------------------------------------------------------------------
     def close(self, *, end: bool = True) -> None:

@@ -1,59 +1,41 @@
 """StreamDataset: the batches arriving on a stream as a torch
 ``IterableDataset`` (docs/STREAM.md, "DataLoader"; docs/python.md).
 
-With one reader (no DataLoader workers, or one) the dataset simply receives
-until the end marker (or ``count`` batches). With several DataLoader workers
-over ZeroMQ PUSH/PULL, each worker connects its own PULL socket and ZeroMQ
-deals the messages among them, so no worker can tell from its own socket
-when the stream is over: only one of them receives the end marker, whose
-sequence number is the number of batches sent. The workers share a few
-int64s of shared memory (made with the dataset, handed to workers when they
-start: inherited on fork, passed with the dataset on spawn and forkserver):
+With one reader (no DataLoader workers, or one) the dataset receives until
+the end marker (or ``count`` batches). With several DataLoader workers over
+ZeroMQ PUSH/PULL, each worker connects its own PULL socket and the workers
+agree through shared memory on where each stream ends (_stream_share.py).
 
-* slot 0: (stream << 40) | (end marker's sequence + 1), 0 while unknown;
-* slot 1: the sequence of the stream's first batch: 0, or for a sender that
-  goes on after an end marker (one stream per epoch), the sequence after
-  the previous stream's end marker (a sender starting anew counts from 0,
-  which the workers see as a sequence below it);
-* slot 2: the DataLoader iteration reading it (see _join_iteration);
-* slot 3 + w: (stream << 40) | batches worker w received of that stream.
-
-Each worker receives in a thread of its own (so the end marker is read even
-while the DataLoader waits for another worker, as ``in_order=True`` makes it
-do) and finishes when its queue is empty and the workers together received
-every batch the end marker counts. Each value is one aligned 8-byte store
-written by one process, so no lock is needed.
+A ZeroMQ socket is kept across iterations (by the dataset, or by each
+worker of a persistent DataLoader): a PUSH drops what it sends in the
+moment after a PULL peer disconnected, so reconnecting every epoch would
+lose batches. Byte streams end once: each iteration opens its own.
 """
 
 from __future__ import annotations
 
-import ctypes
-import errno
-import multiprocessing
 import multiprocessing.context
-import queue
-import threading
+import os
 import time
 from typing import Any, Dict, Iterator, Optional
 
 from torch.utils.data import IterableDataset, get_worker_info
 
-from .errors import Error, InvalidArgumentError
-from .errors import IOError as _IOError
+from ._stream_share import MAX_WORKERS, POLL, Receiver, finished, new_board, read_state
+from .errors import InvalidArgumentError
 from .stream import Batch, Connection, decode_batch, parse_url
-
-_MAX_WORKERS = 256
-_LOW = (1 << 40) - 1
-_POLL = 0.1  # seconds a worker's receive waits before it looks at the others
 
 
 class StreamDataset(IterableDataset):  # type: ignore[type-arg]
     """A torch ``IterableDataset`` of the batches arriving on ``url``:
     ``DataLoader(StreamDataset("zpull://127.0.0.1:7880"), batch_size=None)``.
 
-    Each iteration opens its own :class:`~tensorsafe.stream.Connection` and
-    stops at the end of the stream (the sender's ``send_end()``, or its
-    ``with`` block's end) or after ``count`` batches.
+    Each iteration stops at the end of a stream (the sender's
+    ``send_end()``, or its ``with`` block's end) or after ``count`` batches;
+    the next reads on. Over ZeroMQ the socket is kept between iterations
+    (by the dataset, or by each worker of a persistent DataLoader), so
+    nothing a sender sends between epochs is lost; :meth:`close` releases
+    it. A byte stream ends once: each iteration opens its own.
 
     DataLoader workers: with ``num_workers > 1`` every worker receives a
     share of the batches, each batch exactly once, and all of them stop at
@@ -61,7 +43,11 @@ class StreamDataset(IterableDataset):  # type: ignore[type-arg]
     That needs ZeroMQ PUSH/PULL, the native encoding, a receiving URL that
     connects (``zrpull://``, or ``bind=False``; the sender binds:
     ``zrpush://``) and no ``count``; anything else is refused with a message
-    saying so. Batches come in the order the workers deliver them.
+    saying so. Batches come in the order the workers deliver them. An
+    iteration yields the batches that arrive before its stream's end is
+    known to the worker; a sender that runs ahead into its next stream
+    before that may see a few of them in the current epoch (none is lost
+    or repeated).
 
     Args:
         url: a receiving stream address (docs/STREAM.md §12).
@@ -69,7 +55,8 @@ class StreamDataset(IterableDataset):  # type: ignore[type-arg]
         count: stop after this many batches (one reader only).
         end_timeout: several workers: seconds to wait, once the end marker
             arrived, for batches still missing before raising IOError (they
-            were lost with the workers of an earlier, interrupted iteration).
+            were lost with the workers of an earlier, interrupted iteration
+            that did not persist).
         **kwargs: :class:`~tensorsafe.stream.Connection` options
             (``framework`` defaults to ``"pt"``).
     """
@@ -84,10 +71,13 @@ class StreamDataset(IterableDataset):  # type: ignore[type-arg]
         self.mode = None if u["transport"] == "zmq" else mode
         self.kwargs = dict(kwargs, framework=kwargs.get("framework", "pt"))
         self._url = u
-        self._slots: Any = multiprocessing.RawArray(ctypes.c_int64, 3 + _MAX_WORKERS)
+        self._slots: Any = new_board()
+        self._one: Optional[Connection] = None  # one reader over ZeroMQ: kept across iterations
+        self._rx: Optional[Receiver] = None  # a DataLoader worker's, kept across iterations
 
     def __getstate__(self) -> Dict[str, Any]:
         d = dict(self.__dict__)
+        d["_one"] = d["_rx"] = None  # sockets stay in their process
         # Shared memory travels only to processes being started (DataLoader
         # workers); any other copy (pickle, deepcopy) gets its own.
         if multiprocessing.context.get_spawning_popen() is None:
@@ -97,7 +87,18 @@ class StreamDataset(IterableDataset):  # type: ignore[type-arg]
     def __setstate__(self, d: Dict[str, Any]) -> None:
         self.__dict__.update(d)
         if self._slots is None:
-            self._slots = multiprocessing.RawArray(ctypes.c_int64, 3 + _MAX_WORKERS)
+            self._slots = new_board()
+
+    def close(self) -> None:
+        """Closes the ZeroMQ socket this process keeps between iterations
+        (iterating again opens a new one). Read the dataset with DataLoader
+        workers only once the process itself no longer reads it: its socket
+        would take its share of the batches."""
+        one, rx, self._one, self._rx = self._one, self._rx, None, None
+        if one is not None:
+            one.close()
+        if rx is not None:
+            rx.close()
 
     def __iter__(self) -> Iterator[Batch]:
         info = get_worker_info()
@@ -108,14 +109,25 @@ class StreamDataset(IterableDataset):  # type: ignore[type-arg]
 
     # -- one reader -----------------------------------------------------------
     def _iter_one(self) -> Iterator[Batch]:
-        with Connection(self.url, self.mode, **self.kwargs) as c:
-            n = 0
-            while self.count is None or n < self.count:
-                batch = c.recv()
-                if batch is None:
-                    return
-                n += 1
-                yield batch
+        if self._url["transport"] != "zmq":
+            with Connection(self.url, self.mode, **self.kwargs) as c:
+                yield from self._read(c)
+            return
+        if self._one is None or self._one._pid != os.getpid():
+            self._one = Connection(self.url, self.mode, **self.kwargs)
+        c = self._one
+        if c._ended:  # the last iteration read to the end of a stream
+            c.next_stream()
+        yield from self._read(c)
+
+    def _read(self, c: Connection) -> Iterator[Batch]:
+        n = 0
+        while self.count is None or n < self.count:
+            batch = c.recv()
+            if batch is None:
+                return
+            n += 1
+            yield batch
 
     # -- several DataLoader workers -------------------------------------------
     def _check_shareable(self, workers: int) -> None:
@@ -130,113 +142,51 @@ class StreamDataset(IterableDataset):  # type: ignore[type-arg]
                        "(or bind=False) and let the sender bind (zrpush://)")
         if self.count is not None:
             why.append("count= needs one reader; end the stream with send_end() (a sender's with block does)")
-        if workers > _MAX_WORKERS:
-            why.append(f"at most {_MAX_WORKERS} workers")
+        if workers > MAX_WORKERS:
+            why.append(f"at most {MAX_WORKERS} workers")
         if why:
             raise InvalidArgumentError(f"StreamDataset({self.url!r}) with {workers} DataLoader workers: "
                                        + "; ".join(why))
 
-    def _received(self, stream: int) -> int:
-        total = 0
-        for v in self._slots[3:]:
-            if v >> 40 == stream:
-                total += v & _LOW
-        return total
-
-    def _complete(self, stream: int) -> bool:
-        """Whether the workers together received every batch of `stream`."""
-        head = self._slots[0]
-        if head >> 40 != stream:
-            return True  # a later iteration moved on: this one is over
-        end = (head & _LOW) - 1
-        base = self._slots[1] if self._slots[1] <= end else 0  # below the base: a sender starting anew
-        return end >= 0 and self._received(stream) >= end - base
-
-    def _join_iteration(self, info: Any) -> int:
+    def _join_iteration(self, info: Any, persistent: bool) -> int:
         """The stream this DataLoader iteration reads. Worker 0 alone moves
-        the block to a new iteration (so no two workers race on it): a
-        stream the previous iteration completed is followed by the next one;
-        one it left unfinished is read on. The others wait for it. An
-        iteration is known by the DataLoader's base seed (new for every
-        iterator; fixed for persistent workers) and how many iterations this
-        worker process ran."""
+        slot 0 to a new iteration (so no two workers race on it): a stream
+        the previous iteration read to its end is followed by the next one;
+        one it left unfinished is read on (for workers that do not persist,
+        what their queues held is lost: only a stream not yet received
+        whole is read on). The others wait for it. An iteration is known by
+        the DataLoader's base seed (new for every iterator; fixed for
+        persistent workers) and how many iterations this worker process ran."""
         self._iterations = getattr(self, "_iterations", 0) + 1
         key = ((info.seed - info.id) * 1_000_003 + self._iterations) % (1 << 62) + 1
         slots = self._slots
-        if info.id == 0 and slots[2] != key:
-            stream = slots[0] >> 40
-            if self._complete(stream):
-                end = (slots[0] & _LOW) - 1
-                slots[1] = end + 1  # the next stream starts after this end (if the sender goes on)
-                slots[0] = (stream + 1) << 40
-            slots[2] = key
-        while slots[2] != key:
+        if info.id == 0 and slots[1] != key:
+            st = read_state(slots, info.num_workers)
+            ended = not persistent or finished(slots, info.num_workers, st.stream)
+            if st.complete and ended and st.end is not None:
+                slots[0] = ((st.stream + 1) << 40) | (st.end + 1)  # the next stream starts after this end
+            slots[1] = key
+        while slots[1] != key:
             time.sleep(0.01)
         return slots[0] >> 40
 
     def _iter_shared(self, info: Any) -> Iterator[Batch]:
-        worker = info.id
-        slots = self._slots
-        stream = self._join_iteration(info)
-        if slots[3 + worker] >> 40 != stream:
-            slots[3 + worker] = stream << 40
-        kwargs = dict(self.kwargs, timeout=_POLL, bind=False)
-        framework = kwargs.pop("framework")
-        user_timeout = self.kwargs.get("timeout")
-        got: "queue.Queue[Any]" = queue.Queue()
-        stop = threading.Event()
-        conn = Connection(self.url, **kwargs)
-
-        def pump() -> None:
-            try:
-                while not stop.is_set():
-                    try:
-                        item = conn.recv_buffers()
-                    except Error as e:
-                        if getattr(e, "errno", None) == errno.EAGAIN:  # the poll interval passed
-                            continue
-                        raise
-                    if item is None:  # the end marker: its sequence counts what the sender sent
-                        end = int(conn.last_sequence)
-                        if end < slots[1]:
-                            slots[1] = 0  # a sender starting anew
-                        slots[0] = (stream << 40) | (end + 1)
-                        return
-                    if int(conn.last_sequence) < slots[1]:
-                        slots[1] = 0  # a sender starting anew
-                    got.put(item)  # queued before counted: a count the others see is in a queue
-                    slots[3 + worker] += 1
-            except BaseException as e:  # noqa: BLE001 - handed to the iterating thread
-                got.put(e)
-
-        thread = threading.Thread(target=pump, name=f"tensorsafe-stream-{worker}", daemon=True)
-        thread.start()
+        rx = self._rx
+        persistent = rx is not None and rx.alive()
+        if rx is not None and not persistent:
+            self._rx = None
+            rx.close()
+        stream = self._join_iteration(info, persistent)
+        if self._rx is None:
+            kwargs = dict(self.kwargs, timeout=POLL, bind=False)
+            kwargs.pop("framework")
+            self._rx = Receiver(self.url, kwargs, self._slots, info.id, info.num_workers)
+        rx, framework = self._rx, self.kwargs["framework"]
         try:
-            last_change, last_seen, idle_since = time.monotonic(), -1, time.monotonic()
-            while True:
-                try:
-                    item = got.get(timeout=_POLL)
-                except queue.Empty:
-                    if self._complete(stream):
-                        return
-                    now, seen = time.monotonic(), self._received(stream)
-                    if seen != last_seen:
-                        last_seen, last_change = seen, now
-                    head = slots[0]
-                    if (head & _LOW) and now - last_change > self.end_timeout:
-                        raise _IOError(errno.EIO, f"{self.url}: the end marker counts {(head & _LOW) - 1 - slots[1]} "
-                                       "batches but the "
-                                    f"workers received {seen} and nothing more for {self.end_timeout:g} s "
-                                    "(batches queued in the workers of an interrupted iteration are lost)")
-                    if user_timeout is not None and now - idle_since > user_timeout:
-                        raise _IOError(errno.EAGAIN, f"{self.url}: no batch for {user_timeout:g} s")
-                    continue
-                if isinstance(item, BaseException):
-                    raise item
-                idle_since = time.monotonic()
-                buffers, _ = item
+            for buffers in rx.batches(stream, self.end_timeout, self.kwargs.get("timeout")):
                 yield decode_batch(buffers, framework)
-        finally:
-            stop.set()
-            thread.join()
-            conn.close()
+        except BaseException:
+            if not rx.alive():
+                self._rx = None
+                rx.close()
+            raise

@@ -2,9 +2,8 @@
 and CLI receivers over every transport (pipe, tcp-raw, unix, ZeroMQ
 PUSH/PULL and PUB/SUB) ending cleanly without an explicit send_end();
 end markers on the exit paths a user expects (and none after a failure);
-one address grammar for the CLI and Python; ZeroMQ across fork(); and a
-StreamDataset read by 3 DataLoader workers, fork and spawn, receiving every
-batch exactly once."""
+one address grammar for the CLI and Python; ZeroMQ across fork()
+(StreamDataset and DataLoader workers: test_stream_dataset.py)."""
 
 import errno
 import os
@@ -277,6 +276,28 @@ def test_failed_block_sends_no_end():
             join()
 
 
+def test_zmq_stream_after_stream_on_one_socket():
+    """A ZeroMQ sender that goes on after send_end(): its next stream is
+    ended by close(); the receiver reads on with next_stream(). A byte
+    stream ends once."""
+    with Connection("zpull://127.0.0.1:*", timeout=20) as rx:
+        with Connection(rx.endpoint.replace("tcp://", "zpush://")) as tx:
+            tx.send(batch(0))
+            tx.send_end()
+            tx.send(batch(1))
+        assert list(rx)[0].keys() == {"x0", "n0"} and rx.last_sequence == 1
+        assert rx.recv() is None  # still at the end until asked to read on
+        rx.next_stream()
+        assert [b.keys() for b in rx] == [{"x1", "n1"}]
+        assert rx.last_sequence == 3  # the end close() sent: sequence numbers go on
+    r, w = os.pipe()
+    os.close(w)
+    with Connection.from_fd(r, "recv") as rx:
+        with pytest.raises(tensorsafe.FailedPreconditionError, match="a byte stream ends once"):
+            rx.next_stream()
+
+
+
 # ---- ZeroMQ across fork() --------------------------------------------------------
 
 
@@ -312,64 +333,3 @@ def test_forked_child_of_a_socket_holder_sends_and_receives():
     tx.close()
     assert rx.recv() is None
     rx.close()
-
-
-# ---- StreamDataset and DataLoader workers -----------------------------------------
-
-
-@pytest.mark.parametrize("ctx", ["fork", "spawn"])
-def test_stream_dataset_three_workers_every_batch_once(ctx):
-    from torch.utils.data import DataLoader
-
-    from tensorsafe.stream import StreamDataset
-
-    n = 40
-    with Connection("zrpush://127.0.0.1:*") as tx:  # the sender binds, each worker connects
-        ds = StreamDataset(tx.endpoint.replace("tcp://", "zrpull://"))
-
-        def send():
-            for i in range(n):
-                tx.send({"i": torch.tensor([i]), "x": torch.full((64,), float(i))})
-            tx.send_end()  # or the end of the with block
-
-        join = in_thread(send)
-        seen = [b for b in DataLoader(ds, batch_size=None, num_workers=3, multiprocessing_context=ctx)]
-        join()
-    ids = sorted(int(b["i"]) for b in seen)
-    assert ids == list(range(n))
-    assert all(torch.equal(b["x"], torch.full((64,), float(b["i"]))) for b in seen)
-
-
-def test_stream_dataset_refuses_what_several_workers_cannot_share(tmp_path):
-    from torch.utils.data import DataLoader
-
-    from tensorsafe.stream import StreamDataset
-
-    for url, why in [("zpull://127.0.0.1:*", "binds: each worker would bind"),
-                     ("tcp-raw://127.0.0.1:0", "a byte stream has one reader")]:
-        with pytest.raises(Exception, match=why):
-            list(DataLoader(StreamDataset(url), batch_size=None, num_workers=2, multiprocessing_context="fork"))
-
-
-def test_stream_dataset_one_stream_per_epoch_with_persistent_workers():
-    """A sender that ends each epoch with send_end() and goes on (the next
-    stream's sequence numbers continue): every epoch whole, each batch once,
-    with workers that persist across epochs."""
-    from torch.utils.data import DataLoader
-
-    from tensorsafe.stream import StreamDataset
-
-    with Connection("zrpush://127.0.0.1:*") as tx:
-        ds = StreamDataset(tx.endpoint.replace("tcp://", "zrpull://"))
-        loader = DataLoader(ds, batch_size=None, num_workers=3, persistent_workers=True,
-                            multiprocessing_context="fork")
-        for epoch in range(3):
-            def send(epoch=epoch):
-                for i in range(15):
-                    tx.send({"i": np.array([epoch * 100 + i])})
-                tx.send_end()
-
-            join = in_thread(send)
-            got = sorted(int(b["i"]) for b in loader)
-            join()
-            assert got == [epoch * 100 + i for i in range(15)], epoch

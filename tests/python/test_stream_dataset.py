@@ -1,0 +1,175 @@
+"""StreamDataset under a real torch DataLoader: 3 workers, fork and spawn,
+every batch exactly once; a sender with one stream per epoch, which sends
+the next stream the moment an epoch ends (the batches a reconnecting
+reader would lose), runs ahead by whole streams, or starts anew each
+epoch; an epoch stopped early; and what cannot be shared, refused."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from tensorsafe.stream import Connection
+
+torch = pytest.importorskip("torch")
+from torch.utils.data import DataLoader  # noqa: E402
+
+from tensorsafe.stream import StreamDataset  # noqa: E402
+
+EPOCH = 15  # batches per stream
+
+
+def in_thread(fn, *args, **kw):
+    box = {}
+
+    def run():
+        try:
+            fn(*args, **kw)
+        except BaseException as e:  # noqa: BLE001 - re-raised by join()
+            box["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+
+    def join(timeout=60):
+        t.join(timeout)
+        assert not t.is_alive(), "sender still running"
+        if "error" in box:
+            raise box["error"]
+
+    return join
+
+
+def send_stream(tx, epoch, n=EPOCH):
+    for i in range(n):
+        tx.send({"i": np.array([epoch * 100 + i])})
+    tx.send_end()
+
+
+def ids(batches):
+    return sorted(int(b["i"]) for b in batches)
+
+
+def stream(epoch, n=EPOCH):
+    return [epoch * 100 + i for i in range(n)]
+
+
+def loader(ds, workers, ctx="fork", persistent=True):
+    kw = dict(multiprocessing_context=ctx, persistent_workers=persistent) if workers else {}
+    return DataLoader(ds, batch_size=None, num_workers=workers, **kw)
+
+
+@pytest.mark.parametrize("ctx", ["fork", "spawn"])
+def test_three_workers_every_batch_once(ctx):
+    n = 40
+    with Connection("zrpush://127.0.0.1:*") as tx:  # the sender binds, each worker connects
+        ds = StreamDataset(tx.endpoint.replace("tcp://", "zrpull://"))
+
+        def send():
+            for i in range(n):
+                tx.send({"i": torch.tensor([i]), "x": torch.full((64,), float(i))})
+            tx.send_end()  # or the end of the with block
+
+        join = in_thread(send)
+        seen = list(loader(ds, 3, ctx, persistent=False))
+        join()
+    assert ids(seen) == list(range(n))
+    assert all(torch.equal(b["x"], torch.full((64,), float(b["i"]))) for b in seen)
+
+
+def test_refuses_what_several_workers_cannot_share():
+    for url, why in [("zpull://127.0.0.1:*", "binds: each worker would bind"),
+                     ("tcp-raw://127.0.0.1:0", "a byte stream has one reader")]:
+        with pytest.raises(Exception, match=why):
+            list(loader(StreamDataset(url), 2, persistent=False))
+
+
+def test_one_stream_per_epoch_sent_while_the_epoch_starts():
+    with Connection("zrpush://127.0.0.1:*") as tx:
+        ds = StreamDataset(tx.endpoint.replace("tcp://", "zrpull://"))
+        dl = loader(ds, 3)
+        for epoch in range(3):
+            join = in_thread(send_stream, tx, epoch)
+            got = ids(dl)
+            join()
+            assert got == stream(epoch), epoch
+
+
+@pytest.mark.parametrize("workers,ctx", [(0, None), (1, "fork"), (3, "fork"), (3, "spawn")])
+def test_next_stream_sent_the_moment_an_epoch_ends(workers, ctx):
+    """The sender sends epoch k + 1's whole stream as soon as the loop over
+    epoch k ended, before the next loop starts: a reader that disconnected
+    at the end of the epoch would lose what PUSH dealt to its dead pipe
+    (15 of 15 batches in one process); the kept sockets get them all."""
+    with Connection("zrpush://127.0.0.1:*") as tx:
+        ds = StreamDataset(tx.endpoint.replace("tcp://", "zrpull://"), timeout=20)
+        dl = loader(ds, workers, ctx)
+        join = in_thread(send_stream, tx, 0)  # waits for the first reader to connect
+        for epoch in range(3):
+            got = ids(dl)
+            join()
+            join = in_thread(send_stream, tx, epoch + 1)  # never waits: the readers stay connected
+            join(20)
+            tx.drain(20)
+            assert got == stream(epoch), epoch
+        assert ids(dl) == stream(3)
+        ds.close()
+
+
+def test_sender_running_ahead_by_whole_streams():
+    """Three streams sent before the first epoch: every batch exactly once,
+    each in its own epoch or an earlier one (one that arrived before its
+    worker knew the earlier stream's end), and every epoch ends."""
+    with Connection("zrpush://127.0.0.1:*") as tx:
+        ds = StreamDataset(tx.endpoint.replace("tcp://", "zrpull://"), timeout=20)
+        dl = loader(ds, 3)
+        join = in_thread(lambda: [send_stream(tx, epoch) for epoch in range(3)])
+        epochs = [ids(dl) for _ in range(3)]
+        join()
+    everything = sorted(sum(epochs, []))
+    assert everything == stream(0) + stream(1) + stream(2)
+    for k, got in enumerate(epochs):
+        assert set(stream(k)) <= set(sum(epochs[:k + 1], [])), k
+        assert all(i // 100 >= k for i in got), (k, got)
+
+
+def test_sender_starting_anew_each_epoch():
+    """A new sending Connection per epoch (its sequence numbers restart at
+    0), bound to the same address: each epoch whole. (Spawned workers:
+    forked ones would hold the bound port of the first sender.)"""
+    first = Connection("zrpush://127.0.0.1:*")
+    url = first.endpoint.replace("tcp://", "zrpush://")
+    ds = StreamDataset(url.replace("zrpush://", "zrpull://"), timeout=20)
+    dl = loader(ds, 3, "spawn")
+    tx = first
+    for epoch in range(3):
+        join = in_thread(send_stream, tx, epoch, EPOCH + 2 * epoch)
+        got = ids(dl)
+        join()
+        tx.close()
+        assert got == stream(epoch, EPOCH + 2 * epoch), epoch
+        tx = Connection(url)
+    tx.close()
+
+
+def test_epoch_stopped_early_is_read_on():
+    """Persistent workers keep what they received: the next iteration reads
+    the rest of the stream (less the batches the DataLoader had already
+    fetched and drops with the stopped iterator), the one after it the
+    next stream."""
+    n = 60
+    with Connection("zrpush://127.0.0.1:*") as tx:
+        ds = StreamDataset(tx.endpoint.replace("tcp://", "zrpull://"), timeout=20)
+        dl = loader(ds, 3)
+        join = in_thread(send_stream, tx, 0, n)
+        first = []
+        for b in dl:
+            first.append(int(b["i"]))
+            if len(first) == 5:
+                break
+        rest = ids(dl)
+        join()
+        assert not set(first) & set(rest)
+        assert set(rest) <= set(stream(0, n)) and len(first) + len(rest) >= n - 3 * 2 * 2, (first, rest)
+        send_stream(tx, 1)
+        assert ids(dl) == stream(1)

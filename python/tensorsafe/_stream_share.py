@@ -140,6 +140,11 @@ class Receiver:
         self.url, self.slots, self.w, self.n = url, slots, worker, workers
         self.pid = os.getpid()
         self.conn = Connection(url, **kwargs)
+        # Batches of a later stream held at most (more wait in the socket,
+        # and the sender's queue fills): a sender running ahead by whole
+        # epochs costs no memory. The current stream's are never held back:
+        # the end marker may be behind them.
+        self.ahead = max(1, int(kwargs.get("hwm", 16)))
         self.cv = threading.Condition()
         self.items: Deque[Tuple[int, int, Any]] = deque()  # (sequence, elig, buffers), not yet yielded
         # Sequence numbers of the batches received for the current stream
@@ -151,6 +156,7 @@ class Receiver:
         self.stream = head >> 40
         self.tag: Optional[Tuple[int, int]] = None  # (T, U) of the published count
         self.count, self.lo, self.hi = 0, 0, 0  # the count and its range [lo, hi)
+        self.looked = 0.0  # when _publish last ran
         # A worker process of an earlier iteration (workers that do not
         # persist) may have counted batches of this stream: they stay counted.
         t, u, c = slots[_at(worker, _T)], slots[_at(worker, _U)], slots[_at(worker, _C)]
@@ -165,6 +171,12 @@ class Receiver:
     def _pump(self) -> None:
         try:
             while not self.stop.is_set():
+                with self.cv:
+                    self._follow(self.slots[0])
+                    if self._held_ahead() >= self.ahead:
+                        self._publish()
+                        self.cv.wait(POLL)
+                        continue
                 try:
                     got: Any = self.conn.recv_buffers()
                 except Error as e:
@@ -178,7 +190,14 @@ class Receiver:
                             self.conn.next_stream()
                         self._take(seq, None if got is None else got[0])
                         self.cv.notify_all()
-                    self._publish()
+                    # In the middle of a stream (no end known) a batch
+                    # changes nothing the others read: the whole state is
+                    # looked at on end markers, when the end is known, and
+                    # at least every POLL seconds.
+                    now = time.monotonic()
+                    if got is _NOTHING or got is None or self.tag is not None or now - self.looked >= POLL:
+                        self.looked = now
+                        self._publish()
         except BaseException as e:  # noqa: BLE001 - handed to the iterating thread
             with self.cv:
                 self.error = e
@@ -199,21 +218,34 @@ class Receiver:
         if any(s < base for s in self.cur) or any(s < base for s, _ in self.ends):
             self.slots[_at(self.w, _R)] = (stream << 40) | 1
 
-    def _take(self, seq: int, buffers: Any) -> None:
-        while True:  # the state of the stream this receiver follows
-            st = read_state(self.slots, self.n)
-            self._follow(st.head)
-            if st.head == self.slots[0]:
+    def _held_ahead(self) -> int:
+        """Batches held that belong to a later stream than the current one:
+        the newest ones (each pipe brings a stream's batches before the
+        next stream's), so only those are looked at."""
+        n = 0
+        for s, e, _ in reversed(self.items):
+            if not (e > self.stream or (self.tag is not None and s >= self.hi)):
                 break
-        elig = st.stream + 1 if st.complete else st.stream
-        if elig == st.stream and not st.restart and seq < (st.head & _LOW):
-            self.slots[_at(self.w, _R)] = (st.stream << 40) | 1  # flagged before it can be counted
+            n += 1
+        return n
+
+    def _take(self, seq: int, buffers: Any) -> None:
+        head = self.slots[0]
+        self._follow(head)
+        stream = head >> 40
+        complete = False  # it needs this worker's count against the end: none yet, not complete
+        if self.tag is not None:
+            st = read_state(self.slots, self.n)
+            complete = st.head == head and st.complete
+        elig = stream + 1 if complete else stream
+        if elig == stream and seq < (head & _LOW) and self.slots[_at(self.w, _R)] != (stream << 40) | 1:
+            self.slots[_at(self.w, _R)] = (stream << 40) | 1  # flagged before it can be counted
         if buffers is None:
             self.ends.append((seq, elig))
             return
-        (self.cur if elig <= st.stream else self.nxt).append(seq)
+        (self.cur if elig <= stream else self.nxt).append(seq)
         self.items.append((seq, elig, buffers))
-        if self.tag is not None and elig <= st.stream and self.lo <= seq < self.hi:
+        if self.tag is not None and elig <= stream and self.lo <= seq < self.hi:
             self.count += 1
 
     def _publish(self) -> None:

@@ -5,11 +5,13 @@ reader would lose), runs ahead by whole streams, or starts anew each
 epoch; an epoch stopped early; and what cannot be shared, refused."""
 
 import threading
+import time
 
 import numpy as np
 import pytest
 
-from tensorsafe.stream import Connection
+from tensorsafe._stream_share import Receiver, new_board
+from tensorsafe.stream import Connection, decode_batch
 
 torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader  # noqa: E402
@@ -173,3 +175,28 @@ def test_epoch_stopped_early_is_read_on():
         assert set(rest) <= set(stream(0, n)) and len(first) + len(rest) >= n - 3 * 2 * 2, (first, rest)
         send_stream(tx, 1)
         assert ids(dl) == stream(1)
+
+
+def test_a_worker_holds_back_at_most_hwm_batches_of_a_later_stream():
+    """One worker's receiving side, in this process: it takes the whole
+    current stream (its end may be behind any of it) but at most `hwm`
+    batches of the next one, which waits in ZeroMQ meanwhile; it yields
+    the current stream, ends at its end, then reads the next."""
+    with Connection("zrpush://127.0.0.1:*") as tx:
+        board = new_board()
+        rx = Receiver(tx.endpoint.replace("tcp://", "zrpull://"), dict(timeout=0.1, bind=False, hwm=4), board, 0, 1)
+        try:
+            join = in_thread(lambda: (send_stream(tx, 0, 30), send_stream(tx, 1, 40)))
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and len(rx.items) < 34:
+                time.sleep(0.05)
+            time.sleep(0.5)  # time to take more, if it would
+            with rx.cv:
+                held = [s for s, _, _ in rx.items]
+            assert held == list(range(30)) + [31, 32, 33, 34]  # 30: stream 0's end marker
+            assert [int(decode_batch(b, "np")["i"]) for b in rx.batches(0, 30.0, 20.0)] == stream(0, 30)
+            board[0] = (1 << 40) | 31  # what worker 0 does when the next iteration starts
+            assert [int(decode_batch(b, "np")["i"]) for b in rx.batches(1, 30.0, 20.0)] == stream(1, 40)
+            join()
+        finally:
+            rx.close()

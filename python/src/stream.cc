@@ -105,10 +105,6 @@ class Released {
       self->cv_.notify_all();
     });
   }
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return done_; });
-  }
   // Done within `timeout_ms` (negative: no limit)?
   bool WaitFor(int timeout_ms) {
     std::unique_lock<std::mutex> lock(mu_);
@@ -141,7 +137,7 @@ class SendTracker {
   ~SendTracker() {
     if (!done()) {
       py::gil_scoped_release nogil;
-      released_->Wait();
+      released_->WaitFor(-1);
     }
   }
   // In a forked child no libzmq thread reads this copy of the memory (and
@@ -314,7 +310,7 @@ void RegisterStream(py::module_& m) {
               set.tensors.clear();  // drops this thread's tokens: libzmq holds the rest
               // A failed send may leave frames queued: they view the
               // arrays, which the caller gets back with the exception.
-              if (released && (wait || !s.ok())) released->Wait();
+              if (released && (wait || !s.ok())) released->WaitFor(-1);
             }
             Check(s);
             if (wait) return nullptr;

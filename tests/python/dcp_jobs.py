@@ -155,6 +155,12 @@ def run(rank, world, job, path, port, args):
             dcp.save(crash_state(1, world, rank), storage_writer=StorageWriter(path))
         else:
             raise SystemExit(f"unknown job {job}")
+        if job != "killsave":
+            # Every rank done with its collectives before any tears gloo down:
+            # a rank destroying the group while another's work was still
+            # alive aborted that rank ("terminate called without an active
+            # exception", seen once on 2026-11-30 in resume on 3 ranks).
+            dist.barrier()
     finally:
         if job != "killsave":
             dist.destroy_process_group()

@@ -194,9 +194,9 @@ def test_a_worker_holds_back_at_most_hwm_batches_of_a_later_stream():
             with rx.cv:
                 held = [s for s, _, _ in rx.items]
             assert held == list(range(30)) + [31, 32, 33, 34]  # 30: stream 0's end marker
-            assert [int(decode_batch(b, "np")["i"]) for b in rx.batches(0, 30.0, 20.0)] == stream(0, 30)
+            assert [int(decode_batch(b, "np")["i"][0]) for b in rx.batches(0, 30.0, 20.0)] == stream(0, 30)
             board[0] = (1 << 40) | 31  # what worker 0 does when the next iteration starts
-            assert [int(decode_batch(b, "np")["i"]) for b in rx.batches(1, 30.0, 20.0)] == stream(1, 40)
+            assert [int(decode_batch(b, "np")["i"][0]) for b in rx.batches(1, 30.0, 20.0)] == stream(1, 40)
             join()
         finally:
             rx.close()

@@ -24,7 +24,9 @@ handed to workers when they start), each written by one process only:
 * per worker w, at 2 + 7w, written by w:
   - V, T, U, C: a seqlock (V odd while writing) over the count C of
     batches w received in [base, E), for T = slot 0 and U = (view << 40) |
-    (E + 1), where view = (stream << 1) | restart;
+    (E + 1), where view = (stream << 1) | restart. A reader gives up after
+    1,000 tries and takes the count as not written: a writer killed in the
+    middle leaves V odd until w's next process writes;
   - A: (view << 40) | (e + 1), e the smallest end marker w holds at or
     above base, 0 if none (E is the smallest of all workers' e);
   - R: (stream << 40) | 1 once w received a sequence number below base
@@ -99,11 +101,13 @@ def read_state(slots: Any, workers: int) -> State:
     received, counted = 0, True
     for w in range(workers):
         v = _at(w, _V)
-        while True:  # a seqlock: retry while w is writing
+        for _ in range(1000):  # a seqlock: retry while w is writing
             v1, t, uu, c, v2 = slots[v], slots[v + 1], slots[v + 2], slots[v + 3], slots[v]
             if v1 == v2 and not v1 & 1:
                 break
             time.sleep(0)
+        else:  # a writer killed in the middle: not counted until w's next process writes
+            t = uu = -1
         if t == head and uu == u:
             received += c
         else:
@@ -270,9 +274,10 @@ class Receiver:
                 self.count += self.carry[2]
         v = _at(self.w, _V)
         if (slots[v + 1], slots[v + 2], slots[v + 3]) != (tag[0], tag[1], self.count):
-            slots[v] += 1  # odd: being written
+            odd = (slots[v] + 1) | 1  # being written (odd even if a killed writer left it odd)
+            slots[v] = odd
             slots[v + 1], slots[v + 2], slots[v + 3] = tag[0], tag[1], self.count
-            slots[v] += 1
+            slots[v] = odd + 1
 
     # -- the iterating thread -------------------------------------------------
     def batches(self, stream: int, end_timeout: float, timeout: Optional[float]) -> Iterator[Any]:

@@ -200,3 +200,21 @@ def test_a_worker_holds_back_at_most_hwm_batches_of_a_later_stream():
             join()
         finally:
             rx.close()
+
+
+def test_a_count_left_half_written_by_a_killed_worker_is_not_counted():
+    """A worker killed in the middle of writing its count (its seqlock left
+    odd) makes the stream incomplete instead of hanging the readers; once
+    written whole, it counts."""
+    from tensorsafe._stream_share import _A, _C, _T, _U, _V, _at, read_state
+
+    board = new_board()
+    board[_at(0, _A)] = 3 + 1  # stream 0, view 0: worker 0 holds the end marker 3
+    board[_at(0, _T)], board[_at(0, _U)], board[_at(0, _C)] = 0, 3 + 1, 3
+    board[_at(0, _V)] = 7
+    start = time.monotonic()
+    st = read_state(board, 1)
+    assert st.end == 3 and not st.complete and time.monotonic() - start < 5
+    board[_at(0, _V)] = 8
+    st = read_state(board, 1)
+    assert st.complete and st.received == 3

@@ -82,13 +82,17 @@ class State(NamedTuple):
     complete: bool
 
 
+def _view(slots: Any, workers: int, head: int) -> Tuple[int, int, bool, int]:
+    """(stream, base, restart, view) of slot 0's value `head`: the base is 0
+    once a worker flagged that the sender started anew during the stream."""
+    stream = head >> 40
+    restart = any(slots[_at(w, _R)] == (stream << 40) | 1 for w in range(workers))
+    return stream, 0 if restart else head & _LOW, restart, (stream << 1) | restart
+
+
 def read_state(slots: Any, workers: int) -> State:
     head = slots[0]
-    stream, base = head >> 40, head & _LOW
-    restart = any(slots[_at(w, _R)] == (stream << 40) | 1 for w in range(workers))
-    if restart:
-        base = 0
-    view = (stream << 1) | restart
+    stream, base, restart, view = _view(slots, workers, head)
     end: Optional[int] = None
     for w in range(workers):
         a = slots[_at(w, _A)]
@@ -255,10 +259,7 @@ class Receiver:
     def _publish(self) -> None:
         slots, head = self.slots, self.slots[0]
         self._follow(head)
-        stream = head >> 40
-        restart = any(slots[_at(w, _R)] == (stream << 40) | 1 for w in range(self.n))
-        base = 0 if restart else head & _LOW
-        view = (stream << 1) | restart
+        stream, base, _, view = _view(slots, self.n, head)
         mine = [s for s, e in self.ends if e <= stream and s >= base]
         a = (view << 40) | (min(mine) + 1) if mine else 0
         if slots[_at(self.w, _A)] != a:

@@ -461,13 +461,16 @@ class Connection:
 
     @property
     def last_sequence(self) -> Optional[int]:
-        """ZeroMQ native receivers: the sequence number of the last message
-        (a batch's; an end marker's is the number of batches sent), else None."""
+        """ZeroMQ native receivers: the sequence number of the last message,
+        else None. Sequence numbers count every message a sender sent, end
+        markers included, and go on across its streams: an end marker's is
+        the number of messages sent before it (docs/STREAM.md §4, §12)."""
         return None if self._receiver is None else self._receiver.last_sequence
 
     def next_stream(self) -> None:
         """ZeroMQ receivers, after ``recv()`` returned None: reads on to the
-        sender's next stream on the same socket. Reconnecting instead can
+        sender's next stream on the same socket (in the middle of a stream,
+        nothing changes). Reconnecting instead can
         lose messages: a PUSH deals what it sends in the moment after a
         PULL peer left to that peer's dead pipe (docs/STREAM.md, "DataLoader").
 

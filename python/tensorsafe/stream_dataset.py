@@ -73,6 +73,7 @@ class StreamDataset(IterableDataset):  # type: ignore[type-arg]
         self._url = u
         self._slots: Any = new_board()
         self._one: Optional[Connection] = None  # one reader over ZeroMQ: kept across iterations
+        self._one_pid = 0  # the process that made it
         self._rx: Optional[Receiver] = None  # a DataLoader worker's, kept across iterations
 
     def __getstate__(self) -> Dict[str, Any]:
@@ -113,11 +114,10 @@ class StreamDataset(IterableDataset):  # type: ignore[type-arg]
             with Connection(self.url, self.mode, **self.kwargs) as c:
                 yield from self._read(c)
             return
-        if self._one is None or self._one._pid != os.getpid():
-            self._one = Connection(self.url, self.mode, **self.kwargs)
+        if self._one is None or self._one_pid != os.getpid():  # a forked process makes its own
+            self._one, self._one_pid = Connection(self.url, self.mode, **self.kwargs), os.getpid()
         c = self._one
-        if c._ended:  # the last iteration read to the end of a stream
-            c.next_stream()
+        c.next_stream()  # when the last iteration read to the end of a stream
         yield from self._read(c)
 
     def _read(self, c: Connection) -> Iterator[Batch]:

@@ -1,4 +1,7 @@
-"""Helpers shared by the tests: dtypes and random arrays of each."""
+"""Helpers shared by the tests: dtypes and random arrays of each; a thread
+whose exception reaches the test."""
+
+import threading
 
 import ml_dtypes
 import numpy as np
@@ -30,3 +33,27 @@ def random_array(rng, dtype, shape):
 def same_bits(a, b):
     a, b = np.asarray(a), np.asarray(b)
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def in_thread(fn, *args, **kw):
+    """Runs fn(*args, **kw) in a daemon thread. Returns join(timeout=60),
+    which fails the test if the thread is still running then and re-raises
+    what the thread raised."""
+    box = {}
+
+    def run():
+        try:
+            fn(*args, **kw)
+        except BaseException as e:  # noqa: BLE001 - re-raised by join()
+            box["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+
+    def join(timeout=60):
+        t.join(timeout)
+        assert not t.is_alive(), f"{getattr(fn, '__name__', fn)} still running after {timeout} s"
+        if "error" in box:
+            raise box["error"]
+
+    return join

@@ -13,7 +13,7 @@ import torch
 import tensorsafe
 from tensorsafe.stream import Connection
 
-from helpers import NUMPY_DTYPES, random_array, same_bits
+from helpers import NUMPY_DTYPES, in_thread, random_array, same_bits
 
 # What tenbin (and so tensorcom) carries.
 TENBIN_DTYPES = ["f16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"]
@@ -28,27 +28,6 @@ def every_dtype_batch(rng):
     batch["big"] = random_array(rng, np.float32, (256, 129))
     return batch
 
-
-def in_thread(fn, *args):
-    """Runs fn(*args) in a thread; join() re-raises its exception."""
-    box = {}
-
-    def run():
-        try:
-            fn(*args)
-        except BaseException as e:  # noqa: BLE001 - handed to the test thread
-            box["error"] = e
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-
-    def join(timeout=30):
-        t.join(timeout)
-        assert not t.is_alive(), "sender thread hung"
-        if "error" in box:
-            raise box["error"]
-
-    return join
 
 
 def check_batch(got, want):

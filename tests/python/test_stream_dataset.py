@@ -4,7 +4,6 @@ the next stream the moment an epoch ends (the batches a reconnecting
 reader would lose), runs ahead by whole streams, or starts anew each
 epoch; an epoch stopped early; and what cannot be shared, refused."""
 
-import threading
 import time
 
 import numpy as np
@@ -13,6 +12,8 @@ import pytest
 from tensorsafe._stream_share import Receiver, new_board
 from tensorsafe.stream import Connection, decode_batch
 
+from helpers import in_thread
+
 torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader  # noqa: E402
 
@@ -20,26 +21,6 @@ from tensorsafe.stream import StreamDataset  # noqa: E402
 
 EPOCH = 15  # batches per stream
 
-
-def in_thread(fn, *args, **kw):
-    box = {}
-
-    def run():
-        try:
-            fn(*args, **kw)
-        except BaseException as e:  # noqa: BLE001 - re-raised by join()
-            box["error"] = e
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-
-    def join(timeout=60):
-        t.join(timeout)
-        assert not t.is_alive(), "sender still running"
-        if "error" in box:
-            raise box["error"]
-
-    return join
 
 
 def send_stream(tx, epoch, n=EPOCH):

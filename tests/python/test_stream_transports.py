@@ -11,7 +11,6 @@ import re
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 import warnings
 
@@ -20,6 +19,8 @@ import pytest
 
 import tensorsafe
 from tensorsafe.stream import Connection, parse_url
+
+from helpers import in_thread
 
 torch = pytest.importorskip("torch")
 
@@ -43,26 +44,6 @@ def send_all(url, mode="send", wait_sub=False, **kw):
         for i in range(BATCHES):
             tx.send(batch(i), {"i": i})
 
-
-def in_thread(fn, *args, **kw):
-    box = {}
-
-    def run():
-        try:
-            fn(*args, **kw)
-        except BaseException as e:  # noqa: BLE001 - re-raised by join()
-            box["error"] = e
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-
-    def join(timeout=60):
-        t.join(timeout)
-        assert not t.is_alive(), "sender hung"
-        if "error" in box:
-            raise box["error"]
-
-    return join
 
 
 def check_python_batches(got):

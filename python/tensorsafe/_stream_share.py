@@ -21,7 +21,7 @@ handed to workers when they start), each written by one process only:
 
 * slot 0 (worker 0, when an iteration starts): (stream << 40) | base;
 * slot 1 (worker 0): the DataLoader iteration reading it;
-* per worker w, at 2 + 7w, written by w:
+* per worker w, at 2 + 8w, written by w:
   - V, T, U, C: a seqlock (V odd while writing) over the count C of
     batches w received in [base, E), for T = slot 0 and U = (view << 40) |
     (E + 1), where view = (stream << 1) | restart. A reader gives up after
@@ -32,7 +32,10 @@ handed to workers when they start), each written by one process only:
   - R: (stream << 40) | 1 once w received a sequence number below base
     during that stream: the sender started anew, and the stream's base is 0;
   - D: (stream << 40) | 1 once w's iteration over that stream ended at its
-    end (not interrupted).
+    end (not interrupted);
+  - S: (stream << 40) | 1 while w's iteration waits with no batch of that
+    stream to yield: the others' threads then read on past their bound, so
+    the batches w waits for, or the counts that end the stream, come.
 
 Each slot is one aligned 8-byte store, so no lock is needed between
 processes; within a process, one condition variable guards the receiver.
@@ -59,8 +62,8 @@ from .stream import Connection
 MAX_WORKERS = 256
 POLL = 0.1  # seconds a receive waits before the receiving thread looks at the others
 _LOW = (1 << 40) - 1
-_PER = 7
-_V, _T, _U, _C, _A, _R, _D = range(_PER)
+_PER = 8
+_V, _T, _U, _C, _A, _R, _D, _S = range(_PER)
 _NOTHING = object()
 
 
@@ -148,11 +151,15 @@ class Receiver:
         self.url, self.slots, self.w, self.n = url, slots, worker, workers
         self.pid = os.getpid()
         self.conn = Connection(url, **kwargs)
-        # Batches of a later stream held at most (more wait in the socket,
-        # and the sender's queue fills): a sender running ahead by whole
-        # epochs costs no memory. The current stream's are never held back:
-        # the end marker may be behind them.
+        # Batches held at most, of the current stream and of later ones
+        # each (more wait in the socket, and the sender's queue fills): a
+        # sender faster than the training loop, or running ahead by whole
+        # epochs, costs no memory. While another worker waits with nothing
+        # to yield, the current stream's are taken past the bound: they may
+        # be what ends the stream for it.
         self.ahead = max(1, int(kwargs.get("hwm", 16)))
+        self.low = max(1, self.ahead // 2)  # once waiting for room, it waits for fewer than this
+        self.paused = False  # waiting for room (read and written under cv)
         self.cv = threading.Condition()
         self.items: Deque[Tuple[int, int, Any]] = deque()  # (sequence, elig, buffers), not yet yielded
         # Sequence numbers of the batches received for the current stream
@@ -181,7 +188,7 @@ class Receiver:
             while not self.stop.is_set():
                 with self.cv:
                     self._follow(self.slots[0])
-                    if self._held_ahead() >= self.ahead:
+                    if self._full():
                         self._publish()
                         self.cv.wait(POLL)
                         continue
@@ -237,6 +244,22 @@ class Receiver:
             n += 1
         return n
 
+    def _full(self) -> bool:
+        """Whether the thread waits before receiving more: it holds `ahead`
+        batches of later streams, or `ahead` of the current one while no
+        other worker waits for batches of it. Once waiting, it waits until
+        half are yielded, not one: fewer wake-ups."""
+        later = self._held_ahead()
+        if later >= self.ahead:
+            return True
+        room = self.low if self.paused else self.ahead
+        if len(self.items) - later < room:
+            self.paused = False
+            return False
+        starving = (self.stream << 40) | 1
+        self.paused = not any(self.slots[_at(w, _S)] == starving for w in range(self.n) if w != self.w)
+        return self.paused
+
     def _take(self, seq: int, buffers: Any) -> None:
         head = self.slots[0]
         self._follow(head)
@@ -285,30 +308,43 @@ class Receiver:
         """The buffers of stream `stream`'s batches this worker received, up
         to the end of the stream (the workers together received all)."""
         last_change, last_seen, idle_since = time.monotonic(), -1, time.monotonic()
-        while True:
-            with self.cv:
-                if self.error is not None:
-                    raise self.error
-                st = read_state(self.slots, self.n)
-                buffers = self._pop(stream, st)
-                if buffers is None:
-                    if st.stream != stream or st.complete:
-                        self.slots[_at(self.w, _D)] = (stream << 40) | 1
-                        return
-                    self.cv.wait(POLL)
-            if buffers is not None:
-                idle_since = time.monotonic()
-                yield buffers
-                continue
-            now = time.monotonic()
-            if st.received != last_seen:
-                last_seen, last_change = st.received, now
-            if st.end is not None and now - last_change > end_timeout:
-                raise _IOError(errno.EIO, f"{self.url}: the end marker counts {st.end - st.base} batches but the "
-                               f"workers received {st.received} and nothing more for {end_timeout:g} s (batches "
-                               "queued in the workers of an interrupted iteration are lost, unless they persist)")
-            if timeout is not None and now - idle_since > timeout:
-                raise _IOError(errno.EAGAIN, f"{self.url}: no batch for {timeout:g} s")
+        waits, here = _at(self.w, _S), (stream << 40) | 1
+        try:
+            while True:
+                with self.cv:
+                    if self.error is not None:
+                        raise self.error
+                    st = read_state(self.slots, self.n)
+                    buffers = self._pop(stream, st)
+                    if buffers is None:
+                        if st.stream != stream or st.complete:
+                            self.slots[_at(self.w, _D)] = here
+                            return
+                        if self.slots[waits] != here:
+                            self.slots[waits] = here
+                        self.cv.wait(POLL)
+                    else:
+                        if self.slots[waits]:
+                            self.slots[waits] = 0
+                        if self.paused and len(self.items) < self.low:
+                            self.cv.notify_all()  # room for the receiving thread
+                if buffers is not None:
+                    idle_since = time.monotonic()
+                    yield buffers
+                    continue
+                now = time.monotonic()
+                if st.received != last_seen:
+                    last_seen, last_change = st.received, now
+                if st.end is not None and now - last_change > end_timeout:
+                    raise _IOError(errno.EIO, f"{self.url}: the end marker counts {st.end - st.base} batches but "
+                                   f"the workers received {st.received} and nothing more for {end_timeout:g} s "
+                                   "(batches queued in the workers of an interrupted iteration are lost, unless "
+                                   "they persist)")
+                if timeout is not None and now - idle_since > timeout:
+                    raise _IOError(errno.EAGAIN, f"{self.url}: no batch for {timeout:g} s")
+        finally:
+            if self.slots[waits]:
+                self.slots[waits] = 0  # the others' threads keep to their bound again
 
     def _pop(self, stream: int, st: State) -> Any:
         for i, (s, e, buffers) in enumerate(self.items):

@@ -2,7 +2,9 @@
 every batch exactly once; a sender with one stream per epoch, which sends
 the next stream the moment an epoch ends (the batches a reconnecting
 reader would lose), runs ahead by whole streams, or starts anew each
-epoch; an epoch stopped early; and what cannot be shared, refused."""
+epoch; an epoch stopped early; a sender faster than the loop, which
+waits for it instead of filling the workers' memory; and what cannot be
+shared, refused."""
 
 import time
 
@@ -58,6 +60,33 @@ def test_three_workers_every_batch_once(ctx):
         join()
     assert ids(seen) == list(range(n))
     assert all(torch.equal(b["x"], torch.full((64,), float(b["i"]))) for b in seen)
+
+
+def test_a_sender_ahead_of_the_loop_waits_for_it():
+    """3 workers in order, hwm=2, a loop slower than the sender: the workers
+    hold a bounded number of batches, so the sender's send() waits for the
+    loop (it finishes late) instead of the workers taking the whole stream
+    into memory; every batch comes once."""
+    n, mib = 150, 1 << 20
+    with Connection("zrpush://127.0.0.1:*", hwm=2) as tx:
+        ds = StreamDataset(tx.endpoint.replace("tcp://", "zrpull://"), hwm=2)
+        done_at = []
+        got = []
+
+        def send():
+            for i in range(n):
+                tx.send({"i": torch.tensor([i]), "x": torch.full((mib // 4,), float(i))})
+            tx.send_end()
+            done_at.append(len(got))  # batches the loop had by then
+
+        join = in_thread(send)
+        for b in loader(ds, 3):
+            got.append(int(b["i"][0]))
+            time.sleep(0.005)
+        join()
+    assert sorted(got) == list(range(n))
+    # Held in the workers, ZeroMQ, TCP and the DataLoader: some dozens.
+    assert done_at[0] >= n // 2, done_at  # 113 to 121 of 150; 22 to 27 when the workers took all
 
 
 def test_refuses_what_several_workers_cannot_share():
@@ -158,29 +187,61 @@ def test_epoch_stopped_early_is_read_on():
         assert ids(dl) == stream(1)
 
 
-def test_a_worker_holds_back_at_most_hwm_batches_of_a_later_stream():
-    """One worker's receiving side, in this process: it takes the whole
-    current stream (its end may be behind any of it) but at most `hwm`
-    batches of the next one, which waits in ZeroMQ meanwhile; it yields
-    the current stream, ends at its end, then reads the next."""
-    with Connection("zrpush://127.0.0.1:*") as tx:
+def values(rx, stream_no):
+    return [int(decode_batch(b, "np")["i"][0]) for b in rx.batches(stream_no, 30.0, 20.0)]
+
+
+def held(rx, n, settle=0.5):
+    """The sequence numbers rx holds once it holds `n` (and `settle` s more)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(rx.items) < n:
+        time.sleep(0.02)
+    time.sleep(settle)  # time to take more, if it would
+    with rx.cv:
+        return [s for s, _, _ in rx.items]
+
+
+def test_a_worker_holds_at_most_hwm_batches_of_each_stream():
+    """One worker's receiving side, in this process, with a sender far
+    ahead of the reader: it holds `hwm` batches of the current stream and,
+    once that stream's end is known, `hwm` of the next; the rest waits in
+    ZeroMQ and the sender's send() waits. Every batch comes, in order."""
+    with Connection("zrpush://127.0.0.1:*", hwm=4) as tx:
         board = new_board()
         rx = Receiver(tx.endpoint.replace("tcp://", "zrpull://"), dict(timeout=0.1, bind=False, hwm=4), board, 0, 1)
         try:
             join = in_thread(lambda: (send_stream(tx, 0, 30), send_stream(tx, 1, 40)))
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline and len(rx.items) < 34:
-                time.sleep(0.05)
-            time.sleep(0.5)  # time to take more, if it would
-            with rx.cv:
-                held = [s for s, _, _ in rx.items]
-            assert held == list(range(30)) + [31, 32, 33, 34]  # 30: stream 0's end marker
-            assert [int(decode_batch(b, "np")["i"][0]) for b in rx.batches(0, 30.0, 20.0)] == stream(0, 30)
+            assert held(rx, 4) == [0, 1, 2, 3]
+            assert values(rx, 0) == stream(0, 30)
+            assert held(rx, 4) == [31, 32, 33, 34]  # 30: stream 0's end marker
             board[0] = (1 << 40) | 31  # what worker 0 does when the next iteration starts
-            assert [int(decode_batch(b, "np")["i"][0]) for b in rx.batches(1, 30.0, 20.0)] == stream(1, 40)
+            assert values(rx, 1) == stream(1, 40)
             join()
         finally:
             rx.close()
+
+
+def test_a_worker_reads_past_its_bound_while_another_waits():
+    """Two workers' receiving sides sharing one stream, hwm=2: worker 1 is
+    iterated, worker 0 is not (as when the DataLoader waits in order for
+    worker 1). Worker 1 runs out of batches before the stream is complete;
+    worker 0's thread then takes its whole share, so the counts add up and
+    worker 1's iteration ends."""
+    with Connection("zrpush://127.0.0.1:*", hwm=2) as tx:
+        board = new_board()
+        url, kw = tx.endpoint.replace("tcp://", "zrpull://"), dict(timeout=0.1, bind=False, hwm=2)
+        rx = [Receiver(url, kw, board, w, 2) for w in range(2)]
+        try:
+            join = in_thread(send_stream, tx, 0, 60)
+            got1 = values(rx[1], 0)
+            join()
+            with rx[0].cv:
+                got0 = [int(decode_batch(b, "np")["i"][0]) for _, _, b in rx[0].items]
+            assert len(got0) > 2  # past its bound of 2
+            assert sorted(got1 + got0) == stream(0, 60)
+        finally:
+            for r in rx:
+                r.close()
 
 
 def test_a_count_left_half_written_by_a_killed_worker_is_not_counted():

@@ -74,8 +74,9 @@ struct RankSlice {
 };
 
 struct PlanOptions {
-  // Only these tensors (empty: all). A name that no file holds is kNotFound.
-  std::vector<std::string> names;
+  // Only these tensors (nullopt: all; empty: none). A name that no file
+  // holds is kNotFound.
+  std::optional<std::vector<std::string>> names;
   std::optional<RankSlice> slice;
 };
 

@@ -168,7 +168,7 @@ void RegisterLoad(py::module_& m) {
       [](std::vector<std::string> paths, std::optional<std::vector<std::string>> names,
          std::optional<std::tuple<std::uint32_t, std::uint64_t, std::uint64_t, std::uint32_t>> slice) {
         PlanOptions o;
-        if (names) o.names = std::move(*names);
+        o.names = std::move(names);
         if (slice)
           o.slice = RankSlice{std::get<0>(*slice), std::get<1>(*slice), std::get<2>(*slice), std::get<3>(*slice)};
         auto h = std::make_shared<PlanHandle>();

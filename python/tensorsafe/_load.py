@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -52,7 +52,7 @@ def checkpoint_format(path: str) -> Tuple[str, str]:
     return path, "sharded" if path.lower().endswith(".index.json") else _native.detect_format(path)
 
 
-def _load_remote(paths: List[str], wanted: Optional[List[str]], framework: str, verify: bool,
+def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool,
                  into: Optional[Dict[str, Any]], slice: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """URLs (docs/REMOTE.md): no O_DIRECT plan; each tensor is read by ranged
     GETs (8 in parallel from 4 MiB up) straight into its own memory, a
@@ -70,7 +70,8 @@ def _load_remote(paths: List[str], wanted: Optional[List[str]], framework: str, 
     # The local loader's report keys (docs/LOAD.md), requests counted as tensors read.
     report: Dict[str, Any] = {"direct": [], "buffered_reason": [], "tensors": 0, "verified": 0, "unverifiable": 0,
                               "bytes": 0, "bytes_read": 0, "requests": 0}
-    left = None if wanted is None else dict.fromkeys(wanted)
+    pick = wanted if callable(wanted) else None
+    left = None if wanted is None or pick is not None else dict.fromkeys(wanted)
     start = time.perf_counter()
     for path in paths:
         path, fmt = checkpoint_format(path)
@@ -84,7 +85,7 @@ def _load_remote(paths: List[str], wanted: Optional[List[str]], framework: str, 
         names, addresses = [], []
         for info in src.infos():
             name = info["name"]
-            if left is not None and name not in left:
+            if (left is not None and name not in left) or (pick is not None and not pick(name)):
                 continue
             if left is not None:
                 del left[name]
@@ -204,7 +205,8 @@ def _into_address(name: str, dest: Any, dname: str, shape: Tuple[int, ...], path
     return _writable_bytes(name, dest, dname, shape, path, framework)
 
 
-def load(path_or_paths: Union[PathLike, Sequence[PathLike]], names: Optional[Iterable[str]] = None,
+def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
+         names: Optional[Union[Iterable[str], Callable[[str], bool]]] = None,
          framework: str = "pt", device: Any = "cpu", verify: bool = True, into: Optional[Dict[str, Any]] = None,
          *, slice: Optional[Tuple[int, ...]] = None, direct: bool = True, io_threads: int = 8,
          request_bytes: int = 4 << 20, prefault: bool = True, huge_pages: bool = True, verify_threads: int = 1,
@@ -214,7 +216,8 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]], names: Optional[Ite
     Args:
         path_or_paths: a .tsafe, .safetensors or .gguf file, a sharded
             checkpoint (its ``*.index.json`` or directory), or a list of them.
-        names: only these tensors (default: all; with ``into``, its keys).
+        names: only these tensors, or those whose name the function
+            returns true for (default: all; with ``into``, its keys).
         framework: "pt" (torch tensors) or "np" (NumPy arrays).
         device: "cpu", or a CUDA device: the tensors are loaded to host
             memory, then copied through two pinned staging buffers with
@@ -252,7 +255,13 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]], names: Optional[Ite
         raise InvalidArgumentError(f"framework must be 'pt' or 'np', not {framework!r}")
     torch_out = framework in ("pt", "torch")
     paths = _paths(path_or_paths)
-    wanted = list(names) if names is not None else (list(into.keys()) if into is not None else None)
+    wanted: Any = None  # a list of names, a predicate (URLs) or None (all)
+    if callable(names):
+        wanted = names
+    elif names is not None:
+        wanted = list(names)
+    elif into is not None:
+        wanted = list(into.keys())
     if any(is_url(p) for p in paths):
         out, report = _load_remote(paths, wanted, framework, verify, into, slice)
         if torch_out and str(device) != "cpu":
@@ -260,6 +269,9 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]], names: Optional[Ite
 
             out = to_device(out, device)
         return (out, report) if return_report else out
+    if callable(wanted):  # planned whole first: its names, in file order
+        every = _native.plan_load(paths, None, _slice_arg(slice)).items()
+        wanted = [name for name, *_ in every if wanted(name)]
     plan = _native.plan_load(paths, wanted, _slice_arg(slice))
     items = plan.items()
     files = plan.files

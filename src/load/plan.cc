@@ -58,11 +58,11 @@ Status ApplySlice(const std::string& path, const std::optional<RankSlice>& slice
 struct Builder {
   const PlanOptions& options;
   LoadPlan plan;
-  std::unordered_set<std::string> wanted;
-  std::unordered_map<std::string, std::uint32_t> seen;  // name -> file
+  std::optional<std::unordered_set<std::string>> wanted;  // nullopt: all
+  std::unordered_map<std::string, std::uint32_t> seen;    // name -> file
 
   Status Add(const std::string& path, Format format, TensorInfo info) {
-    if (!wanted.empty() && !wanted.count(info.name)) return Status::OK();
+    if (wanted && !wanted->count(info.name)) return Status::OK();
     const std::uint32_t file = static_cast<std::uint32_t>(plan.files.size() - 1);
     auto [it, fresh] = seen.emplace(info.name, file);
     if (!fresh) {
@@ -138,10 +138,11 @@ Result<LoadPlan> PlanLoad(std::span<const std::string> paths, const PlanOptions&
                              " (dim must be 0 or 1, index below parts)");
     }
   }
-  Builder b{options, {}, {options.names.begin(), options.names.end()}, {}};
+  Builder b{options, {}, {}, {}};
+  if (options.names) b.wanted.emplace(options.names->begin(), options.names->end());
   for (const std::string& p : paths) TS_RETURN_IF_ERROR(b.AddPath(p));
-  if (!b.wanted.empty() && b.plan.items.size() != b.wanted.size()) {
-    for (const std::string& n : options.names) {
+  if (b.wanted && b.plan.items.size() != b.wanted->size()) {
+    for (const std::string& n : *options.names) {
       if (!b.seen.count(n)) {
         return NotFound("no tensor " + QuoteName(n) + " in " +
                         (paths.size() == 1 ? paths[0] : Str(paths.size()) + " paths"));

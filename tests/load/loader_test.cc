@@ -256,6 +256,11 @@ TEST(Load, NamesAndErrors) {
   LoadBothWays(*plan, Direct());
   o.names = {"t2", "nope"};
   EXPECT_STATUS(Plan(path, o), StatusCode::kNotFound, "no tensor \"nope\" in " + path);
+  o.names = std::vector<std::string>{};  // none, not all
+  plan = Plan(path, o);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_TRUE(plan->items.empty());
+  EXPECT_EQ(plan->files.size(), 1u);
   std::vector<std::string> twice{path, path};
   EXPECT_STATUS(PlanLoad(twice), StatusCode::kInvalidArgument, "is in both");
   const std::string npz = dir.File("x.npz");

@@ -161,6 +161,18 @@ def test_names_and_slices(tmp_path):
         tensorsafe.load(path, names=["nope"])
     with pytest.raises(KeyError):
         tensorsafe.load(path, names=["nope"])
+    # A predicate picks by name, over every shard of a checkpoint too, in file order.
+    got, rep = tensorsafe.load(path, names=lambda n: n.startswith("w"), return_report=True)
+    assert list(got) == ["w"] and torch.equal(got["w"], t["w"]) and rep["bytes"] == t["w"].nbytes
+    assert tensorsafe.load(path, names=lambda n: False) == {}
+    assert tensorsafe.load(path, names=[]) == {} and tensorsafe.load(path, into={}) == {}  # none, not all
+    ck = {f"layer.{i}.{k}": torch.full((100,), float(i)) for i in range(6) for k in ("w", "b")}
+    from tensorsafe.torch import save_sharded
+
+    save_sharded(ck, str(tmp_path / "ck"), max_shard_size=1000)
+    got = tensorsafe.load(str(tmp_path / "ck"), names=lambda n: n.endswith(".b"))
+    assert sorted(got) == sorted(k for k in ck if k.endswith(".b"))
+    assert all(torch.equal(v, ck[k]) for k, v in got.items())
     rows = tensorsafe.load(path, slice=(0, 1, 4))
     assert torch.equal(rows["w"], t["w"][16:32]) and torch.equal(rows["b"], t["b"])
     cols = tensorsafe.load(path, slice=(1, 2, 3))

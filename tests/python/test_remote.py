@@ -105,6 +105,9 @@ def test_load_into_a_module_from_s3(s3, tmp_path):
     _, report = ts.load(upload(s3, write_tsafe(tmp_path / "m.tsafe", model.state_dict()), "into/m.tsafe"),
                         return_report=True)
     assert report["verification"] == "verified 4 of 4 tensors (XXH3-64)", report
+    biases = ts.load(url, names=lambda n: n.endswith(".bias"))  # a predicate, as for local files
+    assert list(biases) == ["0.bias", "2.bias"] and torch.equal(biases["2.bias"], model[2].bias.detach())
+    assert ts.load(url, names=[]) == {}
 
 
 def test_sharded_checkpoint_over_s3(s3, tmp_path, rng):

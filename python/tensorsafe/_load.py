@@ -53,7 +53,7 @@ def checkpoint_format(path: str) -> Tuple[str, str]:
 
 
 def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool,
-                 into: Optional[Dict[str, Any]], slice: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+                 into: Optional[Dict[str, Any]], slice: Any, pin: bool) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """URLs (docs/REMOTE.md): no O_DIRECT plan; each tensor is read by ranged
     GETs (8 in parallel from 4 MiB up) straight into its own memory, a
     .tsafe tensor verified against its XXH3-64 as it is read."""
@@ -98,7 +98,8 @@ def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool,
                 dest = into[name]
                 flat = _writable_bytes(name, dest, dname, shape, path, framework)
             elif torch_out:
-                dest = torch.empty(torch_shape(dname, shape), dtype=_torch_dtype(dname))
+                shp, dt = torch_shape(dname, shape), _torch_dtype(dname)
+                dest = _pinned_empty(shp, dt) if pin else torch.empty(shp, dtype=dt)
                 flat = dest.reshape(-1).view(torch.uint8).numpy() if n else np.empty(0, np.uint8)
             else:
                 dest = np.empty(shape, _numpy_dtype(dname))
@@ -158,6 +159,17 @@ def _numpy_dtype(dname: str) -> np.dtype:
     return dt
 
 
+def _pinned_empty(shape: Any, dtype: Any) -> Any:
+    """torch.empty in page-locked memory; tests on machines without an
+    accelerator replace it."""
+    import torch
+
+    try:
+        return torch.empty(shape, dtype=dtype, pin_memory=True)
+    except RuntimeError as e:
+        raise UnsupportedError(f"pin_memory=True: torch cannot pin memory here ({e})") from None
+
+
 def _torch_dtype(dname: str):
     from ._arrays import torch_dtype
 
@@ -210,7 +222,7 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
          framework: str = "pt", device: Any = "cpu", verify: bool = True, into: Optional[Dict[str, Any]] = None,
          *, slice: Optional[Tuple[int, ...]] = None, direct: bool = True, io_threads: int = 8,
          request_bytes: int = 4 << 20, prefault: bool = True, huge_pages: bool = True, verify_threads: int = 1,
-         cached_buffered: bool = True, return_report: bool = False):
+         cached_buffered: bool = True, pin_memory: bool = False, return_report: bool = False):
     """Loads tensors into memory of their own (not views of a file mapping).
 
     Args:
@@ -232,8 +244,12 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
             (columns); only those bytes are read. Sliced tensors cannot be
             verified (the checksum covers the whole tensor).
         direct, io_threads, request_bytes, prefault, huge_pages,
-        verify_threads, cached_buffered: the read plan (docs/LOAD.md lists
+            verify_threads, cached_buffered: the read plan (docs/LOAD.md lists
             what each costs).
+        pin_memory: torch tensors in page-locked host memory, each allocated
+            by torch (``torch.empty(pin_memory=True)``) and read into in
+            place, ready for ``.to("cuda", non_blocking=True)``. Needs an
+            accelerator torch can pin memory for (UnsupportedError else).
         return_report: also return the loader's report (a dict: "direct" and
             "buffered_reason" per file, "verification", "bytes_read", ...).
 
@@ -254,6 +270,9 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
     if framework not in ("pt", "np", "numpy", "torch"):
         raise InvalidArgumentError(f"framework must be 'pt' or 'np', not {framework!r}")
     torch_out = framework in ("pt", "torch")
+    if pin_memory and (not torch_out or into is not None or str(device) != "cpu"):
+        raise InvalidArgumentError("pin_memory=True makes new torch tensors on the CPU: not with framework='np', "
+                                   "into= or a device (which stages through pinned buffers itself)")
     paths = _paths(path_or_paths)
     wanted: Any = None  # a list of names, a predicate (URLs) or None (all)
     if callable(names):
@@ -263,7 +282,7 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
     elif into is not None:
         wanted = list(into.keys())
     if any(is_url(p) for p in paths):
-        out, report = _load_remote(paths, wanted, framework, verify, into, slice)
+        out, report = _load_remote(paths, wanted, framework, verify, into, slice, pin_memory)
         if torch_out and str(device) != "cpu":
             from ._load_device import to_device
 
@@ -275,7 +294,17 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
     plan = _native.plan_load(paths, wanted, _slice_arg(slice))
     items = plan.items()
     files = plan.files
-    if into is not None:
+    if pin_memory:  # tensors of torch's pinned allocator, filled as into= fills
+        from ._arrays import torch_shape
+
+        into = {name: _pinned_empty(torch_shape(dname, tuple(shape)), _torch_dtype(dname))
+                for name, dname, shape, *_ in items}
+        outs = [into[name].data_ptr() if n else 0 for name, _d, _s, n, *_ in items]
+        report = plan.load_into(outs, verify=verify, direct=direct, io_threads=io_threads,
+                                request_bytes=request_bytes, verify_threads=verify_threads,
+                                cached_buffered=cached_buffered)
+        out = into
+    elif into is not None:
         try:
             import torch
 

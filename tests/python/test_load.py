@@ -1,7 +1,7 @@
 """tensorsafe.load (docs/LOAD.md): equal to a mapped read with and without
 verification, a flipped byte named, O_DIRECT refused on tmpfs, a 3-shard
-checkpoint, into= a module's state_dict, names, slices, the fixed
-backend="pread" path."""
+checkpoint, into= a module's state_dict, names, slices, pinned memory, the
+fixed backend="pread" path."""
 
 import os
 
@@ -177,6 +177,46 @@ def test_names_and_slices(tmp_path):
     assert torch.equal(rows["w"], t["w"][16:32]) and torch.equal(rows["b"], t["b"])
     cols = tensorsafe.load(path, slice=(1, 2, 3))
     assert torch.equal(cols["w"], t["w"][:, 32:48])
+
+
+@pytest.mark.parametrize("ext", ["tsafe", "safetensors"])
+def test_pin_memory(tmp_path, monkeypatch, ext):
+    """pin_memory=True: every tensor comes from the pinned allocator and is
+    read into in place, verified. Without an accelerator the allocator is
+    replaced by one that records what it made (the path is the same); with
+    one, the tensors are pinned."""
+    from tensorsafe import UnsupportedError
+    from tensorsafe import _load
+
+    t = _tensors()
+    path = str(tmp_path / f"p.{ext}")
+    save_file(t, path)
+    if torch.cuda.is_available():
+        got = tensorsafe.load(path, pin_memory=True)
+        assert all(v.is_pinned() for v in got.values())
+        _same(got, t)
+        return
+    with pytest.raises(UnsupportedError, match="pin_memory=True: torch cannot pin memory here"):
+        tensorsafe.load(path, pin_memory=True)
+    made = []
+
+    def fake_pinned(shape, dtype):
+        made.append(torch.empty(shape, dtype=dtype))
+        return made[-1]
+
+    monkeypatch.setattr(_load, "_pinned_empty", fake_pinned)
+    got, rep = tensorsafe.load(path, pin_memory=True, return_report=True)
+    _same(got, t)
+    assert [v.data_ptr() for v in got.values()] == [m.data_ptr() for m in made] and len(made) == len(t)
+    if ext == "tsafe":
+        assert rep["verification"] == f"verified {len(t)} of {len(t)} tensors (XXH3-64)"
+    kw = dict(names=lambda n: n.startswith("t1"), slice=(0, 1, 2))
+    got = tensorsafe.load(path, pin_memory=True, **kw)
+    assert set(got) == {"t1", "t10", "t11"}
+    _same(got, tensorsafe.load(path, **kw))
+    for bad in (dict(framework="np"), dict(into={}), dict(device="cuda")):
+        with pytest.raises(InvalidArgumentError, match="pin_memory=True makes new torch tensors"):
+            tensorsafe.load(path, pin_memory=True, **bad)
 
 
 def test_pread_backend_reads_once_into_tensors(tmp_path):

@@ -88,7 +88,7 @@ def write_tsafe(path, sd):
     return path
 
 
-def test_load_into_a_module_from_s3(s3, tmp_path):
+def test_load_into_a_module_from_s3(s3, tmp_path, monkeypatch):
     model = torch.nn.Sequential(torch.nn.Linear(32, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
     tst.save_file(model.state_dict(), str(tmp_path / "m.safetensors"))
     url = upload(s3, tmp_path / "m.safetensors", "into/m.safetensors")
@@ -108,6 +108,14 @@ def test_load_into_a_module_from_s3(s3, tmp_path):
     biases = ts.load(url, names=lambda n: n.endswith(".bias"))  # a predicate, as for local files
     assert list(biases) == ["0.bias", "2.bias"] and torch.equal(biases["2.bias"], model[2].bias.detach())
     assert ts.load(url, names=[]) == {}
+    from tensorsafe import _load
+
+    made = []  # pin_memory's allocator, replaced where nothing can pin (tests/python/test_load.py)
+    monkeypatch.setattr(_load, "_pinned_empty", lambda shape, dtype: made.append(torch.empty(shape, dtype=dtype))
+                        or made[-1])
+    pinned = ts.load(url, pin_memory=True)
+    assert [v.data_ptr() for v in pinned.values()] == [m.data_ptr() for m in made] and len(made) == 4
+    assert all(torch.equal(pinned[k], v) for k, v in model.state_dict().items())
 
 
 def test_sharded_checkpoint_over_s3(s3, tmp_path, rng):

@@ -76,7 +76,9 @@ struct ConvertOptions : Consent, FormatWriteOptions {
   // Sharded output (OUT a directory, a name ending in "/", or a
   // "*.index.json"; docs/SHARDED.md): the most data bytes per shard, as
   // huggingface_hub splits. 0: a sharded input keeps its shards; any other
-  // input is split at the hub's default, 5 GB.
+  // input is split at the hub's default, 5 GB. Not 0: an OUT without a
+  // tensor file's extension is a directory to create; one that names a
+  // single file is kInvalidArgument.
   std::uint64_t max_shard_size = 0;
   // Called as output bytes are written (about every 4 MiB) and once more
   // with done = true. May be empty.

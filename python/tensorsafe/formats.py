@@ -176,7 +176,9 @@ def convert(src: PathLike, dst: PathLike, *, src_format: str = "auto", dst_forma
             ``*.safetensors.index.json`` / ``*.tsafe.index.json``; ``src``
             may be one too): bytes per shard, an int or "5GB"-style string;
             0 keeps a sharded input's shards, else splits at 5 GB
-            (docs/SHARDED.md).
+            (docs/SHARDED.md). Given, a ``dst`` without a tensor file's
+            extension is a directory to create, and one naming a single
+            file is InvalidArgumentError.
         discard_names: PyTorch checkpoint to safetensors only: of tensors
             sharing a storage, names not to keep (safetensors' convert.py
             discard_names; ``["lm_head.weight"]`` keeps a tied model's input

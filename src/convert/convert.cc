@@ -165,7 +165,7 @@ Result<ConvertStats> ConvertSet(TensorSet set, const std::string& out_path, cons
 Result<ConvertStats> Convert(const std::string& in_path, const std::string& out_path, const ConvertOptions& opt) {
   // A sharded checkpoint on either side is a directory of files
   // (docs/SHARDED.md §6).
-  if (internal::IsShardedConversion(in_path, out_path)) return internal::ConvertSharded(in_path, out_path, opt);
+  if (internal::IsShardedConversion(in_path, out_path, opt)) return internal::ConvertSharded(in_path, out_path, opt);
   ConvertOptions o = opt;
   if (o.from == Format::kUnknown) {
     TS_ASSIGN_OR_RETURN(o.from, DetectFormat(in_path, opt.env));

@@ -26,8 +26,11 @@ bool IsDir(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-bool IsShardedOutput(const std::string& out) {
-  return sharded::IsIndexName(out) || (!out.empty() && out.back() == '/') || IsDir(out);
+// A name without a tensor file's extension is a directory once a shard
+// size is asked for: a file of no known format could not be written.
+bool IsShardedOutput(const std::string& out, const ConvertOptions& opt) {
+  if (sharded::IsIndexName(out) || (!out.empty() && out.back() == '/') || IsDir(out)) return true;
+  return opt.max_shard_size != 0 && DetectFormatFromBytes({}, out) == Format::kUnknown;
 }
 
 std::uint64_t FileSize(const std::string& path) {
@@ -80,8 +83,8 @@ Result<ShardedOut> ParseShardedOut(const std::string& out, Format from, Format t
 
 }  // namespace
 
-bool IsShardedConversion(const std::string& in, const std::string& out) {
-  return sharded::IsShardedPath(in) || IsShardedOutput(out);
+bool IsShardedConversion(const std::string& in, const std::string& out, const ConvertOptions& opt) {
+  return sharded::IsShardedPath(in) || opt.max_shard_size != 0 || IsShardedOutput(out, opt);
 }
 
 Result<ConvertStats> ConvertSharded(const std::string& in_arg, const std::string& out, const ConvertOptions& opt) {
@@ -138,7 +141,13 @@ Result<ConvertStats> ConvertSharded(const std::string& in_arg, const std::string
   stats.tensor_count = set.tensors.size();
   for (const Tensor& t : set.tensors) stats.data_bytes += t.data.size();
 
-  if (!IsShardedOutput(out)) {
+  if (!IsShardedOutput(out, opt)) {
+    if (opt.max_shard_size != 0) {
+      return InvalidArgument(out +
+                             ": a shard size (max_shard_size, --max-shard-size) splits the output into "
+                             "shards, but this names one file; name a directory or NAME.safetensors.index.json / "
+                             "NAME.tsafe.index.json");
+    }
     stats.to = opt.to != Format::kUnknown ? opt.to : DetectFormatFromBytes({}, out);
     if (stats.to == Format::kUnknown) {
       return InvalidArgument(out + ": cannot tell the output format from the name; name it explicitly");

@@ -173,6 +173,12 @@ def test_convert_between_sharded_and_single(tmp_path):
     assert (tmp_path / "back.safetensors").read_bytes() == (tmp_path / "one.safetensors").read_bytes()
     tsn_stats = tsn.save_sharded(arrays, tmp_path / "np", max_shard_size=400, metadata={"format": "np"})
     assert len(tsn_stats["files"]) == 4 and tsn_stats["total_size"] == 1600
+    # A shard size makes a name without extension a directory, and refuses a single file's name.
+    ts.convert(tmp_path / "one.safetensors", tmp_path / "split", max_shard_size=400)
+    assert sorted(os.listdir(tmp_path / "split")) == sorted(os.listdir(tmp_path / "np"))
+    with pytest.raises(ts.InvalidArgumentError, match=r"x\.tsafe: a shard size .* names one file"):
+        ts.convert(tmp_path / "one.safetensors", tmp_path / "x.tsafe", max_shard_size=400)
+    assert not (tmp_path / "x.tsafe").exists()
 
 
 def test_broken_checkpoints_raise_named_errors(tmp_path):

@@ -96,6 +96,31 @@ TEST_F(ShardedCliTest, ConvertBothWays) {
   EXPECT_NE(verify.out.find("in 2 shards"), std::string::npos) << verify.out;
 }
 
+TEST_F(ShardedCliTest, AShardSizeMakesANameWithoutExtensionADirectory) {
+  // A name of no tensor format, not yet a directory: sharded once a size is given.
+  Output out = Run("convert -q '" + dir_.File("model-00002-of-00002.safetensors") + "' '" + dir_.File("split") +
+                   "' --max-shard-size 8");
+  ASSERT_EQ(out.rc, 0) << out.err;
+  EXPECT_TRUE(fs::exists(dir_.File("split/model.safetensors.index.json")));
+  EXPECT_TRUE(fs::exists(dir_.File("split/model-00002-of-00002.safetensors")));
+  out = Run("convert -q '" + index_ + "' '" + dir_.File("split-t") + "' --to tsafe --max-shard-size 24");
+  ASSERT_EQ(out.rc, 0) << out.err;
+  EXPECT_TRUE(fs::exists(dir_.File("split-t/model.tsafe.index.json")));
+  // Without a size the name says nothing; with one, a single file's name is refused, not written whole.
+  out = Run("convert '" + index_ + "' '" + dir_.File("what") + "'");
+  EXPECT_EQ(out.rc, 7) << out.err;  // invalid argument
+  EXPECT_NE(out.err.find("cannot tell the output format from the name"), std::string::npos) << out.err;
+  for (const std::string& in : {index_, dir_.File("model-00001-of-00002.safetensors")}) {
+    out = Run("convert '" + in + "' '" + dir_.File("one.safetensors") + "' --max-shard-size 24");
+    EXPECT_EQ(out.rc, 7) << out.err;
+    EXPECT_NE(out.err.find("one.safetensors: a shard size (max_shard_size, --max-shard-size) splits the output "
+                           "into shards, but this names one file"),
+              std::string::npos)
+        << out.err;
+    EXPECT_FALSE(fs::exists(dir_.File("one.safetensors")));
+  }
+}
+
 TEST_F(ShardedCliTest, BrokenCheckpointsFailWithTheirCodes) {
   fs::remove(dir_.File("model-00002-of-00002.safetensors"));
   Output out = Run("info '" + dir_.path().string() + "'");

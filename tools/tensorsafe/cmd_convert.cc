@@ -109,8 +109,8 @@ std::function<int()> SetupCommand(CLI::App& sub) {
            if (!n.ok()) throw CLI::ValidationError(n.status().message());
            o.max_shard_size = *n;
          },
-         "Sharded output (OUT a directory or *.index.json): most bytes per shard, e.g. 5GB, 200KB "
-         "(default: keep a sharded input's shards, else 5GB)")
+         "Sharded output (OUT a directory, *.index.json, or a name without extension: created as a "
+         "directory): most bytes per shard, e.g. 5GB, 200KB (default: keep a sharded input's shards, else 5GB)")
       ->type_name("SIZE");
   sub.add_flag("--no-verify", a->no_verify, "Do not check a .tsafe input's data checksums first");
   sub.add_flag("--no-sync", a->no_sync, "Do not fsync the output");

@@ -172,4 +172,13 @@ Result<Loaded> Load(const LoadPlan& plan, const LoadOptions& options = {});
 Result<LoadReport> LoadInto(const LoadPlan& plan, std::span<const std::span<std::byte>> outs,
                             const LoadOptions& options = {});
 
+// Reads a file mapping's pages in and maps them (MADV_POPULATE_READ, Linux
+// 5.14), in 32 MiB pieces taken by `threads` threads (0: 4), for a caller
+// that is about to use every byte: several pieces in flight overlap the
+// disk with the page cache's allocations, which after an idle spell wait
+// on the host. Where the kernel lacks it, asks for readahead of the whole
+// range instead (MADV_WILLNEED) and returns false. Best effort: a piece
+// that fails (a file truncated under the mapping) is left to fault later.
+bool PopulateMapping(std::span<const std::byte> mapping, unsigned threads = 0);
+
 }  // namespace tensorsafe

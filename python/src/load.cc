@@ -181,6 +181,19 @@ void RegisterLoad(py::module_& m) {
         return h;
       },
       py::arg("paths"), py::arg("names") = py::none(), py::arg("slice") = py::none());
+
+  m.def(
+      "populate",
+      [](py::buffer mapping, unsigned threads) {
+        py::buffer_info b = mapping.request();
+        const std::span<const std::byte> bytes(static_cast<const std::byte*>(b.ptr),
+                                               static_cast<std::size_t>(b.size * b.itemsize));
+        py::gil_scoped_release nogil;  // the buffer stays exported: the mapping cannot be closed meanwhile
+        return PopulateMapping(bytes, threads);
+      },
+      py::arg("mapping"), py::arg("threads") = 0,
+      "Reads a file mapping's pages in and maps them, in 32 MiB pieces over several threads "
+      "(MADV_POPULATE_READ); False where the kernel lacks it (readahead was asked for instead).");
 }
 
 }  // namespace tensorsafe::python

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include "formats/codec_test_util.h"
 #include "support/status_matchers.h"
 #include "support/temp_dir.h"
+#include "tensorsafe/env.h"
 #include "tensorsafe/formats/registry.h"
 #include "tensorsafe/formats/sharded.h"
 #include "tensorsafe/load.h"
@@ -283,6 +285,44 @@ TEST(Load, NamesAndErrors) {
 }
 
 // Row and column blocks of a 2-D f32 tensor: the bytes of that block only.
+// Pages of `bytes` in memory, by mincore.
+std::size_t Resident(std::span<const std::byte> bytes) {
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(bytes.data()) & ~(page - 1);
+  const auto end = reinterpret_cast<std::uintptr_t>(bytes.data()) + bytes.size();
+  std::vector<unsigned char> in((end - begin + page - 1) / page);
+  EXPECT_EQ(::mincore(reinterpret_cast<void*>(begin), end - begin, in.data()), 0);
+  std::size_t n = 0;
+  for (unsigned char c : in) n += c & 1;
+  return n;
+}
+
+TEST(Load, PopulateMappingReadsEveryPageIn) {
+  TempDir dir;
+  const std::string path = dir.File("big.bin");
+  {
+    std::ofstream f(path, std::ios::binary);
+    std::vector<char> chunk(1 << 20, 'x');
+    for (int i = 0; i < 80; ++i) f.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+  }
+  for (unsigned threads : {1u, 4u}) {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::fdatasync(fd), 0);
+    ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    ::close(fd);
+    auto region = Env::Default()->Map(path);
+    ASSERT_TRUE(region.ok()) << region.status().ToString();
+    // Three 32 MiB pieces and a tail, from a start that is not a page's.
+    const std::span<const std::byte> bytes = (*region)->bytes().subspan(100);
+    const std::size_t pages = (bytes.size() + 100 + 4095) / 4096;
+    if (Resident(bytes) > pages / 2) GTEST_SKIP() << "the file system keeps the file's pages (tmpfs?)";
+    EXPECT_TRUE(PopulateMapping(bytes, threads));
+    EXPECT_EQ(Resident(bytes), pages) << threads << " threads";
+  }
+  EXPECT_TRUE(PopulateMapping({}, 4));
+}
+
 TEST(Load, RankSlices) {
   TempDir dir;
   std::mt19937_64 rng(2);

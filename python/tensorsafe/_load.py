@@ -95,7 +95,7 @@ def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool,
                 raise UnsupportedError(f"{path}: tensor {name!r} is sparse; tensorsafe.safe_open reads it")
             dname, shape, n = info["dtype"], tuple(info["shape"]), int(info["nbytes"])
             if into is not None:
-                dest = into[name]
+                dest = _into_entry(into, name)
                 flat = _writable_bytes(name, dest, dname, shape, path, framework)
             elif torch_out:
                 shp, dt = torch_shape(dname, shape), _torch_dtype(dname)
@@ -157,6 +157,13 @@ def _numpy_dtype(dname: str) -> np.dtype:
     if dt is None:
         raise UnsupportedError(f"dtype {dname} has no NumPy equivalent; framework='pt' or the raw bytes")
     return dt
+
+
+def _into_entry(into: Dict[str, Any], name: str) -> Any:
+    try:
+        return into[name]
+    except KeyError:
+        raise InvalidArgumentError(f"names= picks tensor {name!r}, which into= has no entry for") from None
 
 
 def _pinned_empty(shape: Any, dtype: Any) -> Any:
@@ -312,8 +319,8 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
         except ImportError:
             torch_tensor = None
         dtypes: Dict[str, Any] = {}
-        outs = [_into_address(name, into[name], dname, shape, files[f][0], framework, torch_tensor, dtypes)
-                for name, dname, shape, _n, f, _c in items]
+        outs = [_into_address(name, _into_entry(into, name), dname, shape, files[f][0], framework, torch_tensor,
+                              dtypes) for name, dname, shape, _n, f, _c in items]
         report = plan.load_into(outs, verify=verify, direct=direct, io_threads=io_threads,
                                 request_bytes=request_bytes, verify_threads=verify_threads,
                                 cached_buffered=cached_buffered)

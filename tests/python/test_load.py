@@ -166,6 +166,8 @@ def test_names_and_slices(tmp_path):
     assert list(got) == ["w"] and torch.equal(got["w"], t["w"]) and rep["bytes"] == t["w"].nbytes
     assert tensorsafe.load(path, names=lambda n: False) == {}
     assert tensorsafe.load(path, names=[]) == {} and tensorsafe.load(path, into={}) == {}  # none, not all
+    with pytest.raises(InvalidArgumentError, match="names= picks tensor 'w', which into= has no entry for"):
+        tensorsafe.load(path, names=lambda n: True, into={"b": torch.zeros(48)})
     ck = {f"layer.{i}.{k}": torch.full((100,), float(i)) for i in range(6) for k in ("w", "b")}
     from tensorsafe.torch import save_sharded
 

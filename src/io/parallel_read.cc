@@ -1,11 +1,9 @@
 #include "io/parallel_read.h"
 
 #include <algorithm>
-#include <atomic>
-#include <mutex>
-#include <system_error>
 #include <thread>
-#include <vector>
+
+#include "util/parallel_for.h"
 
 namespace tensorsafe::internal {
 namespace {
@@ -22,37 +20,10 @@ Status ReadAtParallel(const RandomAccessFile& f, std::uint64_t offset, std::span
       threads != 0 ? std::min(threads, kMaxThreads) : std::min(std::thread::hardware_concurrency(), kDefaultMaxThreads);
   if (out.size() < kParallelFrom || n < 2) return f.ReadAt(offset, out);
   const std::size_t pieces = (out.size() + kPiece - 1) / kPiece;
-  std::atomic<std::size_t> next{0};
-  std::mutex mu;
-  std::size_t failed_piece = pieces;  // lowest failing piece (mu)
-  Status failed;
-  auto work = [&] {
-    for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < pieces;) {
-      const std::size_t begin = i * kPiece;
-      const std::size_t len = std::min(kPiece, out.size() - begin);
-      Status s = f.ReadAt(offset + begin, out.subspan(begin, len));
-      if (!s.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (i < failed_piece) {
-          failed_piece = i;
-          failed = std::move(s);
-        }
-      }
-    }
-  };
-  const unsigned want = static_cast<unsigned>(std::min<std::size_t>(n, pieces)) - 1;
-  std::vector<std::thread> helpers;
-  helpers.reserve(want);  // so only the thread's own start can throw
-  for (unsigned t = 0; t < want; ++t) {
-    try {
-      helpers.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // no thread: the caller reads the rest
-    }
-  }
-  work();
-  for (std::thread& t : helpers) t.join();
-  return failed_piece == pieces ? Status::OK() : failed;
+  return ForEachItemOrError(pieces, n, [&](std::size_t i) {
+    const std::size_t begin = i * kPiece;
+    return f.ReadAt(offset + begin, out.subspan(begin, std::min(kPiece, out.size() - begin)));
+  });
 }
 
 }  // namespace tensorsafe::internal

@@ -8,11 +8,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
-#include <system_error>
-#include <thread>
-#include <vector>
 
 #include "tensorsafe/load.h"
+#include "util/parallel_for.h"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
@@ -27,31 +25,17 @@ bool PopulateMapping(std::span<const std::byte> mapping, unsigned threads) {
   const auto begin = reinterpret_cast<std::uintptr_t>(mapping.data()) & ~(page - 1);
   const auto end = reinterpret_cast<std::uintptr_t>(mapping.data()) + mapping.size();
   const std::uintptr_t pieces = (end - begin + kPiece - 1) / kPiece;
-  std::atomic<std::uintptr_t> next{0};
   std::atomic<bool> unsupported{false};
-  auto work = [&] {
-    for (std::uintptr_t i; !unsupported.load(std::memory_order_relaxed) && (i = next.fetch_add(1)) < pieces;) {
-      const std::uintptr_t at = begin + i * kPiece;
-      if (::madvise(reinterpret_cast<void*>(at), std::min(kPiece, end - at), MADV_POPULATE_READ) != 0 &&
-          errno == EINVAL) {
-        unsupported.store(true, std::memory_order_relaxed);  // a kernel before 5.14
-      }
-    }
-  };
   // Measured on the 2-vCPU VM after 40 s idle (2 GiB, docs/LOAD.md): one
   // thread 0.79-0.97 GB/s, two 1.10-1.20, four 1.14-1.38.
-  if (threads == 0) threads = 4;
-  threads = static_cast<unsigned>(std::min<std::uintptr_t>(threads, pieces));
-  std::vector<std::thread> helpers;
-  for (unsigned t = 1; t < threads; ++t) {
-    try {
-      helpers.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // the caller takes the pieces
+  internal::ForEachItem(pieces, threads != 0 ? threads : 4, [&](std::size_t i) {
+    if (unsupported.load(std::memory_order_relaxed)) return;
+    const std::uintptr_t at = begin + i * kPiece;
+    if (::madvise(reinterpret_cast<void*>(at), std::min(kPiece, end - at), MADV_POPULATE_READ) != 0 &&
+        errno == EINVAL) {
+      unsupported.store(true, std::memory_order_relaxed);  // a kernel before 5.14
     }
-  }
-  work();
-  for (std::thread& h : helpers) h.join();
+  });
   if (!unsupported.load()) return true;
   (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
   return false;

@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <functional>
-#include <mutex>
 #include <random>
 #include <thread>
+
+#include "util/parallel_for.h"
 
 namespace tensorsafe::internal::s3 {
 namespace {
@@ -103,36 +104,6 @@ std::string Authority(const std::string& endpoint) {
   if (scheme == "http" && auth.ends_with(":80")) auth.resize(auth.size() - 3);
   if (scheme == "https" && auth.ends_with(":443")) auth.resize(auth.size() - 4);
   return auth;
-}
-
-// Runs fn(i) for i in [0, n) on up to `threads` threads; the first error wins
-// and stops the rest from starting new items.
-Status ParallelFor(std::size_t n, int threads, const std::function<Status(std::size_t)>& fn) {
-  const std::size_t t = std::min<std::size_t>(n, static_cast<std::size_t>(std::max(1, threads)));
-  if (t <= 1) {
-    for (std::size_t i = 0; i < n; ++i) TS_RETURN_IF_ERROR(fn(i));
-    return Status::OK();
-  }
-  std::atomic<std::size_t> next{0};
-  std::atomic<bool> failed{false};
-  std::mutex mu;
-  Status first;
-  std::vector<std::thread> pool;
-  pool.reserve(t);
-  for (std::size_t k = 0; k < t; ++k) {
-    pool.emplace_back([&] {
-      for (std::size_t i = next++; i < n && !failed.load(); i = next++) {
-        Status s = fn(i);
-        if (!s.ok()) {
-          std::lock_guard<std::mutex> lock(mu);
-          if (first.ok()) first = std::move(s);
-          failed = true;
-        }
-      }
-    });
-  }
-  for (auto& th : pool) th.join();
-  return first;
 }
 
 }  // namespace
@@ -291,7 +262,7 @@ Status S3Client::ReadRange(const S3Location& loc, std::uint64_t offset, std::spa
   const std::uint64_t chunk = std::max<std::uint64_t>(options_.parallel_chunk, 1);
   if (out.size() <= chunk || options_.parallelism <= 1) return GetOneRange(loc, offset, out);
   const std::size_t n = static_cast<std::size_t>((out.size() + chunk - 1) / chunk);
-  return ParallelFor(n, options_.parallelism, [&](std::size_t i) {
+  return ForEachItemOrError(n, static_cast<unsigned>(std::max(1, options_.parallelism)), [&](std::size_t i) {
     const std::uint64_t b = i * chunk;
     const std::uint64_t len = std::min<std::uint64_t>(chunk, out.size() - b);
     return GetOneRange(loc, offset + b, out.subspan(b, len));
@@ -401,18 +372,19 @@ Status S3Client::PutMultipart(const S3Location& loc, std::span<const std::byte> 
   if (upload_id.empty()) return Corruption("S3 POST " + loc.Url() + ": no UploadId in the response");
 
   std::vector<std::string> etags(parts);
-  Status s = ParallelFor(parts, options_.parallelism, [&](std::size_t i) -> Status {
-    Call c;
-    c.method = "PUT";
-    c.loc = loc;
-    c.query = {{"partNumber", std::to_string(i + 1)}, {"uploadId", upload_id}};
-    c.body = bytes.subspan(i * part, std::min<std::uint64_t>(part, bytes.size() - i * part));
-    c.what = "part " + std::to_string(i + 1) + " of " + std::to_string(parts);
-    TS_ASSIGN_OR_RETURN(CurlResponse r, Send(c));
-    etags[i] = r.Header("etag");
-    if (etags[i].empty()) return Corruption("S3 PUT " + loc.Url() + " " + c.what + ": no ETag in the response");
-    return Status::OK();
-  });
+  Status s =
+      ForEachItemOrError(parts, static_cast<unsigned>(std::max(1, options_.parallelism)), [&](std::size_t i) -> Status {
+        Call c;
+        c.method = "PUT";
+        c.loc = loc;
+        c.query = {{"partNumber", std::to_string(i + 1)}, {"uploadId", upload_id}};
+        c.body = bytes.subspan(i * part, std::min<std::uint64_t>(part, bytes.size() - i * part));
+        c.what = "part " + std::to_string(i + 1) + " of " + std::to_string(parts);
+        TS_ASSIGN_OR_RETURN(CurlResponse r, Send(c));
+        etags[i] = r.Header("etag");
+        if (etags[i].empty()) return Corruption("S3 PUT " + loc.Url() + " " + c.what + ": no ETag in the response");
+        return Status::OK();
+      });
   if (s.ok()) {
     std::string xml = "<CompleteMultipartUpload>";
     for (std::size_t i = 0; i < parts; ++i) {

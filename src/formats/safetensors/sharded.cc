@@ -11,8 +11,6 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <mutex>
-#include <system_error>
 #include <thread>
 #include <unordered_map>
 
@@ -22,6 +20,7 @@
 #include "tensorsafe/formats/sharded.h"
 #include "tensorsafe/reader.h"
 #include "util/hash.h"
+#include "util/parallel_for.h"
 #include "util/text.h"
 
 namespace tensorsafe::sharded {
@@ -253,28 +252,18 @@ Result<Checkpoint> Open(const std::string& path, const ReadOptions& opt) {
   ck.set.tensors.resize(idx.weight_map.size());
   std::vector<Status> status(n_shards);
 
-  // Shards are independent: helpers take them in turn. The error reported
+  // Shards are independent: threads take them in turn. Item 0 builds the
+  // name table, which the shards' checks wait for; it is claimed before any
+  // shard, so the other threads map and parse meanwhile. The error reported
   // is the first shard's that failed, as one thread would find it.
-  std::atomic<std::size_t> next{0};
-  auto work = [&] {
-    for (std::size_t s; (s = next.fetch_add(1)) < n_shards;) {
-      status[s] = OpenShard(idx, static_cast<std::uint32_t>(s), table, expected, seen, ck.shards[s],
-                            std::span<Tensor>(ck.set.tensors).subspan(first[s], expected[s]));
-    }
-  };
-  unsigned threads = opt.threads != 0 ? opt.threads : std::min(4u, std::max(1u, std::thread::hardware_concurrency()));
-  threads = static_cast<unsigned>(std::min<std::size_t>({threads, n_shards, 64}));
-  std::vector<std::thread> helpers;
-  for (unsigned t = 1; t < threads; ++t) {
-    try {
-      helpers.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // the caller takes the shards
-    }
-  }
-  table.Build(idx);  // the helpers parse meanwhile
-  work();
-  for (std::thread& h : helpers) h.join();
+  const unsigned threads =
+      opt.threads != 0 ? opt.threads : std::min(4u, std::max(1u, std::thread::hardware_concurrency()));
+  tensorsafe::internal::ForEachItem(n_shards + 1, threads, [&](std::size_t i) {
+    if (i == 0) return table.Build(idx);
+    const std::size_t s = i - 1;
+    status[s] = OpenShard(idx, static_cast<std::uint32_t>(s), table, expected, seen, ck.shards[s],
+                          std::span<Tensor>(ck.set.tensors).subspan(first[s], expected[s]));
+  });
   TS_RETURN_IF_ERROR(table.status());
   for (std::size_t s = 0; s < n_shards; ++s) TS_RETURN_IF_ERROR(status[s]);
 
@@ -341,35 +330,10 @@ Status ReadTensors(const Checkpoint& ck, std::span<const std::size_t> tensors,
     TS_ASSIGN_OR_RETURN(files[s], tensorsafe::Env::Default()->OpenRead(ck.shards[s].path));
   }
   if (threads == 0) threads = std::min(4u, std::max(1u, std::thread::hardware_concurrency()));
-  threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(std::min<std::size_t>(pieces.size(), 64))));
-  std::atomic<std::size_t> next{0};
-  std::mutex mu;
-  Status first;
-  std::size_t first_at = pieces.size();
-  auto work = [&] {
-    for (std::size_t i; (i = next.fetch_add(1)) < pieces.size();) {
-      const Piece& p = pieces[i];
-      Status s = files[p.shard]->ReadAt(p.offset, p.out);
-      if (!s.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (i < first_at) {
-          first = s;
-          first_at = i;
-        }
-      }
-    }
-  };
-  std::vector<std::thread> helpers;
-  for (unsigned t = 1; t < threads; ++t) {
-    try {
-      helpers.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // the caller takes the pieces
-    }
-  }
-  work();
-  for (std::thread& h : helpers) h.join();
-  return first;
+  return tensorsafe::internal::ForEachItemOrError(pieces.size(), threads, [&](std::size_t i) {
+    const Piece& p = pieces[i];
+    return files[p.shard]->ReadAt(p.offset, p.out);
+  });
 }
 
 }  // namespace tensorsafe::sharded

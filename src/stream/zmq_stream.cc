@@ -24,6 +24,23 @@ using tensorsafe::internal::Str;
 
 Status ZmqError(const zmq::error_t& e, const std::string& what) { return IOError(what + ": " + e.what(), e.num()); }
 
+// Binds or connects `socket`; `bound_to` gets the endpoint it is reachable
+// at (a bound "tcp://127.0.0.1:*" names its port).
+Status Attach(zmq::socket_t& socket, bool bind, const std::string& endpoint, std::string& bound_to) {
+  try {
+    if (bind) {
+      socket.bind(endpoint);
+      bound_to = socket.get(zmq::sockopt::last_endpoint);
+    } else {
+      socket.connect(endpoint);
+      bound_to = endpoint;
+    }
+  } catch (const zmq::error_t& e) {
+    return ZmqError(e, (bind ? "bind " : "connect ") + endpoint);
+  }
+  return Status::OK();
+}
+
 // Bytes of frames handed to libzmq and not yet released by it. Shared with
 // the free callbacks, which run on libzmq's I/O thread, possibly after the
 // sender is gone.
@@ -150,15 +167,10 @@ class ZmqSender::Impl {
       socket_.set(zmq::sockopt::sndhwm, opt_.send_hwm);
       socket_.set(zmq::sockopt::sndtimeo, opt_.send_timeout_ms);
       socket_.set(zmq::sockopt::linger, opt_.linger_ms);
-      if (opt_.bind)
-        socket_.bind(endpoint);
-      else
-        socket_.connect(endpoint);
-      endpoint_ = opt_.bind ? socket_.get(zmq::sockopt::last_endpoint) : endpoint;
     } catch (const zmq::error_t& e) {
-      return ZmqError(e, (opt_.bind ? "bind " : "connect ") + endpoint);
+      return ZmqError(e, "socket for " + endpoint);
     }
-    return Status::OK();
+    return Attach(socket_, opt_.bind, endpoint, endpoint_);
   }
 
   // A frame sent from `data` (owned by `owner`), or from a tracked copy when
@@ -392,15 +404,10 @@ class ZmqReceiver::Impl {
       socket_.set(zmq::sockopt::rcvtimeo, opt_.recv_timeout_ms);
       socket_.set(zmq::sockopt::linger, 0);
       if (sub) socket_.set(zmq::sockopt::subscribe, opt_.subscribe);
-      if (opt_.bind)
-        socket_.bind(endpoint);
-      else
-        socket_.connect(endpoint);
-      endpoint_ = opt_.bind ? socket_.get(zmq::sockopt::last_endpoint) : endpoint;
     } catch (const zmq::error_t& e) {
-      return ZmqError(e, (opt_.bind ? "bind " : "connect ") + endpoint);
+      return ZmqError(e, "socket for " + endpoint);
     }
-    return Status::OK();
+    return Attach(socket_, opt_.bind, endpoint, endpoint_);
   }
 
   using Frames = std::vector<zmq::message_t>;

@@ -167,8 +167,8 @@ Result<Loaded> Load(const LoadPlan& plan, const LoadOptions& options = {});
 // Loads every item into `outs` (parallel to plan.items, each exactly the
 // item's `bytes` long, caller-owned and best already faulted in), through
 // aligned bounce buffers. Errors as Load's, and kInvalidArgument for a size
-// that differs (naming the tensor and both sizes). On error `outs` hold
-// unspecified bytes.
+// that differs (naming the tensor and both sizes) or two buffers that
+// overlap (naming both tensors). On error `outs` hold unspecified bytes.
 Result<LoadReport> LoadInto(const LoadPlan& plan, std::span<const std::span<std::byte>> outs,
                             const LoadOptions& options = {});
 

@@ -520,11 +520,37 @@ Result<Loaded> Load(const LoadPlan& plan, const LoadOptions& options) {
   return out;
 }
 
+namespace {
+
+// Buffers that share bytes would be written by two threads at once (tied
+// weights are one tensor: Python's load reads them once, as one item).
+Status CheckDisjoint(const LoadPlan& plan, std::span<const std::span<std::byte>> outs) {
+  std::vector<std::size_t> order;
+  order.reserve(outs.size());
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    if (!outs[i].empty()) order.push_back(i);
+  }
+  auto at = [&](std::size_t i) { return reinterpret_cast<std::uintptr_t>(outs[i].data()); };
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return at(a) < at(b); });
+  for (std::size_t k = 1; k < order.size(); ++k) {
+    const std::size_t a = order[k - 1], b = order[k];
+    if (at(a) + outs[a].size() > at(b)) {
+      return InvalidArgument("LoadInto: the buffers of tensors " + QuoteName(plan.items[a].info.name) + " and " +
+                             QuoteName(plan.items[b].info.name) + " overlap (the second starts " + Str(at(b) - at(a)) +
+                             " bytes into the first's " + Str(outs[a].size()) + ")");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Result<LoadReport> LoadInto(const LoadPlan& plan, std::span<const std::span<std::byte>> outs,
                             const LoadOptions& options) {
   if (outs.size() != plan.items.size()) {
     return InvalidArgument("LoadInto: " + Str(plan.items.size()) + " tensors but " + Str(outs.size()) + " buffers");
   }
+  TS_RETURN_IF_ERROR(CheckDisjoint(plan, outs));
   Job job(plan, options);
   TS_RETURN_IF_ERROR(job.Build(outs, false, nullptr));
   TS_RETURN_IF_ERROR(job.OpenFiles());

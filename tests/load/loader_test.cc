@@ -279,6 +279,21 @@ TEST(Load, NamesAndErrors) {
     if (i != 3) outs[i] = {reinterpret_cast<std::byte*>(small.data()), 0};
   }
   EXPECT_STATUS(LoadInto(*good, outs), StatusCode::kInvalidArgument, "bytes for");
+  // Buffers laid end to end load; the fifth starting one byte early overlaps the fourth.
+  std::uint64_t total = 0;
+  for (const LoadItem& it : good->items) total += it.bytes;
+  std::vector<std::byte> all(total + 1);
+  std::uint64_t at = 1;
+  for (std::size_t i = 0; i < 6; ++i) {
+    outs[i] = std::span<std::byte>(all).subspan(at, good->items[i].bytes);
+    at += good->items[i].bytes;
+  }
+  EXPECT_TRUE(LoadInto(*good, outs).ok());
+  outs[4] = std::span<std::byte>(all).subspan(outs[4].data() - all.data() - 1, outs[4].size());
+  EXPECT_STATUS(LoadInto(*good, outs), StatusCode::kInvalidArgument,
+                "the buffers of tensors \"" + good->items[3].info.name + "\" and \"" + good->items[4].info.name +
+                    "\" overlap (the second starts " + std::to_string(good->items[3].bytes - 1) +
+                    " bytes into the first's " + std::to_string(good->items[3].bytes) + ")");
   // A file cut short after it was planned.
   std::filesystem::resize_file(path, good->items.back().info.data_offset + 1);
   EXPECT_STATUS(Load(*good), StatusCode::kOutOfRange, "the file changed since it was planned");

@@ -151,6 +151,55 @@ def test_into_state_dict_in_place(tmp_path):
         tensorsafe.load(path, into={"a.bias": ro}, framework="np")
 
 
+def test_into_a_tied_transformers_model(tmp_path):
+    # GPT-2 ties lm_head.weight to transformer.wte.weight: its state_dict has
+    # both, its checkpoint (save_pretrained, sharded) only the second.
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=500, n_positions=64)
+    torch.manual_seed(0)
+    src = transformers.GPT2LMHeadModel(cfg).eval()
+    src.save_pretrained(str(tmp_path), max_shard_size="100KB")
+    assert len([f for f in os.listdir(tmp_path) if f.endswith(".safetensors")]) > 3
+    torch.manual_seed(1)
+    dst = transformers.GPT2LMHeadModel(cfg).eval()
+    sd = dst.state_dict()
+    before = {k: v.data_ptr() for k, v in sd.items()}
+    out, rep = tensorsafe.load(str(tmp_path), into=sd, return_report=True)
+    assert rep["tied"] == {"lm_head.weight": "transformer.wte.weight"} and rep["missing"] == []
+    assert {k: v.data_ptr() for k, v in out.items()} == before  # every entry, filled in place
+    ids = torch.randint(0, 500, (2, 12))
+    with torch.no_grad():
+        assert torch.equal(src(ids).logits, dst(ids).logits)
+
+
+def test_into_ties_missing_and_overlaps(tmp_path):
+    path = str(tmp_path / "t.safetensors")
+    w = torch.arange(12.0).reshape(3, 4)
+    save_file({"a": w, "b": w + 100, "c": torch.ones(5)}, path)
+    # Tied entries the file holds both of are read once, from the first in file order.
+    shared = torch.zeros(3, 4)
+    out, rep = tensorsafe.load(path, into={"b": shared, "a": shared}, return_report=True)
+    assert rep["tied"] == {"b": "a"} and rep["bytes"] == w.nbytes and torch.equal(shared, w)
+    assert set(out) == {"a", "b"} and out["b"] is shared
+    # An entry no file holds, and tied to none, is named; strict=False leaves it and lists it.
+    extra, c = torch.full((2,), -1.0), torch.zeros(5)
+    with pytest.raises(NotFoundError, match=r"no tensor \"x\", \"y\" in .*t\.safetensors, which into= has entries for "
+                                            r"\(strict=False leaves such entries as they are\)"):
+        tensorsafe.load(path, into={"c": c, "x": extra, "y": torch.zeros(1)})
+    out, rep = tensorsafe.load(path, into={"c": c, "x": extra}, strict=False, return_report=True)
+    assert rep["missing"] == ["x"] and rep["tied"] == {} and list(out) == ["c"]
+    assert torch.equal(c, torch.ones(5)) and torch.equal(extra, torch.full((2,), -1.0))
+    # A tie satisfied by an entry the file holds; names= still means exactly those names.
+    e = torch.zeros(5)
+    assert tensorsafe.load(path, into={"c": e, "c_alias": e}, return_report=True)[1]["tied"] == {"c_alias": "c"}
+    with pytest.raises(NotFoundError, match='no tensor "c_alias"'):
+        tensorsafe.load(path, names=["c", "c_alias"], into={"c": e, "c_alias": e})
+    # Entries that share some bytes but are not one tensor would be written twice at once.
+    buf = torch.zeros(20)
+    with pytest.raises(InvalidArgumentError, match=r"the buffers of tensors \"c\" and \"b\" overlap"):
+        tensorsafe.load(path, into={"c": buf[0:5], "b": buf[3:15].view(3, 4)})
+
+
 def test_names_and_slices(tmp_path):
     path = str(tmp_path / "n.safetensors")
     t = {"w": torch.arange(64 * 48, dtype=torch.float32).reshape(64, 48), "b": torch.arange(48.0)}

@@ -118,6 +118,32 @@ def test_load_into_a_module_from_s3(s3, tmp_path, monkeypatch):
     assert all(torch.equal(pinned[k], v) for k, v in model.state_dict().items())
 
 
+class Tied(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(50, 8)
+        self.head = torch.nn.Linear(8, 50, bias=False)
+        self.head.weight = self.emb.weight
+
+
+def test_load_into_a_tied_module_from_s3(s3, tmp_path):
+    # As for local files (tests/python/test_load.py): a tied entry the file
+    # lacks is filled by its tie; one tied to nothing is named, or listed.
+    src = Tied()
+    tst.save_model(src, str(tmp_path / "tied.safetensors"))  # keeps one name of the tie
+    url = upload(s3, tmp_path / "tied.safetensors", "into/tied.safetensors")
+    dst = Tied()
+    sd = dst.state_dict()
+    out, report = ts.load(url, into=sd, return_report=True)
+    assert len(report["tied"]) == 1 and report["missing"] == [] and set(out) == set(sd)
+    assert torch.equal(dst.head.weight, src.emb.weight) and report["bytes_read"] == src.emb.weight.nbytes
+    extra = torch.zeros(3)
+    with pytest.raises(ts.NotFoundError, match=r'no tensor "extra" in s3://.*tied\.safetensors, which into='):
+        ts.load(url, into={**dst.state_dict(), "extra": extra})
+    _, report = ts.load(url, into={**dst.state_dict(), "extra": extra}, strict=False, return_report=True)
+    assert report["missing"] == ["extra"] and torch.equal(extra, torch.zeros(3))
+
+
 def test_sharded_checkpoint_over_s3(s3, tmp_path, rng):
     sd = {f"layer.{i}.w": torch.from_numpy(rng.standard_normal((32, 8)).astype(np.float32)) for i in range(6)}
     tst.save_sharded(dict(sd), tmp_path / "ck", max_shard_size=2500)

@@ -76,6 +76,26 @@ void RegisterLoad(py::module_& m) {
              }
              return out;
            })
+      // A plan of some of this one's items (ascending indices into items(),
+      // which keeps the read order), over the same files: no index is read
+      // again.
+      .def("subset",
+           [](const PlanHandle& h, const std::vector<std::size_t>& indices) {
+             auto sub = std::make_shared<PlanHandle>();
+             sub->plan.files = h.plan.files;
+             sub->plan.items.reserve(indices.size());
+             std::size_t last = 0;
+             for (std::size_t i : indices) {
+               if (i >= h.plan.items.size() || (!sub->plan.items.empty() && i <= last)) {
+                 Throw(InvalidArgument("LoadPlan.subset: item " + std::to_string(i) + " of " +
+                                       std::to_string(h.plan.items.size()) + " is out of range or order"));
+               }
+               last = i;
+               sub->plan.items.push_back(h.plan.items[i]);
+               sub->plan.bytes += h.plan.items[i].bytes;
+             }
+             return sub;
+           })
       // (arena: writable uint8 ndarray, offsets into it per item, report,
       // capsules): with `capsules`, a list of a writable DLPack capsule per
       // item (None where DLPack has no dtype: packed sub-byte types), each

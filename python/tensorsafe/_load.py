@@ -54,7 +54,8 @@ def checkpoint_format(path: str) -> Tuple[str, str]:
 
 
 def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool, into: Optional[Dict[str, Any]],
-                 from_into: bool, strict: bool, slice: Any, pin: bool) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+                 from_into: bool, strict: bool, cast: bool, slice: Any,
+                 pin: bool) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """URLs (docs/REMOTE.md): no O_DIRECT plan; each tensor is read by ranged
     GETs (8 in parallel from 4 MiB up) straight into its own memory, a
     .tsafe tensor verified against its XXH3-64 as it is read."""
@@ -76,6 +77,7 @@ def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool, in
     tied: Dict[str, str] = {}
     missing: List[str] = []
     filled: Dict[Any, str] = {}  # into='s memory already read into: tied entries are read once
+    casts: Dict[str, str] = {}
     start = time.perf_counter()
     for path in paths:
         path, fmt = checkpoint_format(path)
@@ -86,7 +88,22 @@ def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool, in
         else:
             raise UnsupportedError(f"{path}: load reads .tsafe, safetensors and GGUF files; this one is {fmt} "
                                    "(tensorsafe.read decodes it)")
-        names, addresses = [], []
+        names: List[str] = []
+        addresses: List[int] = []
+        pending: List[Tuple[Any, Any, str, Tuple[int, ...]]] = []  # cast= entries read, to copy
+        pending_bytes = 0
+
+        def flush() -> None:  # reads what is batched, then fills the cast= entries from it
+            nonlocal pending_bytes
+            pending_bytes = 0
+            if names:
+                src.read_into(names, addresses)
+                names.clear()
+                addresses.clear()
+            for args in pending:
+                _cast_copy(*args)
+            pending.clear()
+
         for info in src.infos():
             name = info["name"]
             if (left is not None and name not in left) or (pick is not None and not pick(name)):
@@ -106,7 +123,13 @@ def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool, in
                     out[name] = dest
                     continue
                 filled[key] = name
-                flat = _writable_bytes(name, dest, dname, shape, path, framework)
+                if cast and _cast_needed(name, dest, dname, shape, path):
+                    flat = np.empty(n, np.uint8)  # the file's bytes, cast into dest by flush()
+                    pending_bytes += n
+                    pending.append((dest, flat, dname, shape))
+                    casts[name] = f"{dname} -> {_dtype_name(dest)}"
+                else:
+                    flat = _writable_bytes(name, dest, dname, shape, path, framework)
             elif torch_out:
                 shp, dt = torch_shape(dname, shape), _torch_dtype(dname)
                 dest = _pinned_empty(shp, dt) if pin else torch.empty(shp, dtype=dt)
@@ -132,8 +155,9 @@ def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool, in
                 names.append(name)
                 addresses.append(flat.ctypes.data)
             report["bytes_read"] += n
-        if names:
-            src.read_into(names, addresses)
+            if pending and (fmt in ("tsafe", "gguf") or pending_bytes >= _CAST_CHUNK):
+                flush()  # read already, or a chunk batched
+        flush()
         report["direct"].append(False)
         report["buffered_reason"].append("a URL: ranged GETs (docs/REMOTE.md)")
     if not verify:
@@ -155,7 +179,7 @@ def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool, in
             raise _missing_error(missing, paths)
         out.update((name, into[name]) for name in tied)
     if into is not None:
-        report["tied"], report["missing"] = tied, missing
+        report["tied"], report["missing"], report["cast"] = tied, missing, casts
     return out, report
 
 
@@ -211,12 +235,112 @@ def _same_memory(items: List[Any], outs: List[Any]) -> Dict[str, str]:
     seen: Dict[Tuple[int, int], str] = {}
     dup: Dict[str, str] = {}
     for (name, _d, _s, n, *_), o in zip(items, outs):
-        if n:
+        if n and o is not None:  # None: an entry filled through a cast
             key = (o if isinstance(o, int) else o.ctypes.data, n)
             first = seen.setdefault(key, name)
             if first != name:
                 dup[name] = first
     return dup
+
+
+_CAST_HINT = " (cast=True fills it through a cast)"
+_CAST_CHUNK = 256 << 20  # cast= reads at most this much (or one tensor) into fresh memory at a time
+
+
+def _cast_needed(name: str, dest: Any, dname: str, shape: Tuple[int, ...], path: str) -> bool:
+    """Whether into= entry ``dest`` has another dtype than the file's tensor
+    (its shape must still match): cast= then fills it through a cast."""
+    if isinstance(dest, np.ndarray):
+        want = _dtypes.NUMPY.get(dname)
+    else:
+        want = _torch_dtype(dname) if hasattr(dest, "data_ptr") else None
+    if want is None or dest.dtype == want:
+        return False
+    if tuple(dest.shape) != shape:
+        raise InvalidArgumentError(f"{path}: tensor {name!r} is {dname} {list(shape)}, but into[{name!r}] is "
+                                   f"{dest.dtype} {list(dest.shape)}: cast= changes dtypes, not shapes")
+    return True
+
+
+def _arena_tensors(items: List[Any], arena: Any, offsets: List[int], capsules: Any, torch_out: bool) -> List[Any]:
+    """The tensors (or arrays) of a loaded arena, one per plan item."""
+    if not torch_out:
+        return [arena[off:off + n].view(_numpy_dtype(dname)).reshape(shape)
+                for (_name, dname, shape, n, _f, _c), off in zip(items, offsets)]
+    import torch
+    from torch.utils.dlpack import from_dlpack
+
+    from ._arrays import torch_shape
+
+    out = []
+    # Each tensor is a storage of its own bytes (torch.save of one saves only
+    # it), all holding the one arena.
+    for (_name, dname, shape, n, _f, _c), off, cap in zip(items, offsets, capsules):
+        if cap is not None:
+            out.append(from_dlpack(cap))
+            continue
+        flat = torch.from_numpy(arena[off:off + n]) if n else torch.empty(0, dtype=torch.uint8)
+        out.append(flat.view(_torch_dtype(dname)).reshape(torch_shape(dname, tuple(shape))))
+    return out
+
+
+def _dtype_name(dest: Any) -> str:
+    """The tensorsafe name of an array's or tensor's dtype."""
+    if isinstance(dest, np.ndarray):
+        return _dtypes.FROM_NUMPY.get(dest.dtype, str(dest.dtype))
+    return _dtypes.torch_tables()[1].get(dest.dtype, str(dest.dtype))
+
+
+def _add_report(report: Dict[str, Any], more: Dict[str, Any], verify: bool) -> None:
+    """Adds a second load's report of the same files to ``report``."""
+    for key in ("tensors", "verified", "unverifiable", "bytes", "bytes_read", "requests", "seconds"):
+        report[key] += more[key]
+    if verify and report["verified"]:
+        report["verification"] = f"verified {report['verified']} of {report['tensors']} tensors (XXH3-64)"
+        if report["unverifiable"]:
+            report["verification"] += f"; {report['unverifiable']} without a checksum"
+
+
+def _cast_copy(dest: Any, raw: np.ndarray, dname: str, shape: Tuple[int, ...]) -> None:
+    """Copies a tensor's bytes (``raw``, uint8, of dtype ``dname``) into
+    ``dest`` of another dtype, cast."""
+    if isinstance(dest, np.ndarray):
+        np.copyto(dest, raw.view(_numpy_dtype(dname)).reshape(shape), casting="unsafe")
+        return
+    import torch
+
+    from ._arrays import torch_shape
+
+    src = torch.from_numpy(raw) if raw.size else torch.empty(0, dtype=torch.uint8)
+    dest.detach().copy_(src.view(_torch_dtype(dname)).reshape(torch_shape(dname, shape)))
+
+
+def _cast_chunks(sized: List[Tuple[int, int]], limit: int) -> List[List[int]]:
+    """(index, bytes) pairs grouped in order, each group at most ``limit``
+    bytes or one item."""
+    chunks: List[List[int]] = []
+    size = 0
+    for i, n in sized:
+        if not chunks or size + n > limit:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(i)
+        size += n
+    return chunks
+
+
+def _fill_by_cast(plan: Any, casts: Dict[int, Any], items: List[Any], report: Dict[str, Any], verify: bool,
+                  load_args: Dict[str, Any]) -> None:
+    """Fills cast= entries (item index -> destination): their tensors are
+    loaded (and verified) into fresh memory a chunk of at most _CAST_CHUNK
+    at a time, then copied with the cast, so memory stays bounded."""
+    for chunk in _cast_chunks([(i, items[i][3]) for i in sorted(casts)], _CAST_CHUNK):
+        sub = plan.subset(chunk)
+        arena, offsets, more, _ = sub.load(verify=verify, **load_args)
+        for (_name, dname, shape, n, _f, _c), off, i in zip(sub.items(), offsets, chunk):
+            _cast_copy(casts[i], arena[off:off + n], dname, tuple(shape))
+        del arena
+        _add_report(report, more, verify)
 
 
 def _slice_arg(slice: Optional[Tuple[int, ...]]) -> Optional[Tuple[int, int, int, int]]:
@@ -267,7 +391,7 @@ def _writable_bytes(name: str, dest: Any, dname: str, shape: Tuple[int, ...], pa
         if dest.dtype != want or tuple(dest.shape) != shape:
             raise InvalidArgumentError(
                 f"{path}: tensor {name!r} is {dname} {list(shape)}, but into[{name!r}] is "
-                f"{dest.dtype} {list(dest.shape)}")
+                f"{dest.dtype} {list(dest.shape)}" + _CAST_HINT * (tuple(dest.shape) == shape))
         if not dest.flags.c_contiguous or not dest.flags.writeable:
             raise InvalidArgumentError(f"into[{name!r}]: a writable C-contiguous array is needed")
         return dest.reshape(-1).view(np.uint8)
@@ -279,7 +403,7 @@ def _writable_bytes(name: str, dest: Any, dname: str, shape: Tuple[int, ...], pa
     if dest.dtype != want or tuple(dest.shape) != shape:
         raise InvalidArgumentError(
             f"{path}: tensor {name!r} is {dname} {list(shape)} ({want}), but into[{name!r}] is "
-            f"{dest.dtype} {list(dest.shape)}")
+            f"{dest.dtype} {list(dest.shape)}" + _CAST_HINT * (tuple(dest.shape) == shape))
     if dest.device.type != "cpu":
         raise UnsupportedError(f"into[{name!r}] is on {dest.device}; into= fills CPU tensors")
     if not dest.is_contiguous():
@@ -306,7 +430,8 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
          framework: str = "pt", device: Any = "cpu", verify: bool = True, into: Optional[Dict[str, Any]] = None,
          *, slice: Optional[Tuple[int, ...]] = None, direct: bool = True, io_threads: int = 8,
          request_bytes: int = 4 << 20, prefault: bool = True, huge_pages: bool = True, verify_threads: int = 1,
-         cached_buffered: bool = True, pin_memory: bool = False, strict: bool = True, return_report: bool = False):
+         cached_buffered: bool = True, pin_memory: bool = False, strict: bool = True, cast: bool = False,
+         return_report: bool = False):
     """Loads tensors into memory of their own (not views of a file mapping).
 
     Args:
@@ -341,6 +466,12 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
             and no loaded entry is tied to raises NotFoundError naming them;
             False leaves those entries as they are and lists them in the
             report's "missing".
+        cast: with ``into``, an entry of another dtype than the file's (its
+            shape the same) is filled through a cast (torch's ``copy_``,
+            NumPy's unsafe casting: f32 into a bf16 model rounds), its
+            tensor read and verified a chunk of at most 256 MiB at a time;
+            the report's "cast" lists them. Without it such an entry is
+            InvalidArgumentError.
         return_report: also return the loader's report (a dict: "direct" and
             "buffered_reason" per file, "verification", "bytes_read", ...;
             with ``into``, "tied" ({name: the name it was read as}) and
@@ -376,7 +507,8 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
     elif into is not None:
         wanted = list(into.keys())
     if any(is_url(p) for p in paths):
-        out, report = _load_remote(paths, wanted, framework, verify, into, from_into, strict, slice, pin_memory)
+        out, report = _load_remote(paths, wanted, framework, verify, into, from_into, strict, cast, slice,
+                                   pin_memory)
         if torch_out and str(device) != "cpu":
             from ._load_device import to_device
 
@@ -415,44 +547,45 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
         except ImportError:
             torch_tensor = None
         dtypes: Dict[str, Any] = {}
-        outs = [_into_address(name, _into_entry(into, name), dname, shape, files[f][0], framework, torch_tensor,
-                              dtypes) for name, dname, shape, _n, f, _c in items]
-        dup = _same_memory(items, outs) if from_into else {}
-        if dup:
-            tied.update(dup)
-            by_name = {name: o for (name, *_), o in zip(items, outs) if name not in dup}
-            plan = _native.plan_load(paths, list(by_name), _slice_arg(slice))
-            items = plan.items()
-            outs = [by_name[name] for name, *_ in items]
-        report = plan.load_into(outs, verify=verify, direct=direct, io_threads=io_threads,
-                                request_bytes=request_bytes, verify_threads=verify_threads,
-                                cached_buffered=cached_buffered)
+        outs: List[Any] = []
+        casts: Dict[int, Any] = {}  # item index -> an entry filled through a cast
+        cast_dup: Dict[str, str] = {}  # tied cast entries: cast once
+        cast_keys: Dict[Any, str] = {}
+        for i, (name, dname, shape, _n, f, _c) in enumerate(items):
+            dest = _into_entry(into, name)
+            if cast and _cast_needed(name, dest, dname, tuple(shape), files[f][0]):
+                key = _dest_key(dest) if from_into else None
+                if key is not None and key in cast_keys:
+                    cast_dup[name] = cast_keys[key]
+                else:
+                    cast_keys[key] = name
+                    casts[i] = dest
+                outs.append(None)
+            else:
+                outs.append(_into_address(name, dest, dname, shape, files[f][0], framework, torch_tensor, dtypes))
+        dup = {**_same_memory(items, outs), **cast_dup} if from_into else {}
+        tied.update(dup)
+        keep = [i for i, (name, *_) in enumerate(items) if i not in casts and name not in dup]
+        direct_plan = plan if len(keep) == len(items) else plan.subset(keep)
+        report = direct_plan.load_into([outs[i] for i in keep] if direct_plan is not plan else outs,
+                                       verify=verify, direct=direct, io_threads=io_threads,
+                                       request_bytes=request_bytes, verify_threads=verify_threads,
+                                       cached_buffered=cached_buffered)
+        if casts:
+            _fill_by_cast(plan, casts, items, report, verify,
+                          dict(direct=direct, io_threads=io_threads, request_bytes=request_bytes, prefault=prefault,
+                               huge_pages=huge_pages, verify_threads=verify_threads,
+                               cached_buffered=cached_buffered))
         out = {name: into[name] for name, *_ in items}
         out.update((name, into[name]) for name in tied)
         report["tied"], report["missing"] = tied, missing
+        report["cast"] = {items[i][0]: f"{items[i][1]} -> {_dtype_name(casts[i])}" for i in sorted(casts)}
     else:
         arena, offsets, report, capsules = plan.load(
             verify=verify, direct=direct, io_threads=io_threads, request_bytes=request_bytes, prefault=prefault,
             huge_pages=huge_pages, verify_threads=verify_threads, cached_buffered=cached_buffered,
             capsules=torch_out)
-        out = {}
-        if torch_out:
-            import torch
-            from torch.utils.dlpack import from_dlpack
-
-            from ._arrays import torch_shape
-
-            # Each tensor is a storage of its own bytes (torch.save of one
-            # saves only it), all holding the one arena.
-            for (name, dname, shape, n, _f, _c), off, cap in zip(items, offsets, capsules):
-                if cap is not None:
-                    out[name] = from_dlpack(cap)
-                    continue
-                flat = torch.from_numpy(arena[off:off + n]) if n else torch.empty(0, dtype=torch.uint8)
-                out[name] = flat.view(_torch_dtype(dname)).reshape(torch_shape(dname, tuple(shape)))
-        else:
-            for (name, dname, shape, n, _f, _c), off in zip(items, offsets):
-                out[name] = arena[off:off + n].view(_numpy_dtype(dname)).reshape(shape)
+        out = dict(zip((name for name, *_ in items), _arena_tensors(items, arena, offsets, capsules, torch_out)))
     if torch_out and str(device) != "cpu":
         from ._load_device import to_device
 

@@ -11,6 +11,7 @@ import torch
 
 import tensorsafe
 from tensorsafe import CorruptionError, InvalidArgumentError, NotFoundError
+from tensorsafe._load import _cast_chunks
 from tensorsafe.torch import load_file, save_file
 
 RNG = np.random.default_rng(27)
@@ -181,6 +182,9 @@ def test_into_ties_missing_and_overlaps(tmp_path):
     out, rep = tensorsafe.load(path, into={"b": shared, "a": shared}, return_report=True)
     assert rep["tied"] == {"b": "a"} and rep["bytes"] == w.nbytes and torch.equal(shared, w)
     assert set(out) == {"a", "b"} and out["b"] is shared
+    half = torch.zeros(3, 4, dtype=torch.float16)  # and cast once
+    out, rep = tensorsafe.load(path, into={"b": half, "a": half}, cast=True, return_report=True)
+    assert rep["tied"] == {"b": "a"} and rep["cast"] == {"a": "f32 -> f16"} and torch.equal(half, w.half())
     # An entry no file holds, and tied to none, is named; strict=False leaves it and lists it.
     extra, c = torch.full((2,), -1.0), torch.zeros(5)
     with pytest.raises(NotFoundError, match=r"no tensor \"x\", \"y\" in .*t\.safetensors, which into= has entries for "
@@ -198,6 +202,59 @@ def test_into_ties_missing_and_overlaps(tmp_path):
     buf = torch.zeros(20)
     with pytest.raises(InvalidArgumentError, match=r"the buffers of tensors \"c\" and \"b\" overlap"):
         tensorsafe.load(path, into={"c": buf[0:5], "b": buf[3:15].view(3, 4)})
+
+
+@pytest.mark.parametrize("ext", ["tsafe", "safetensors"])
+def test_into_with_cast(tmp_path, ext, monkeypatch):
+    from tensorsafe import _load
+
+    path = str(tmp_path / f"c.{ext}")
+    src = {f"w{i}": torch.randn(64, 100, generator=torch.Generator().manual_seed(i)) for i in range(5)}
+    src["ids"] = torch.arange(10)
+    save_file(src, path)
+    # Without cast= a dtype that differs is refused, with the hint.
+    half = {k: torch.zeros(v.shape, dtype=torch.bfloat16) for k, v in src.items() if k != "ids"}
+    with pytest.raises(InvalidArgumentError, match=r"'w0' is f32 \[64, 100\].*bfloat16 \[64, 100\] \(cast=True"):
+        tensorsafe.load(path, into=half)
+    # Read a chunk at a time (two tensors here), each checked as it is read.
+    monkeypatch.setattr(_load, "_CAST_CHUNK", 2 * 64 * 100 * 4)
+    chunks = []
+    monkeypatch.setattr(_load, "_cast_chunks", lambda *a: chunks.append(_cast_chunks(*a)) or chunks[-1])
+    ids = torch.zeros(10, dtype=torch.int64)  # the same dtype: read in place
+    before = {k: v.data_ptr() for k, v in half.items()}
+    out, rep = tensorsafe.load(path, into={**half, "ids": ids}, cast=True, return_report=True)
+    assert {k: v.data_ptr() for k, v in half.items()} == before and torch.equal(ids, src["ids"])
+    for k, v in half.items():
+        assert torch.equal(v, src[k].to(torch.bfloat16)), k
+    assert rep["cast"] == {f"w{i}": "f32 -> bf16" for i in range(5)} and rep["tensors"] == 6
+    assert [len(c) for c in chunks[0]] == [2, 2, 1]
+    assert rep["bytes"] == sum(v.nbytes for v in src.values())
+    assert rep["verification"] == ("verified 6 of 6 tensors (XXH3-64)" if ext == "tsafe"
+                                   else "nothing to verify: safetensors stores no checksums")
+    # NumPy destinations, widened; a shape that differs is still refused.
+    arrays = {"w1": np.zeros((64, 100), np.float64), "ids": np.zeros(10, np.int32)}
+    tensorsafe.load(path, into=arrays, cast=True, framework="np")
+    assert np.array_equal(arrays["w1"], src["w1"].double().numpy()) and arrays["ids"].tolist() == list(range(10))
+    with pytest.raises(InvalidArgumentError, match="cast= changes dtypes, not shapes"):
+        tensorsafe.load(path, into={"w0": torch.zeros(100, 64, dtype=torch.bfloat16)}, cast=True)
+
+
+def test_cast_chunks():
+    assert _cast_chunks([], 10) == []
+    assert _cast_chunks([(0, 4), (1, 6), (2, 1), (3, 30), (4, 0)], 10) == [[0, 1], [2], [3], [4]]
+
+
+def test_cast_reads_a_damaged_tensor_as_damaged(tmp_path):
+    path = str(tmp_path / "d.tsafe")
+    save_file({"a": torch.ones(1000), "b": torch.ones(1000)}, path)
+    with tensorsafe.open(path) as r:
+        off = r.info("b")["offset"]
+    with open(path, "r+b") as f:
+        f.seek(off + 10)
+        f.write(b"\x55")
+    dest = {"a": torch.zeros(1000, dtype=torch.float16), "b": torch.zeros(1000, dtype=torch.float16)}
+    with pytest.raises(CorruptionError, match='tensor "b"'):
+        tensorsafe.load(path, into=dest, cast=True)
 
 
 def test_names_and_slices(tmp_path):

@@ -210,21 +210,19 @@ def _missing_error(missing: List[str], paths: List[str]) -> NotFoundError:
                          "as they are)")
 
 
-def _settle_into(into: Dict[str, Any], held: Iterable[str], paths: List[str],
-                 strict: bool) -> Tuple[List[str], Dict[str, str], List[str]]:
-    """(names to load, {tied name: loaded name}, missing names) of an into=
-    whose names the files do not all hold."""
+def _settle_into(into: Dict[str, Any], held: Iterable[str], paths: List[str], strict: bool, tied: Dict[str, str],
+                 missing: List[str]) -> List[str]:
+    """The names to load of an into= whose names the files do not all hold;
+    fills ``tied`` ({tied name: loaded name}) and ``missing``."""
     held = set(held)
     wanted = [name for name in into if name in held]
     loaded = {_dest_key(into[name]): name for name in reversed(wanted)}  # the first of each memory
-    tied: Dict[str, str] = {}
-    missing: List[str] = []
     for name, dest in into.items():
         if name not in held:
             _tie_or_miss(name, dest, loaded, tied, missing)
     if strict and missing:
         raise _missing_error(missing, paths)
-    return wanted, tied, missing
+    return wanted
 
 
 def _same_memory(items: List[Any], outs: List[Any]) -> Dict[str, str]:
@@ -514,19 +512,21 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
 
             out = to_device(out, device)
         return (out, report) if return_report else out
-    if callable(wanted):  # planned whole first: its names, in file order
-        every = _native.plan_load(paths, None, _slice_arg(slice)).items()
-        wanted = [name for name, *_ in every if wanted(name)]
     tied: Dict[str, str] = {}
     missing: List[str] = []
-    try:
-        plan = _native.plan_load(paths, wanted, _slice_arg(slice))
-    except NotFoundError:
-        if not from_into:
-            raise
-        every = _native.plan_load(paths, None, _slice_arg(slice)).items()
-        wanted, tied, missing = _settle_into(into, (name for name, *_ in every), paths, strict)
-        plan = _native.plan_load(paths, wanted, _slice_arg(slice))
+    if callable(wanted):  # planned whole, then the items it picks, in file order
+        whole = _native.plan_load(paths, None, _slice_arg(slice))
+        plan = whole.subset([i for i, (name, *_) in enumerate(whole.items()) if wanted(name)])
+    else:
+        try:
+            plan = _native.plan_load(paths, wanted, _slice_arg(slice))
+        except NotFoundError:
+            if not from_into:
+                raise
+            whole = _native.plan_load(paths, None, _slice_arg(slice))
+            every = [name for name, *_ in whole.items()]
+            keep = set(_settle_into(into, every, paths, strict, tied, missing))
+            plan = whole.subset([i for i, name in enumerate(every) if name in keep])
     items = plan.items()
     files = plan.files
     if pin_memory:  # tensors of torch's pinned allocator, filled as into= fills

@@ -77,7 +77,7 @@ def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool, in
     tied: Dict[str, str] = {}
     missing: List[str] = []
     filled: Dict[Any, str] = {}  # into='s memory already read into: tied entries are read once
-    casts: Dict[str, str] = {}
+    copied: Dict[str, str] = {}
     start = time.perf_counter()
     for path in paths:
         path, fmt = checkpoint_format(path)
@@ -90,10 +90,10 @@ def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool, in
                                    "(tensorsafe.read decodes it)")
         names: List[str] = []
         addresses: List[int] = []
-        pending: List[Tuple[Any, Any, str, Tuple[int, ...]]] = []  # cast= entries read, to copy
+        pending: List[Tuple[Any, Any, str, Tuple[int, ...]]] = []  # entries that take a copy, read
         pending_bytes = 0
 
-        def flush() -> None:  # reads what is batched, then fills the cast= entries from it
+        def flush() -> None:  # reads what is batched, then copies into the entries that take a copy
             nonlocal pending_bytes
             pending_bytes = 0
             if names:
@@ -101,7 +101,7 @@ def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool, in
                 names.clear()
                 addresses.clear()
             for args in pending:
-                _cast_copy(*args)
+                _copy_into(*args)
             pending.clear()
 
         for info in src.infos():
@@ -123,11 +123,12 @@ def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool, in
                     out[name] = dest
                     continue
                 filled[key] = name
-                if cast and _cast_needed(name, dest, dname, shape, path):
-                    flat = np.empty(n, np.uint8)  # the file's bytes, cast into dest by flush()
+                reason = _copy_reason(name, dest, dname, shape, path, cast)
+                if reason is not None:
+                    flat = np.empty(n, np.uint8)  # the file's bytes, copied into dest by flush()
                     pending_bytes += n
                     pending.append((dest, flat, dname, shape))
-                    casts[name] = f"{dname} -> {_dtype_name(dest)}"
+                    copied[name] = reason
                 else:
                     flat = _writable_bytes(name, dest, dname, shape, path, framework)
             elif torch_out:
@@ -155,7 +156,7 @@ def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool, in
                 names.append(name)
                 addresses.append(flat.ctypes.data)
             report["bytes_read"] += n
-            if pending and (fmt in ("tsafe", "gguf") or pending_bytes >= _CAST_CHUNK):
+            if pending and (fmt in ("tsafe", "gguf") or pending_bytes >= _COPY_CHUNK):
                 flush()  # read already, or a chunk batched
         flush()
         report["direct"].append(False)
@@ -179,7 +180,7 @@ def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool, in
             raise _missing_error(missing, paths)
         out.update((name, into[name]) for name in tied)
     if into is not None:
-        report["tied"], report["missing"], report["cast"] = tied, missing, casts
+        report["tied"], report["missing"], report["copied"] = tied, missing, copied
     return out, report
 
 
@@ -233,7 +234,7 @@ def _same_memory(items: List[Any], outs: List[Any]) -> Dict[str, str]:
     seen: Dict[Tuple[int, int], str] = {}
     dup: Dict[str, str] = {}
     for (name, _d, _s, n, *_), o in zip(items, outs):
-        if n and o is not None:  # None: an entry filled through a cast
+        if n and o is not None:  # None: an entry filled by a copy
             key = (o if isinstance(o, int) else o.ctypes.data, n)
             first = seen.setdefault(key, name)
             if first != name:
@@ -241,23 +242,32 @@ def _same_memory(items: List[Any], outs: List[Any]) -> Dict[str, str]:
     return dup
 
 
-_CAST_HINT = " (cast=True fills it through a cast)"
-_CAST_CHUNK = 256 << 20  # cast= reads at most this much (or one tensor) into fresh memory at a time
+_CAST_HINT = " (cast=True fills it by a copy with a cast)"
+_COPY_CHUNK = 256 << 20  # entries filled by a copy: at most this much (or one tensor) read at a time
 
 
-def _cast_needed(name: str, dest: Any, dname: str, shape: Tuple[int, ...], path: str) -> bool:
-    """Whether into= entry ``dest`` has another dtype than the file's tensor
-    (its shape must still match): cast= then fills it through a cast."""
+def _copy_reason(name: str, dest: Any, dname: str, shape: Tuple[int, ...], path: str, cast: bool) -> Optional[str]:
+    """Why into= entry ``dest`` is filled by a copy from fresh memory rather
+    than read into in place: "f32 -> bf16" (another dtype, with cast=),
+    "on cuda:0" (a torch tensor on another device), "not contiguous"; None
+    when it is read into in place (or refused by those checks)."""
     if isinstance(dest, np.ndarray):
         want = _dtypes.NUMPY.get(dname)
+        reason = f"{dname} -> {_dtype_name(dest)}" if cast and want is not None and dest.dtype != want else None
+    elif hasattr(dest, "data_ptr") and hasattr(dest, "device") and dest.device.type != "meta":
+        if dest.dtype != _torch_dtype(dname):
+            reason = f"{dname} -> {_dtype_name(dest)}" if cast else None
+        elif dest.device.type != "cpu":
+            reason = f"on {dest.device}"
+        else:
+            reason = None if dest.is_contiguous() else "not contiguous"
     else:
-        want = _torch_dtype(dname) if hasattr(dest, "data_ptr") else None
-    if want is None or dest.dtype == want:
-        return False
-    if tuple(dest.shape) != shape:
+        return None
+    if reason is not None and tuple(dest.shape) != shape:
         raise InvalidArgumentError(f"{path}: tensor {name!r} is {dname} {list(shape)}, but into[{name!r}] is "
-                                   f"{dest.dtype} {list(dest.shape)}: cast= changes dtypes, not shapes")
-    return True
+                                   f"{dest.dtype} {list(dest.shape)}" +
+                                   (": cast= changes dtypes, not shapes" if "->" in reason else ""))
+    return reason
 
 
 def _arena_tensors(items: List[Any], arena: Any, offsets: List[int], capsules: Any, torch_out: bool) -> List[Any]:
@@ -299,9 +309,9 @@ def _add_report(report: Dict[str, Any], more: Dict[str, Any], verify: bool) -> N
             report["verification"] += f"; {report['unverifiable']} without a checksum"
 
 
-def _cast_copy(dest: Any, raw: np.ndarray, dname: str, shape: Tuple[int, ...]) -> None:
+def _copy_into(dest: Any, raw: np.ndarray, dname: str, shape: Tuple[int, ...]) -> None:
     """Copies a tensor's bytes (``raw``, uint8, of dtype ``dname``) into
-    ``dest`` of another dtype, cast."""
+    ``dest``, cast to its dtype, on its device, in its layout."""
     if isinstance(dest, np.ndarray):
         np.copyto(dest, raw.view(_numpy_dtype(dname)).reshape(shape), casting="unsafe")
         return
@@ -313,7 +323,7 @@ def _cast_copy(dest: Any, raw: np.ndarray, dname: str, shape: Tuple[int, ...]) -
     dest.detach().copy_(src.view(_torch_dtype(dname)).reshape(torch_shape(dname, shape)))
 
 
-def _cast_chunks(sized: List[Tuple[int, int]], limit: int) -> List[List[int]]:
+def _copy_chunks(sized: List[Tuple[int, int]], limit: int) -> List[List[int]]:
     """(index, bytes) pairs grouped in order, each group at most ``limit``
     bytes or one item."""
     chunks: List[List[int]] = []
@@ -327,16 +337,16 @@ def _cast_chunks(sized: List[Tuple[int, int]], limit: int) -> List[List[int]]:
     return chunks
 
 
-def _fill_by_cast(plan: Any, casts: Dict[int, Any], items: List[Any], report: Dict[str, Any], verify: bool,
+def _fill_by_copy(plan: Any, copies: Dict[int, Any], items: List[Any], report: Dict[str, Any], verify: bool,
                   load_args: Dict[str, Any]) -> None:
-    """Fills cast= entries (item index -> destination): their tensors are
-    loaded (and verified) into fresh memory a chunk of at most _CAST_CHUNK
-    at a time, then copied with the cast, so memory stays bounded."""
-    for chunk in _cast_chunks([(i, items[i][3]) for i in sorted(casts)], _CAST_CHUNK):
+    """Fills into= entries that take a copy (item index -> destination):
+    their tensors are loaded (and verified) into fresh memory a chunk of at
+    most _COPY_CHUNK at a time, then copied, so memory stays bounded."""
+    for chunk in _copy_chunks([(i, items[i][3]) for i in sorted(copies)], _COPY_CHUNK):
         sub = plan.subset(chunk)
         arena, offsets, more, _ = sub.load(verify=verify, **load_args)
         for (_name, dname, shape, n, _f, _c), off, i in zip(sub.items(), offsets, chunk):
-            _cast_copy(casts[i], arena[off:off + n], dname, tuple(shape))
+            _copy_into(copies[i], arena[off:off + n], dname, tuple(shape))
         del arena
         _add_report(report, more, verify)
 
@@ -444,11 +454,14 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
         verify: check each tensor's XXH3-64 where the format stores one
             (.tsafe); safetensors and GGUF have none, which the report says.
         into: a dict of existing tensors (a module's ``state_dict()``) to fill
-            in place, without a second copy: each must match the file's
-            dtype and shape, be contiguous and on the CPU. Entries that are
-            one tensor (tied weights: the same memory) are read once, from
-            whichever name the files hold. Tensors the files hold beyond
-            ``into``'s keys are not read.
+            in place: each must match the file's shape and dtype (but see
+            ``cast``). Contiguous CPU tensors and arrays are read into
+            directly, with no second copy; torch tensors on another device
+            (a model on a GPU) or not contiguous are filled by a copy from
+            fresh memory, read a chunk of at most 256 MiB at a time. Entries
+            that are one tensor (tied weights: the same memory) are read
+            once, from whichever name the files hold. Tensors the files hold
+            beyond ``into``'s keys are not read.
         slice: ``(dim, index, parts[, min_rank=2])``: of every tensor of rank
             >= min_rank, block ``index`` of ``parts`` along dim 0 (rows) or 1
             (columns); only those bytes are read. Sliced tensors cannot be
@@ -465,15 +478,14 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
             False leaves those entries as they are and lists them in the
             report's "missing".
         cast: with ``into``, an entry of another dtype than the file's (its
-            shape the same) is filled through a cast (torch's ``copy_``,
-            NumPy's unsafe casting: f32 into a bf16 model rounds), its
-            tensor read and verified a chunk of at most 256 MiB at a time;
-            the report's "cast" lists them. Without it such an entry is
-            InvalidArgumentError.
+            shape the same) is filled by a copy with a cast (torch's
+            ``copy_``, NumPy's unsafe casting: f32 into a bf16 model rounds).
+            Without it such an entry is InvalidArgumentError.
         return_report: also return the loader's report (a dict: "direct" and
             "buffered_reason" per file, "verification", "bytes_read", ...;
-            with ``into``, "tied" ({name: the name it was read as}) and
-            "missing").
+            with ``into``, "tied" ({name: the name it was read as}),
+            "missing", and "copied" ({name: why}: "f32 -> bf16",
+            "on cuda:0", "not contiguous")).
 
     Returns:
         {name: tensor} in file order (or ``(tensors, report)``).
@@ -495,6 +507,9 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
     if pin_memory and (not torch_out or into is not None or str(device) != "cpu"):
         raise InvalidArgumentError("pin_memory=True makes new torch tensors on the CPU: not with framework='np', "
                                    "into= or a device (which stages through pinned buffers itself)")
+    if into is not None and str(device) != "cpu":
+        raise InvalidArgumentError(f"device={device!r} places new tensors; into= fills its tensors where they are "
+                                   "(on a GPU too)")
     paths = _paths(path_or_paths)
     from_into = into is not None and names is None  # into='s keys pick: ties and strict apply
     wanted: Any = None  # a list of names, a predicate (URLs) or None (all)
@@ -548,38 +563,41 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
             torch_tensor = None
         dtypes: Dict[str, Any] = {}
         outs: List[Any] = []
-        casts: Dict[int, Any] = {}  # item index -> an entry filled through a cast
-        cast_dup: Dict[str, str] = {}  # tied cast entries: cast once
-        cast_keys: Dict[Any, str] = {}
+        copies: Dict[int, Any] = {}  # item index -> an entry filled by a copy
+        reasons: Dict[str, str] = {}
+        copy_dup: Dict[str, str] = {}  # tied entries that take a copy: copied once
+        copy_keys: Dict[Any, str] = {}
         for i, (name, dname, shape, _n, f, _c) in enumerate(items):
             dest = _into_entry(into, name)
-            if cast and _cast_needed(name, dest, dname, tuple(shape), files[f][0]):
+            reason = _copy_reason(name, dest, dname, tuple(shape), files[f][0], cast)
+            if reason is not None:
                 key = _dest_key(dest) if from_into else None
-                if key is not None and key in cast_keys:
-                    cast_dup[name] = cast_keys[key]
+                if key is not None and key in copy_keys:
+                    copy_dup[name] = copy_keys[key]
                 else:
-                    cast_keys[key] = name
-                    casts[i] = dest
+                    copy_keys[key] = name
+                    copies[i] = dest
+                    reasons[name] = reason
                 outs.append(None)
             else:
                 outs.append(_into_address(name, dest, dname, shape, files[f][0], framework, torch_tensor, dtypes))
-        dup = {**_same_memory(items, outs), **cast_dup} if from_into else {}
+        dup = {**_same_memory(items, outs), **copy_dup} if from_into else {}
         tied.update(dup)
-        keep = [i for i, (name, *_) in enumerate(items) if i not in casts and name not in dup]
+        keep = [i for i, (name, *_) in enumerate(items) if i not in copies and name not in dup]
         direct_plan = plan if len(keep) == len(items) else plan.subset(keep)
         report = direct_plan.load_into([outs[i] for i in keep] if direct_plan is not plan else outs,
                                        verify=verify, direct=direct, io_threads=io_threads,
                                        request_bytes=request_bytes, verify_threads=verify_threads,
                                        cached_buffered=cached_buffered)
-        if casts:
-            _fill_by_cast(plan, casts, items, report, verify,
+        if copies:
+            _fill_by_copy(plan, copies, items, report, verify,
                           dict(direct=direct, io_threads=io_threads, request_bytes=request_bytes, prefault=prefault,
                                huge_pages=huge_pages, verify_threads=verify_threads,
                                cached_buffered=cached_buffered))
         out = {name: into[name] for name, *_ in items}
         out.update((name, into[name]) for name in tied)
         report["tied"], report["missing"] = tied, missing
-        report["cast"] = {items[i][0]: f"{items[i][1]} -> {_dtype_name(casts[i])}" for i in sorted(casts)}
+        report["copied"] = reasons
     else:
         arena, offsets, report, capsules = plan.load(
             verify=verify, direct=direct, io_threads=io_threads, request_bytes=request_bytes, prefault=prefault,

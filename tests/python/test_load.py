@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import tensorsafe
-from tensorsafe import CorruptionError, InvalidArgumentError, NotFoundError
-from tensorsafe._load import _cast_chunks
+from tensorsafe import CorruptionError, InvalidArgumentError, NotFoundError, UnsupportedError
+from tensorsafe._load import _copy_chunks
 from tensorsafe.torch import load_file, save_file
 
 RNG = np.random.default_rng(27)
@@ -137,8 +137,16 @@ def test_into_state_dict_in_place(tmp_path):
         tensorsafe.load(path, into=bad)
     with pytest.raises(InvalidArgumentError, match="is f32"):
         tensorsafe.load(path, into={"a.weight": torch.zeros(32, 64, dtype=torch.float16)})
-    with pytest.raises(InvalidArgumentError, match="not contiguous"):
-        tensorsafe.load(path, into={"a.weight": torch.zeros(64, 32).t()})
+    # A tensor not contiguous (as one on a GPU) is filled by a copy.
+    transposed = torch.zeros(64, 32).t()
+    _, rep = tensorsafe.load(path, into={"a.weight": transposed}, return_report=True)
+    assert torch.equal(transposed, src.a.weight.detach()) and rep["copied"] == {"a.weight": "not contiguous"}
+    with pytest.raises(InvalidArgumentError, match=r"tensor 'a\.weight' is f32 \[32, 64\], but .* \[16, 64\]"):
+        tensorsafe.load(path, into={"a.weight": torch.zeros(64, 16).t()})
+    with pytest.raises(InvalidArgumentError, match="into= fills its tensors where they are"):
+        tensorsafe.load(path, into={"a.weight": transposed}, device="cuda")
+    with pytest.raises(UnsupportedError, match="is on meta"):
+        tensorsafe.load(path, into={"a.weight": torch.zeros(32, 64, device="meta")})
     # Parameters themselves (keep_vars=True), and NumPy arrays, are filled too.
     params = Net()
     tensorsafe.load(path, into=params.state_dict(keep_vars=True))
@@ -184,7 +192,7 @@ def test_into_ties_missing_and_overlaps(tmp_path):
     assert set(out) == {"a", "b"} and out["b"] is shared
     half = torch.zeros(3, 4, dtype=torch.float16)  # and cast once
     out, rep = tensorsafe.load(path, into={"b": half, "a": half}, cast=True, return_report=True)
-    assert rep["tied"] == {"b": "a"} and rep["cast"] == {"a": "f32 -> f16"} and torch.equal(half, w.half())
+    assert rep["tied"] == {"b": "a"} and rep["copied"] == {"a": "f32 -> f16"} and torch.equal(half, w.half())
     # An entry no file holds, and tied to none, is named; strict=False leaves it and lists it.
     extra, c = torch.full((2,), -1.0), torch.zeros(5)
     with pytest.raises(NotFoundError, match=r"no tensor \"x\", \"y\" in .*t\.safetensors, which into= has entries for "
@@ -217,16 +225,16 @@ def test_into_with_cast(tmp_path, ext, monkeypatch):
     with pytest.raises(InvalidArgumentError, match=r"'w0' is f32 \[64, 100\].*bfloat16 \[64, 100\] \(cast=True"):
         tensorsafe.load(path, into=half)
     # Read a chunk at a time (two tensors here), each checked as it is read.
-    monkeypatch.setattr(_load, "_CAST_CHUNK", 2 * 64 * 100 * 4)
+    monkeypatch.setattr(_load, "_COPY_CHUNK", 2 * 64 * 100 * 4)
     chunks = []
-    monkeypatch.setattr(_load, "_cast_chunks", lambda *a: chunks.append(_cast_chunks(*a)) or chunks[-1])
+    monkeypatch.setattr(_load, "_copy_chunks", lambda *a: chunks.append(_copy_chunks(*a)) or chunks[-1])
     ids = torch.zeros(10, dtype=torch.int64)  # the same dtype: read in place
     before = {k: v.data_ptr() for k, v in half.items()}
     out, rep = tensorsafe.load(path, into={**half, "ids": ids}, cast=True, return_report=True)
     assert {k: v.data_ptr() for k, v in half.items()} == before and torch.equal(ids, src["ids"])
     for k, v in half.items():
         assert torch.equal(v, src[k].to(torch.bfloat16)), k
-    assert rep["cast"] == {f"w{i}": "f32 -> bf16" for i in range(5)} and rep["tensors"] == 6
+    assert rep["copied"] == {f"w{i}": "f32 -> bf16" for i in range(5)} and rep["tensors"] == 6
     assert [len(c) for c in chunks[0]] == [2, 2, 1]
     assert rep["bytes"] == sum(v.nbytes for v in src.values())
     assert rep["verification"] == ("verified 6 of 6 tensors (XXH3-64)" if ext == "tsafe"
@@ -239,9 +247,9 @@ def test_into_with_cast(tmp_path, ext, monkeypatch):
         tensorsafe.load(path, into={"w0": torch.zeros(100, 64, dtype=torch.bfloat16)}, cast=True)
 
 
-def test_cast_chunks():
-    assert _cast_chunks([], 10) == []
-    assert _cast_chunks([(0, 4), (1, 6), (2, 1), (3, 30), (4, 0)], 10) == [[0, 1], [2], [3], [4]]
+def test_copy_chunks():
+    assert _copy_chunks([], 10) == []
+    assert _copy_chunks([(0, 4), (1, 6), (2, 1), (3, 30), (4, 0)], 10) == [[0, 1], [2], [3], [4]]
 
 
 def test_cast_reads_a_damaged_tensor_as_damaged(tmp_path):

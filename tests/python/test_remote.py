@@ -144,13 +144,13 @@ def test_load_into_a_tied_module_from_s3(s3, tmp_path):
     assert report["missing"] == ["extra"] and torch.equal(extra, torch.zeros(3))
     half = Tied().to(torch.bfloat16)  # cast= as for local files: f32 read, cast into bf16 in place
     _, report = ts.load(url, into=half.state_dict(), cast=True, return_report=True)
-    assert report["cast"] == {"emb.weight": "f32 -> bf16"} and len(report["tied"]) == 1
+    assert report["copied"] == {"emb.weight": "f32 -> bf16"} and len(report["tied"]) == 1
     assert torch.equal(half.head.weight, src.emb.weight.detach().to(torch.bfloat16))
     turl = upload(s3, write_tsafe(tmp_path / "tied.tsafe", {k: v.detach() for k, v in src.state_dict().items()}),
                   "into/tied.tsafe")  # both names of the tie, verified
     half = Tied().to(torch.bfloat16)
     _, report = ts.load(turl, into=half.state_dict(), cast=True, return_report=True)
-    assert report["cast"] == {"emb.weight": "f32 -> bf16"} and report["tied"] == {"head.weight": "emb.weight"}
+    assert report["copied"] == {"emb.weight": "f32 -> bf16"} and report["tied"] == {"head.weight": "emb.weight"}
     assert report["verification"] == "verified 1 of 1 tensors (XXH3-64)", report
     assert torch.equal(half.head.weight, src.emb.weight.detach().to(torch.bfloat16))
 

@@ -166,13 +166,11 @@ def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool, in
     elif not report["verified"]:
         report["verification"] = "nothing to verify: these files store no checksums"
     else:
-        report["verification"] = f"verified {report['verified']} of {report['tensors']} tensors (XXH3-64)"
-        if report["unverifiable"]:
-            report["verification"] += f"; {report['unverifiable']} without a checksum"
+        report["verification"] = _verified_text(report)
     report["seconds"] = time.perf_counter() - start
     if left:
         if not from_into:
-            raise NotFoundError(f"no tensor {next(iter(left))!r} in {', '.join(paths)}")
+            raise NotFoundError(f"no tensor {json.dumps(next(iter(left)))} in {', '.join(paths)}")
         loaded = {_dest_key(into[name]): name for name in out}
         for name in left:
             _tie_or_miss(name, into[name], loaded, tied, missing)
@@ -304,9 +302,14 @@ def _add_report(report: Dict[str, Any], more: Dict[str, Any], verify: bool) -> N
     for key in ("tensors", "verified", "unverifiable", "bytes", "bytes_read", "requests", "seconds"):
         report[key] += more[key]
     if verify and report["verified"]:
-        report["verification"] = f"verified {report['verified']} of {report['tensors']} tensors (XXH3-64)"
-        if report["unverifiable"]:
-            report["verification"] += f"; {report['unverifiable']} without a checksum"
+        report["verification"] = _verified_text(report)
+
+
+def _verified_text(report: Dict[str, Any]) -> str:
+    """The report's "verification" when some tensor was verified, as the
+    native loader words it."""
+    text = f"verified {report['verified']} of {report['tensors']} tensors (XXH3-64)"
+    return text + (f"; {report['unverifiable']} without a checksum" if report["unverifiable"] else "")
 
 
 def _copy_into(dest: Any, raw: np.ndarray, dname: str, shape: Tuple[int, ...]) -> None:

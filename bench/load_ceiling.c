@@ -10,6 +10,10 @@
  *                                  before the clock starts
  *   load_ceiling fresh FILE        the same into fresh memory that a helper
  *                                  thread faults in just ahead of the reads
+ *   load_ceiling fresh4k FILE      the same with 4 KiB pages (no
+ *                                  MADV_HUGEPAGE): requests split at the
+ *                                  device, but where the host took the VM's
+ *                                  free memory back 2 MiB pages fault slower
  *   load_ceiling memcpy FILE       memcpy of the file's size between two
  *                                  pre-faulted buffers (the warm ceiling)
  *
@@ -65,11 +69,11 @@ static double resident(const char* path) {
   return (double)in / pages;
 }
 
-static unsigned char* buffer(size_t size) {
+static unsigned char* buffer(size_t size, int huge) {
   unsigned char* p = mmap(NULL, size + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return NULL;
   unsigned char* b = (unsigned char*)(((uintptr_t)p + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
-  madvise(b, size, MADV_HUGEPAGE);
+  if (huge) madvise(b, size, MADV_HUGEPAGE);
   return b;
 }
 
@@ -117,7 +121,7 @@ uint64_t ts_touch(const volatile unsigned char* p, uint64_t n) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: load_ceiling evict|resident|prefault|fresh|memcpy FILE\n");
+    fprintf(stderr, "usage: load_ceiling evict|resident|prefault|fresh|fresh4k|memcpy FILE\n");
     return 2;
   }
   const char* mode = argv[1];
@@ -136,10 +140,10 @@ int main(int argc, char** argv) {
   struct stat st;
   if (stat(path, &st) != 0) return perror(path), 1;
   size_t size = st.st_size;
-  unsigned char* buf = buffer(size + REQ);
+  unsigned char* buf = buffer(size + REQ, strcmp(mode, "fresh4k") != 0);
   if (!buf) return perror("mmap"), 1;
   if (!strcmp(mode, "memcpy")) {
-    unsigned char* src = buffer(size);
+    unsigned char* src = buffer(size, 1);
     memset(src, 1, size);
     memset(buf, 0, size);
     double c0 = cpu(), t0 = now();
@@ -147,7 +151,7 @@ int main(int argc, char** argv) {
     printf("{\"seconds\": %.6f, \"cpu\": %.6f, \"bytes\": %zu}\n", now() - t0, cpu() - c0, size);
     return 0;
   }
-  int fresh = !strcmp(mode, "fresh");
+  int fresh = !strcmp(mode, "fresh") || !strcmp(mode, "fresh4k");
   if (!fresh) memset(buf, 0, size + REQ);
   struct job j = {.size = size, .buf = buf};
   atomic_init(&j.next, 0);

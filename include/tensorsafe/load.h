@@ -105,10 +105,11 @@ struct LoadOptions {
   unsigned io_threads = 8;                 // reads in flight (threads with pread)
   unsigned verify_threads = 1;             // hashing threads
   // Fresh arena only: fault its pages in from a helper thread just ahead of
-  // the reads, and ask for transparent huge pages (2 MiB contiguous pages
-  // make each 4 MiB read one device request).
+  // the reads; ask for transparent huge pages (2 MiB contiguous pages make
+  // each 4 MiB read one device request, but fault at about 0.5 GB/s where
+  // the host took the VM's free memory back: off, docs/LOAD.md).
   bool prefault = true;
-  bool huge_pages = true;
+  bool huge_pages = false;
   // Tests: open(O_DIRECT) fails with this errno, as on file systems that
   // refuse it (tmpfs before Linux 6.6, some FUSE); 0 tries for real.
   int refuse_direct_errno = 0;

@@ -140,7 +140,7 @@ void RegisterLoad(py::module_& m) {
             return py::make_tuple(arena, offsets, ReportDict(loaded.report), caps);
           },
           py::arg("verify") = true, py::arg("direct") = true, py::arg("io_threads") = 8,
-          py::arg("request_bytes") = 4u << 20, py::arg("prefault") = true, py::arg("huge_pages") = true,
+          py::arg("request_bytes") = 4u << 20, py::arg("prefault") = true, py::arg("huge_pages") = false,
           py::arg("verify_threads") = 1, py::arg("cached_buffered") = true, py::arg("capsules") = false)
       // `outs`: per item, a writable buffer-protocol object, or an int: the
       // address of a contiguous CPU tensor of exactly the item's bytes,

@@ -111,6 +111,7 @@ TEST(Load, EqualsMappedReadTsafeAndSafetensors) {
           o.cached_buffered = cached;
           o.verify = verify;
           o.request_bytes = req;
+          o.huge_pages = req == 8192;  // both page sizes of the arena
           LoadBothWays(*plan, o);
           auto r = Load(*plan, o);
           ASSERT_TRUE(r.ok());

@@ -203,7 +203,9 @@ def _tie_or_miss(name: str, dest: Any, loaded: Dict[Any, str], tied: Dict[str, s
 
 
 def _missing_error(missing: List[str], paths: List[str]) -> NotFoundError:
-    shown = ", ".join(json.dumps(m) for m in missing[:5])  # quoted as the native errors quote + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    # Quoted as the native errors quote names.
+    more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+    shown = ", ".join(json.dumps(m) for m in missing[:5]) + more
     return NotFoundError(f"no tensor {shown} in {', '.join(paths)}, which into= has "
                          f"{'an entry' if len(missing) == 1 else 'entries'} for (strict=False leaves such entries "
                          "as they are)")
@@ -415,8 +417,8 @@ def _writable_bytes(name: str, dest: Any, dname: str, shape: Tuple[int, ...], pa
         raise InvalidArgumentError(
             f"{path}: tensor {name!r} is {dname} {list(shape)} ({want}), but into[{name!r}] is "
             f"{dest.dtype} {list(dest.shape)}" + _CAST_HINT * (tuple(dest.shape) == shape))
-    if dest.device.type != "cpu":
-        raise UnsupportedError(f"into[{name!r}] is on {dest.device}; into= fills CPU tensors")
+    if dest.device.type != "cpu":  # other devices take a copy (_copy_reason)
+        raise UnsupportedError(f"into[{name!r}] is on {dest.device}, which holds no memory to fill")
     if not dest.is_contiguous():
         raise InvalidArgumentError(f"into[{name!r}] is not contiguous; load cannot fill it in place")
     return dest.detach().reshape(-1).view(torch.uint8).numpy()
@@ -588,8 +590,7 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
         tied.update(dup)
         keep = [i for i, (name, *_) in enumerate(items) if i not in copies and name not in dup]
         direct_plan = plan if len(keep) == len(items) else plan.subset(keep)
-        report = direct_plan.load_into([outs[i] for i in keep] if direct_plan is not plan else outs,
-                                       verify=verify, direct=direct, io_threads=io_threads,
+        report = direct_plan.load_into([outs[i] for i in keep], verify=verify, direct=direct, io_threads=io_threads,
                                        request_bytes=request_bytes, verify_threads=verify_threads,
                                        cached_buffered=cached_buffered)
         if copies:

@@ -145,7 +145,7 @@ def test_into_state_dict_in_place(tmp_path):
         tensorsafe.load(path, into={"a.weight": torch.zeros(64, 16).t()})
     with pytest.raises(InvalidArgumentError, match="into= fills its tensors where they are"):
         tensorsafe.load(path, into={"a.weight": transposed}, device="cuda")
-    with pytest.raises(UnsupportedError, match="is on meta"):
+    with pytest.raises(UnsupportedError, match="is on meta, which holds no memory to fill"):
         tensorsafe.load(path, into={"a.weight": torch.zeros(32, 64, device="meta")})
     # Parameters themselves (keep_vars=True), and NumPy arrays, are filled too.
     params = Net()
@@ -195,6 +195,9 @@ def test_into_ties_missing_and_overlaps(tmp_path):
     assert rep["tied"] == {"b": "a"} and rep["copied"] == {"a": "f32 -> f16"} and torch.equal(half, w.half())
     # An entry no file holds, and tied to none, is named; strict=False leaves it and lists it.
     extra, c = torch.full((2,), -1.0), torch.zeros(5)
+    many = {f"m{i}": torch.zeros(1) for i in range(7)}
+    with pytest.raises(NotFoundError, match=r'no tensor "m0", "m1", "m2", "m3", "m4" and 2 more in .*, which into='):
+        tensorsafe.load(path, into=many)
     with pytest.raises(NotFoundError, match=r"no tensor \"x\", \"y\" in .*t\.safetensors, which into= has entries for "
                                             r"\(strict=False leaves such entries as they are\)"):
         tensorsafe.load(path, into={"c": c, "x": extra, "y": torch.zeros(1)})

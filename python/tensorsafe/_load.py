@@ -18,7 +18,10 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 import numpy as np
 
-from . import _dtypes, _native
+from . import _native
+from ._load_into import (_COPY_CHUNK, _copy_into, _copy_reason, _dest_key, _fill_by_copy, _into_address, _into_entry,
+                         _missing_error, _numpy_dtype, _same_memory, _settle_into, _tie_or_miss, _torch_dtype,
+                         _verified_text, _writable_bytes)
 from .errors import InvalidArgumentError, NotFoundError, UnsupportedError
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -182,94 +185,6 @@ def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool, in
     return out, report
 
 
-def _dest_key(dest: Any) -> Any:
-    """An into= entry's memory as (address, bytes), None when it has none:
-    entries with the same key are one tensor (tied weights)."""
-    if isinstance(dest, np.ndarray):
-        return (dest.__array_interface__["data"][0], dest.nbytes) if dest.nbytes else None
-    n = getattr(dest, "nbytes", 0)
-    ptr = getattr(dest, "data_ptr", None)
-    return (ptr(), n) if n and callable(ptr) else None
-
-
-def _tie_or_miss(name: str, dest: Any, loaded: Dict[Any, str], tied: Dict[str, str], missing: List[str]) -> None:
-    """Files into= entry `name`, which no file holds, as tied to a loaded
-    entry with the same memory, or as missing."""
-    key = _dest_key(dest)
-    if key is not None and key in loaded:
-        tied[name] = loaded[key]
-    else:
-        missing.append(name)
-
-
-def _missing_error(missing: List[str], paths: List[str]) -> NotFoundError:
-    # Quoted as the native errors quote names.
-    more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-    shown = ", ".join(json.dumps(m) for m in missing[:5]) + more
-    return NotFoundError(f"no tensor {shown} in {', '.join(paths)}, which into= has "
-                         f"{'an entry' if len(missing) == 1 else 'entries'} for (strict=False leaves such entries "
-                         "as they are)")
-
-
-def _settle_into(into: Dict[str, Any], held: Iterable[str], paths: List[str], strict: bool, tied: Dict[str, str],
-                 missing: List[str]) -> List[str]:
-    """The names to load of an into= whose names the files do not all hold;
-    fills ``tied`` ({tied name: loaded name}) and ``missing``."""
-    held = set(held)
-    wanted = [name for name in into if name in held]
-    loaded = {_dest_key(into[name]): name for name in reversed(wanted)}  # the first of each memory
-    for name, dest in into.items():
-        if name not in held:
-            _tie_or_miss(name, dest, loaded, tied, missing)
-    if strict and missing:
-        raise _missing_error(missing, paths)
-    return wanted
-
-
-def _same_memory(items: List[Any], outs: List[Any]) -> Dict[str, str]:
-    """{name: earlier name} for planned items whose into= memory an earlier
-    item's is (tied weights the files hold twice): they are read once."""
-    if set(map(type, outs)) <= {int} and len(set(outs)) == len(outs):
-        return {}  # torch tensors at distinct addresses: 1.5 ms for 20,000, the loop below 16
-    seen: Dict[Tuple[int, int], str] = {}
-    dup: Dict[str, str] = {}
-    for (name, _d, _s, n, *_), o in zip(items, outs):
-        if n and o is not None:  # None: an entry filled by a copy
-            key = (o if isinstance(o, int) else o.ctypes.data, n)
-            first = seen.setdefault(key, name)
-            if first != name:
-                dup[name] = first
-    return dup
-
-
-_CAST_HINT = " (cast=True fills it by a copy with a cast)"
-_COPY_CHUNK = 256 << 20  # entries filled by a copy: at most this much (or one tensor) read at a time
-
-
-def _copy_reason(name: str, dest: Any, dname: str, shape: Tuple[int, ...], path: str, cast: bool) -> Optional[str]:
-    """Why into= entry ``dest`` is filled by a copy from fresh memory rather
-    than read into in place: "f32 -> bf16" (another dtype, with cast=),
-    "on cuda:0" (a torch tensor on another device), "not contiguous"; None
-    when it is read into in place (or refused by those checks)."""
-    if isinstance(dest, np.ndarray):
-        want = _dtypes.NUMPY.get(dname)
-        reason = f"{dname} -> {_dtype_name(dest)}" if cast and want is not None and dest.dtype != want else None
-    elif hasattr(dest, "data_ptr") and hasattr(dest, "device") and dest.device.type != "meta":
-        if dest.dtype != _torch_dtype(dname):
-            reason = f"{dname} -> {_dtype_name(dest)}" if cast else None
-        elif dest.device.type != "cpu":
-            reason = f"on {dest.device}"
-        else:
-            reason = None if dest.is_contiguous() else "not contiguous"
-    else:
-        return None
-    if reason is not None and tuple(dest.shape) != shape:
-        raise InvalidArgumentError(f"{path}: tensor {name!r} is {dname} {list(shape)}, but into[{name!r}] is "
-                                   f"{dest.dtype} {list(dest.shape)}" +
-                                   (": cast= changes dtypes, not shapes" if "->" in reason else ""))
-    return reason
-
-
 def _arena_tensors(items: List[Any], arena: Any, offsets: List[int], capsules: Any, torch_out: bool) -> List[Any]:
     """The tensors (or arrays) of a loaded arena, one per plan item."""
     if not torch_out:
@@ -292,70 +207,6 @@ def _arena_tensors(items: List[Any], arena: Any, offsets: List[int], capsules: A
     return out
 
 
-def _dtype_name(dest: Any) -> str:
-    """The tensorsafe name of an array's or tensor's dtype."""
-    if isinstance(dest, np.ndarray):
-        return _dtypes.FROM_NUMPY.get(dest.dtype, str(dest.dtype))
-    return _dtypes.torch_tables()[1].get(dest.dtype, str(dest.dtype))
-
-
-def _add_report(report: Dict[str, Any], more: Dict[str, Any], verify: bool) -> None:
-    """Adds a second load's report of the same files to ``report``."""
-    for key in ("tensors", "verified", "unverifiable", "bytes", "bytes_read", "requests", "seconds"):
-        report[key] += more[key]
-    if verify and report["verified"]:
-        report["verification"] = _verified_text(report)
-
-
-def _verified_text(report: Dict[str, Any]) -> str:
-    """The report's "verification" when some tensor was verified, as the
-    native loader words it."""
-    text = f"verified {report['verified']} of {report['tensors']} tensors (XXH3-64)"
-    return text + (f"; {report['unverifiable']} without a checksum" if report["unverifiable"] else "")
-
-
-def _copy_into(dest: Any, raw: np.ndarray, dname: str, shape: Tuple[int, ...]) -> None:
-    """Copies a tensor's bytes (``raw``, uint8, of dtype ``dname``) into
-    ``dest``, cast to its dtype, on its device, in its layout."""
-    if isinstance(dest, np.ndarray):
-        np.copyto(dest, raw.view(_numpy_dtype(dname)).reshape(shape), casting="unsafe")
-        return
-    import torch
-
-    from ._arrays import torch_shape
-
-    src = torch.from_numpy(raw) if raw.size else torch.empty(0, dtype=torch.uint8)
-    dest.detach().copy_(src.view(_torch_dtype(dname)).reshape(torch_shape(dname, shape)))
-
-
-def _copy_chunks(sized: List[Tuple[int, int]], limit: int) -> List[List[int]]:
-    """(index, bytes) pairs grouped in order, each group at most ``limit``
-    bytes or one item."""
-    chunks: List[List[int]] = []
-    size = 0
-    for i, n in sized:
-        if not chunks or size + n > limit:
-            chunks.append([])
-            size = 0
-        chunks[-1].append(i)
-        size += n
-    return chunks
-
-
-def _fill_by_copy(plan: Any, copies: Dict[int, Any], items: List[Any], report: Dict[str, Any], verify: bool,
-                  load_args: Dict[str, Any]) -> None:
-    """Fills into= entries that take a copy (item index -> destination):
-    their tensors are loaded (and verified) into fresh memory a chunk of at
-    most _COPY_CHUNK at a time, then copied, so memory stays bounded."""
-    for chunk in _copy_chunks([(i, items[i][3]) for i in sorted(copies)], _COPY_CHUNK):
-        sub = plan.subset(chunk)
-        arena, offsets, more, _ = sub.load(verify=verify, **load_args)
-        for (_name, dname, shape, n, _f, _c), off, i in zip(sub.items(), offsets, chunk):
-            _copy_into(copies[i], arena[off:off + n], dname, tuple(shape))
-        del arena
-        _add_report(report, more, verify)
-
-
 def _slice_arg(slice: Optional[Tuple[int, ...]]) -> Optional[Tuple[int, int, int, int]]:
     if slice is None:
         return None
@@ -364,20 +215,6 @@ def _slice_arg(slice: Optional[Tuple[int, ...]]) -> Optional[Tuple[int, int, int
     dim, index, parts = (int(x) for x in slice[:3])
     min_rank = int(slice[3]) if len(slice) == 4 else 2
     return (dim, index, parts, min_rank)
-
-
-def _numpy_dtype(dname: str) -> np.dtype:
-    dt = _dtypes.NUMPY.get(dname)
-    if dt is None:
-        raise UnsupportedError(f"dtype {dname} has no NumPy equivalent; framework='pt' or the raw bytes")
-    return dt
-
-
-def _into_entry(into: Dict[str, Any], name: str) -> Any:
-    try:
-        return into[name]
-    except KeyError:
-        raise InvalidArgumentError(f"names= picks tensor {name!r}, which into= has no entry for") from None
 
 
 def _pinned_empty(shape: Any, dtype: Any) -> Any:
@@ -389,53 +226,6 @@ def _pinned_empty(shape: Any, dtype: Any) -> Any:
         return torch.empty(shape, dtype=dtype, pin_memory=True)
     except RuntimeError as e:
         raise UnsupportedError(f"pin_memory=True: torch cannot pin memory here ({e})") from None
-
-
-def _torch_dtype(dname: str):
-    from ._arrays import torch_dtype
-
-    return torch_dtype(dname)
-
-
-def _writable_bytes(name: str, dest: Any, dname: str, shape: Tuple[int, ...], path: str, framework: str):
-    """A writable uint8 NumPy view of ``dest`` after checking it matches."""
-    if isinstance(dest, np.ndarray):
-        want = _numpy_dtype(dname)
-        if dest.dtype != want or tuple(dest.shape) != shape:
-            raise InvalidArgumentError(
-                f"{path}: tensor {name!r} is {dname} {list(shape)}, but into[{name!r}] is "
-                f"{dest.dtype} {list(dest.shape)}" + _CAST_HINT * (tuple(dest.shape) == shape))
-        if not dest.flags.c_contiguous or not dest.flags.writeable:
-            raise InvalidArgumentError(f"into[{name!r}]: a writable C-contiguous array is needed")
-        return dest.reshape(-1).view(np.uint8)
-    import torch
-
-    if not isinstance(dest, torch.Tensor):
-        raise InvalidArgumentError(f"into[{name!r}] is a {type(dest).__name__}, not a torch.Tensor or ndarray")
-    want = _torch_dtype(dname)
-    if dest.dtype != want or tuple(dest.shape) != shape:
-        raise InvalidArgumentError(
-            f"{path}: tensor {name!r} is {dname} {list(shape)} ({want}), but into[{name!r}] is "
-            f"{dest.dtype} {list(dest.shape)}" + _CAST_HINT * (tuple(dest.shape) == shape))
-    if dest.device.type != "cpu":  # other devices take a copy (_copy_reason)
-        raise UnsupportedError(f"into[{name!r}] is on {dest.device}, which holds no memory to fill")
-    if not dest.is_contiguous():
-        raise InvalidArgumentError(f"into[{name!r}] is not contiguous; load cannot fill it in place")
-    return dest.detach().reshape(-1).view(torch.uint8).numpy()
-
-
-def _into_address(name: str, dest: Any, dname: str, shape: Tuple[int, ...], path: str, framework: str,
-                  torch_tensor: Any, dtypes: Dict[str, Any]):
-    """``dest``'s data address when it is a torch tensor that matches (the
-    checks of _writable_bytes, cheaper), else its writable uint8 view."""
-    if torch_tensor is not None and isinstance(dest, torch_tensor):
-        want = dtypes.get(dname)
-        if want is None:
-            want = dtypes[dname] = _torch_dtype(dname)
-        if (dest.dtype is want and dest.shape == shape and dest.is_cpu and dest.is_contiguous()
-                and dest.numel()):
-            return dest.data_ptr()
-    return _writable_bytes(name, dest, dname, shape, path, framework)
 
 
 def load(path_or_paths: Union[PathLike, Sequence[PathLike]],

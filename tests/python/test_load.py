@@ -11,7 +11,7 @@ import torch
 
 import tensorsafe
 from tensorsafe import CorruptionError, InvalidArgumentError, NotFoundError, UnsupportedError
-from tensorsafe._load import _copy_chunks
+from tensorsafe._load_into import _copy_chunks
 from tensorsafe.torch import load_file, save_file
 
 RNG = np.random.default_rng(27)
@@ -217,7 +217,7 @@ def test_into_ties_missing_and_overlaps(tmp_path):
 
 @pytest.mark.parametrize("ext", ["tsafe", "safetensors"])
 def test_into_with_cast(tmp_path, ext, monkeypatch):
-    from tensorsafe import _load
+    from tensorsafe import _load_into
 
     path = str(tmp_path / f"c.{ext}")
     src = {f"w{i}": torch.randn(64, 100, generator=torch.Generator().manual_seed(i)) for i in range(5)}
@@ -228,9 +228,9 @@ def test_into_with_cast(tmp_path, ext, monkeypatch):
     with pytest.raises(InvalidArgumentError, match=r"'w0' is f32 \[64, 100\].*bfloat16 \[64, 100\] \(cast=True"):
         tensorsafe.load(path, into=half)
     # Read a chunk at a time (two tensors here), each checked as it is read.
-    monkeypatch.setattr(_load, "_COPY_CHUNK", 2 * 64 * 100 * 4)
+    monkeypatch.setattr(_load_into, "_COPY_CHUNK", 2 * 64 * 100 * 4)
     chunks = []
-    monkeypatch.setattr(_load, "_copy_chunks", lambda *a: chunks.append(_copy_chunks(*a)) or chunks[-1])
+    monkeypatch.setattr(_load_into, "_copy_chunks", lambda *a: chunks.append(_copy_chunks(*a)) or chunks[-1])
     ids = torch.zeros(10, dtype=torch.int64)  # the same dtype: read in place
     before = {k: v.data_ptr() for k, v in half.items()}
     out, rep = tensorsafe.load(path, into={**half, "ids": ids}, cast=True, return_report=True)

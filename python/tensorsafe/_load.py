@@ -19,8 +19,8 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import numpy as np
 
 from . import _native
-from ._load_into import (_COPY_CHUNK, _copy_into, _copy_reason, _dest_key, _fill_by_copy, _into_address, _into_entry,
-                         _missing_error, _numpy_dtype, _same_memory, _settle_into, _tie_or_miss, _torch_dtype,
+from ._load_into import (_COPY_CHUNK, _copy_into, _dest_key, _fill_by_copy, _into_entry, _into_target, _missing_error,
+                         _numpy_dtype, _same_memory, _settle_into, _tie_or_miss, _torch_dtype, _torch_tensor_type,
                          _verified_text, _writable_bytes)
 from .errors import InvalidArgumentError, NotFoundError, UnsupportedError
 
@@ -81,6 +81,7 @@ def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool, in
     missing: List[str] = []
     filled: Dict[Any, str] = {}  # into='s memory already read into: tied entries are read once
     copied: Dict[str, str] = {}
+    torch_tensor, dtypes = _torch_tensor_type(), {}
     start = time.perf_counter()
     for path in paths:
         path, fmt = checkpoint_format(path)
@@ -126,14 +127,16 @@ def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool, in
                     out[name] = dest
                     continue
                 filled[key] = name
-                reason = _copy_reason(name, dest, dname, shape, path, cast)
-                if reason is not None:
+                target = _into_target(name, dest, dname, shape, path, cast, torch_tensor, dtypes)
+                if isinstance(target, str):  # why it takes a copy
                     flat = np.empty(n, np.uint8)  # the file's bytes, copied into dest by flush()
                     pending_bytes += n
                     pending.append((dest, flat, dname, shape))
-                    copied[name] = reason
+                    copied[name] = target
+                elif isinstance(target, int):  # a torch tensor: its bytes as an array
+                    flat = _writable_bytes(name, dest, dname, shape, path)
                 else:
-                    flat = _writable_bytes(name, dest, dname, shape, path, framework)
+                    flat = target
             elif torch_out:
                 shp, dt = torch_shape(dname, shape), _torch_dtype(dname)
                 dest = _pinned_empty(shp, dt) if pin else torch.empty(shp, dtype=dt)
@@ -350,13 +353,7 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
                                 cached_buffered=cached_buffered)
         out = into
     elif into is not None:
-        try:
-            import torch
-
-            torch_tensor = torch.Tensor
-        except ImportError:
-            torch_tensor = None
-        dtypes: Dict[str, Any] = {}
+        torch_tensor, dtypes = _torch_tensor_type(), {}
         outs: List[Any] = []
         copies: Dict[int, Any] = {}  # item index -> an entry filled by a copy
         reasons: Dict[str, str] = {}
@@ -364,18 +361,18 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
         copy_keys: Dict[Any, str] = {}
         for i, (name, dname, shape, _n, f, _c) in enumerate(items):
             dest = _into_entry(into, name)
-            reason = _copy_reason(name, dest, dname, tuple(shape), files[f][0], cast)
-            if reason is not None:
+            target = _into_target(name, dest, dname, shape, files[f][0], cast, torch_tensor, dtypes)
+            if isinstance(target, str):  # why it takes a copy
                 key = _dest_key(dest) if from_into else None
                 if key is not None and key in copy_keys:
                     copy_dup[name] = copy_keys[key]
                 else:
                     copy_keys[key] = name
                     copies[i] = dest
-                    reasons[name] = reason
+                    reasons[name] = target
                 outs.append(None)
             else:
-                outs.append(_into_address(name, dest, dname, shape, files[f][0], framework, torch_tensor, dtypes))
+                outs.append(target)
         dup = {**_same_memory(items, outs), **copy_dup} if from_into else {}
         tied.update(dup)
         keep = [i for i, (name, *_) in enumerate(items) if i not in copies and name not in dup]

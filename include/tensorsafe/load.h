@@ -105,11 +105,17 @@ struct LoadOptions {
   unsigned io_threads = 8;                 // reads in flight (threads with pread)
   unsigned verify_threads = 1;             // hashing threads
   // Fresh arena only: fault its pages in from a helper thread just ahead of
-  // the reads; ask for transparent huge pages (2 MiB contiguous pages make
-  // each 4 MiB read one device request, but fault at about 0.5 GB/s where
-  // the host took the VM's free memory back: off, docs/LOAD.md).
+  // the reads.
   bool prefault = true;
-  bool huge_pages = false;
+  // Fresh arena only: transparent huge pages. 2 MiB pages fault at 5-10
+  // GB/s where the VM's memory is backed and make each 4 MiB read one
+  // device request, but fault at 0.2-0.6 GB/s where the host took the VM's
+  // free memory back, where 4 KiB pages fault at 1-1.3 (docs/LOAD.md).
+  // nullopt (auto): 2 MiB pages until the helper meets two chunks in a row
+  // that fault slower than huge_page_min_gbps, 4 KiB pages for the rest of
+  // the arena from there; 4 KiB throughout without `prefault`.
+  std::optional<bool> huge_pages;
+  double huge_page_min_gbps = 1.5;
   // Tests: open(O_DIRECT) fails with this errno, as on file systems that
   // refuse it (tmpfs before Linux 6.6, some FUSE); 0 tries for real.
   int refuse_direct_errno = 0;
@@ -131,25 +137,35 @@ struct LoadReport {
   // "verified 64 of 64 tensors (XXH3-64)", "nothing to verify: safetensors
   // stores no checksums", "not verified (verify=false)".
   std::string verification;
+  // The fresh arena's pages as asked of the kernel: "4 KiB", "2 MiB", or
+  // "2 MiB, then 4 KiB from byte N (2 MiB pages faulted at 0.31 GB/s)";
+  // "" for LoadInto.
+  std::string pages;
 };
 
 // Memory the loader allocated: one anonymous mapping, released when the
 // last owner goes.
 class LoadArena {
  public:
+  // `huge_pages`: 2 MiB-aligned, with MADV_HUGEPAGE, unless the kernel's
+  // transparent huge pages are off.
   static Result<std::shared_ptr<LoadArena>> Allocate(std::uint64_t bytes, bool huge_pages);
   ~LoadArena();
   LoadArena(const LoadArena&) = delete;
   LoadArena& operator=(const LoadArena&) = delete;
   std::span<std::byte> bytes() const { return {base_, size_}; }
+  bool huge_pages() const { return huge_; }
+  // Bytes from `offset` (a multiple of 2 MiB) on fault as 4 KiB pages.
+  void UseSmallPages(std::uint64_t offset);
 
  private:
-  LoadArena(void* map, std::uint64_t map_size, std::byte* base, std::uint64_t size)
-      : map_(map), map_size_(map_size), base_(base), size_(size) {}
+  LoadArena(void* map, std::uint64_t map_size, std::byte* base, std::uint64_t size, bool huge)
+      : map_(map), map_size_(map_size), base_(base), size_(size), huge_(huge) {}
   void* map_;
   std::uint64_t map_size_;
   std::byte* base_;
   std::uint64_t size_;
+  bool huge_;
 };
 
 struct Loaded {

@@ -26,7 +26,7 @@ struct PlanHandle {
 };
 
 LoadOptions Options(bool verify, bool direct, unsigned io_threads, std::uint64_t request_bytes, bool prefault,
-                    bool huge_pages, unsigned verify_threads, bool cached_buffered) {
+                    std::optional<bool> huge_pages, unsigned verify_threads, bool cached_buffered) {
   LoadOptions o;
   o.verify = verify;
   o.direct = direct;
@@ -51,6 +51,7 @@ py::dict ReportDict(const LoadReport& r) {
   d["bytes_read"] = r.bytes_read;
   d["requests"] = r.requests;
   d["seconds"] = r.seconds;
+  if (!r.pages.empty()) d["pages"] = r.pages;
   return d;
 }
 
@@ -103,7 +104,8 @@ void RegisterLoad(py::module_& m) {
       .def(
           "load",
           [](std::shared_ptr<PlanHandle> h, bool verify, bool direct, unsigned io_threads, std::uint64_t request_bytes,
-             bool prefault, bool huge_pages, unsigned verify_threads, bool cached_buffered, bool capsules) {
+             bool prefault, std::optional<bool> huge_pages, unsigned verify_threads, bool cached_buffered,
+             bool capsules) {
             Result<Loaded> r = Internal("not loaded");
             {
               py::gil_scoped_release nogil;
@@ -140,7 +142,7 @@ void RegisterLoad(py::module_& m) {
             return py::make_tuple(arena, offsets, ReportDict(loaded.report), caps);
           },
           py::arg("verify") = true, py::arg("direct") = true, py::arg("io_threads") = 8,
-          py::arg("request_bytes") = 4u << 20, py::arg("prefault") = true, py::arg("huge_pages") = false,
+          py::arg("request_bytes") = 4u << 20, py::arg("prefault") = true, py::arg("huge_pages") = py::none(),
           py::arg("verify_threads") = 1, py::arg("cached_buffered") = true, py::arg("capsules") = false)
       // `outs`: per item, a writable buffer-protocol object, or an int: the
       // address of a contiguous CPU tensor of exactly the item's bytes,

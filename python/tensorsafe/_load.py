@@ -235,7 +235,7 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
          names: Optional[Union[Iterable[str], Callable[[str], bool]]] = None,
          framework: str = "pt", device: Any = "cpu", verify: bool = True, into: Optional[Dict[str, Any]] = None,
          *, slice: Optional[Tuple[int, ...]] = None, direct: bool = True, io_threads: int = 8,
-         request_bytes: int = 4 << 20, prefault: bool = True, huge_pages: bool = False, verify_threads: int = 1,
+         request_bytes: int = 4 << 20, prefault: bool = True, huge_pages: Optional[bool] = None, verify_threads: int = 1,
          cached_buffered: bool = True, pin_memory: bool = False, strict: bool = True, cast: bool = False,
          return_report: bool = False):
     """Loads tensors into memory of their own (not views of a file mapping).
@@ -266,7 +266,9 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
             verified (the checksum covers the whole tensor).
         direct, io_threads, request_bytes, prefault, huge_pages,
             verify_threads, cached_buffered: the read plan (docs/LOAD.md lists
-            what each costs).
+            what each costs). ``huge_pages`` None (auto) asks for 2 MiB pages
+            and switches the rest of the arena to 4 KiB ones where they fault
+            slowly (the report's "pages" says what was asked).
         pin_memory: torch tensors in page-locked host memory, each allocated
             by torch (``torch.empty(pin_memory=True)``) and read into in
             place, ready for ``.to("cuda", non_blocking=True)``. Needs an

@@ -12,7 +12,9 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <limits>
 #include <mutex>
@@ -38,6 +40,18 @@ constexpr std::uint64_t kMergeGap = std::uint64_t{64} << 10;
 using tensorsafe::internal::Str;
 std::uint64_t Down(std::uint64_t v) { return v & ~(kBlock - 1); }
 std::uint64_t Up(std::uint64_t v) { return (v + kBlock - 1) & ~(kBlock - 1); }
+
+double ThreadCpuSeconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+std::string TwoDecimals(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
 
 // True when at least 90% of the file's pages are resident: one mincore
 // over a mapping that is never touched.
@@ -147,7 +161,8 @@ class Job {
       }
     }
     if (arena_mode) {
-      TS_ASSIGN_OR_RETURN(arena_, LoadArena::Allocate(std::max<std::uint64_t>(image + packed, 1), o_.huge_pages));
+      TS_ASSIGN_OR_RETURN(
+          arena_, LoadArena::Allocate(std::max<std::uint64_t>(image + packed, 1), o_.huge_pages.value_or(o_.prefault)));
     }
     std::byte* base = arena_mode ? arena_->bytes().data() : nullptr;
 
@@ -254,6 +269,8 @@ class Job {
       any_checksum |= plan_.items[i].checksum;
       if (plan_.items[i].bytes == 0) Completed(static_cast<std::uint32_t>(i));
     }
+    if (arena_) report_.pages = arena_->huge_pages() ? "2 MiB" : "4 KiB";
+    watch_pages_.store(arena_ && arena_->huge_pages() && !o_.huge_pages.has_value());
     fault_goal_ = arena_ && o_.prefault ? image_bytes_ : 0;
     faulted_.store(arena_ && o_.prefault ? 0 : std::numeric_limits<std::uint64_t>::max());
     fault_next_.store(arena_ && o_.prefault ? 0 : std::numeric_limits<std::uint64_t>::max());
@@ -322,9 +339,11 @@ class Job {
       faulted_.notify_all();
       if (at >= fault_goal_) break;
       const std::uint64_t end = std::min(fault_goal_, at + kStep);
+      const double cpu0 = ThreadCpuSeconds();
       for (std::uint64_t p = at; p < end; p += kBlock) {
         reinterpret_cast<volatile char*>(base)[p] = 0;
       }
+      NoteFaults(end - at, ThreadCpuSeconds() - cpu0);
       faulted_.store(end, std::memory_order_release);
       faulted_.notify_all();
     }
@@ -332,13 +351,36 @@ class Job {
     faulted_.notify_all();
   }
 
-  // Returns once no helper write can land in arena bytes below `end`.
-  void ClaimFaulted(std::uint64_t end) {
+  // huge_pages auto: `bytes` of the arena faulted in `cpu` seconds of one
+  // thread's CPU time (a stall on the host counts, a preemption does not),
+  // by the helper or by a reader ahead of it. From the second measure in a
+  // row under huge_page_min_gbps, the arena past everything claimed takes
+  // 4 KiB pages.
+  void NoteFaults(std::uint64_t bytes, double cpu) {
+    if (!watch_pages_.load(std::memory_order_relaxed) || bytes < kHuge) return;
+    const double gbps = static_cast<double>(bytes) / std::max(cpu, 1e-9) / 1e9;
+    if (gbps >= o_.huge_page_min_gbps) {
+      slow_faults_.store(0, std::memory_order_relaxed);
+      return;
+    }
+    if (slow_faults_.fetch_add(1) + 1 < 2 || !watch_pages_.exchange(false)) return;
+    const std::uint64_t from = (fault_next_.load() + kHuge - 1) & ~(kHuge - 1);
+    arena_->UseSmallPages(from);
+    std::lock_guard<std::mutex> lock(mu_);
+    report_.pages =
+        "2 MiB, then 4 KiB from byte " + Str(from) + " (2 MiB pages faulted at " + TwoDecimals(gbps) + " GB/s)";
+  }
+
+  // Returns once no helper write can land in arena bytes below `end`, and
+  // how many bytes below `end` this reader took from the helper (it faults
+  // them itself).
+  std::uint64_t ClaimFaulted(std::uint64_t end) {
     std::uint64_t claimed = fault_next_.load();
     while (claimed < end && !fault_next_.compare_exchange_weak(claimed, end)) {
     }
     const std::uint64_t need = std::min(claimed, end);  // what the helper had claimed below `end`
     for (std::uint64_t w; (w = faulted_.load(std::memory_order_acquire)) < need;) faulted_.wait(w);
+    return end - need;
   }
 
   void Read() {
@@ -347,6 +389,7 @@ class Job {
       if (stop_.load(std::memory_order_relaxed)) return;
       const Request& q = requests_[i];
       std::byte* buf = q.in_place;
+      std::uint64_t unfaulted = 0;
       if (!buf) {
         if (!bounce) {
           auto b = LoadArena::Allocate(o_.request_bytes, false);
@@ -356,10 +399,12 @@ class Job {
         }
         buf = bounce->bytes().data();
       } else {
-        ClaimFaulted(q.fault_end);
+        unfaulted = ClaimFaulted(q.fault_end);
       }
+      const double cpu0 = unfaulted ? ThreadCpuSeconds() : 0;
       Status s = ReadRequest(q, buf);
       if (!s.ok()) return Fail(i, s);
+      if (unfaulted) NoteFaults(unfaulted, ThreadCpuSeconds() - cpu0);
       for (std::uint32_t k = 0; k < q.piece_count; ++k) {
         const Piece& p = pieces_[q.first_piece + k];
         if (p.dst) std::memcpy(p.dst, buf + p.src, p.length);
@@ -469,6 +514,8 @@ class Job {
   std::uint64_t fault_goal_ = 0;
   std::atomic<std::uint64_t> faulted_{0};     // arena bytes below this are faulted (or skipped)
   std::atomic<std::uint64_t> fault_next_{0};  // the helper's next chunk; readers push it past themselves
+  std::atomic<bool> watch_pages_{false};      // huge_pages auto, not switched yet
+  std::atomic<int> slow_faults_{0};           // measures in a row under huge_page_min_gbps
   std::atomic<std::size_t> next_{0};
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> verified_{0};
@@ -490,22 +537,6 @@ class Job {
 };
 
 }  // namespace
-
-Result<std::shared_ptr<LoadArena>> LoadArena::Allocate(std::uint64_t bytes, bool huge_pages) {
-  const std::uint64_t size = (bytes + kBlock - 1) & ~(kBlock - 1);
-  const std::uint64_t map_size = huge_pages ? size + kHuge : size;
-  void* map = ::mmap(nullptr, map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (map == MAP_FAILED) return IOError("loader: mmap of " + Str(map_size) + " bytes: " + std::strerror(errno), errno);
-  auto* base = static_cast<std::byte*>(map);
-  if (huge_pages) {
-    const auto addr = reinterpret_cast<std::uintptr_t>(map);
-    base += ((addr + kHuge - 1) & ~(kHuge - 1)) - addr;
-    ::madvise(base, size, MADV_HUGEPAGE);  // advice: a kernel without THP still loads
-  }
-  return std::shared_ptr<LoadArena>(new LoadArena(map, map_size, base, size));
-}
-
-LoadArena::~LoadArena() { ::munmap(map_, map_size_); }
 
 Result<Loaded> Load(const LoadPlan& plan, const LoadOptions& options) {
   Job job(plan, options);

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -130,6 +131,80 @@ TEST(Load, EqualsMappedReadTsafeAndSafetensors) {
       EXPECT_EQ(loaded->report.verification, "nothing to verify: safetensors stores no checksums");
     }
   }
+}
+
+// The VmFlags line of the /proc/self/smaps entry that starts at `addr`,
+// "" when none does.
+std::string VmFlagsAt(const void* addr) {
+  std::ifstream in("/proc/self/smaps");
+  char want[32];
+  std::snprintf(want, sizeof want, "%lx-", static_cast<unsigned long>(reinterpret_cast<std::uintptr_t>(addr)));
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(want, 0) == 0) inside = true;
+    if (inside && line.rfind("VmFlags:", 0) == 0) return line;
+  }
+  return "";
+}
+
+bool TransparentHugePagesOn() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string line;
+  return std::getline(in, line) && line.find("[never]") == std::string::npos;
+}
+
+// huge_pages auto: where the helper meets two 2 MiB chunks in a row that
+// fault slower than huge_page_min_gbps (here every chunk: the bar is out
+// of reach), the rest of the arena takes 4 KiB pages (MADV_NOHUGEPAGE: its
+// own mapping, flagged "nh"), and the report says from which byte.
+TEST(Load, ArenaTakesSmallPagesWhereHugeOnesFaultSlowly) {
+  TempDir dir;
+  const TensorSet set = RandomSet(11, 12, 8 << 20);  // about 48 MiB
+  const std::string path = dir.File("m.tsafe");
+  ASSERT_TRUE(WriteTensorSet(path, set, Format::kTsafe).ok());
+  auto plan = Plan(path);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const bool thp = TransparentHugePagesOn();
+  LoadOptions o = Direct();
+  o.huge_page_min_gbps = 1e12;
+  auto slow = Load(*plan, o);
+  ASSERT_TRUE(slow.ok()) << slow.status().ToString();
+  ExpectSameAsMapped(*plan, slow->data);
+  if (thp) {
+    const std::string& pages = slow->report.pages;
+    const std::string head = "2 MiB, then 4 KiB from byte ";
+    ASSERT_EQ(pages.substr(0, head.size()), head) << pages;
+    const std::uint64_t from = std::stoull(pages.substr(head.size()));
+    EXPECT_EQ(from % (2 << 20), 0u) << pages;
+    EXPECT_GE(from, std::uint64_t{4} << 20) << pages;  // two chunks measured first
+    EXPECT_NE(pages.find(" (2 MiB pages faulted at "), std::string::npos) << pages;
+    const std::string flags = VmFlagsAt(slow->arena->bytes().data() + from);
+    EXPECT_NE(flags.find(" nh"), std::string::npos) << flags;
+    EXPECT_NE(VmFlagsAt(slow->arena->bytes().data()).find(" hg"), std::string::npos);
+  } else {
+    EXPECT_EQ(slow->report.pages, "4 KiB");
+  }
+  o.huge_page_min_gbps = 0;  // never slow
+  auto fast = Load(*plan, o);
+  ASSERT_TRUE(fast.ok());
+  EXPECT_EQ(fast->report.pages, thp ? "2 MiB" : "4 KiB");
+  o.huge_pages = false;
+  auto small = Load(*plan, o);
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->report.pages, "4 KiB");
+  ExpectSameAsMapped(*plan, small->data);
+  o.huge_pages.reset();
+  o.prefault = false;  // no helper to time the faults: 4 KiB throughout
+  auto unwatched = Load(*plan, o);
+  ASSERT_TRUE(unwatched.ok());
+  EXPECT_EQ(unwatched->report.pages, "4 KiB");
+  std::vector<std::string> bufs;
+  std::vector<std::span<std::byte>> outs;
+  for (const LoadItem& it : plan->items) bufs.emplace_back(it.bytes, '\0');
+  for (std::string& b : bufs) outs.emplace_back(reinterpret_cast<std::byte*>(b.data()), b.size());
+  auto into = LoadInto(*plan, outs, Direct());
+  ASSERT_TRUE(into.ok());
+  EXPECT_EQ(into->pages, "");  // no arena
 }
 
 // 4096 tensors of 4097 bytes: their first and last bytes fall at every

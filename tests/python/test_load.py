@@ -53,6 +53,13 @@ def test_equals_mapped_read(tmp_path, ext, verify, cached):
         assert rep["verified"] == len(t)
     else:
         assert rep["verification"] == "nothing to verify: safetensors stores no checksums"
+    thp = "[never]" not in open("/sys/kernel/mm/transparent_hugepage/enabled").read()
+    # auto: 2 MiB pages unless they fault slowly (then "2 MiB, then 4 KiB from byte N (...)")
+    assert rep["pages"].startswith("2 MiB" if thp else "4 KiB"), rep["pages"]
+    for huge, pages in ((False, "4 KiB"), (True, "2 MiB" if thp else "4 KiB")):
+        again, rep = tensorsafe.load(path, verify=verify, cached_buffered=cached, huge_pages=huge, return_report=True)
+        assert rep["pages"] == pages
+        _same(again, got)
     # Tensors own their memory: writable, and alive after everything else is gone.
     x = got["t0"]
     del got

@@ -97,12 +97,13 @@ def child(method, path):
         for t in into.values():
             t.zero_()
     c0, t0 = cpu_now(), time.perf_counter()
+    rep = {}
     if method == "ts_load":
-        out = tensorsafe.load(path)
+        out, rep = tensorsafe.load(path, return_report=True)
     elif method == "ts_load_noverify":
-        out = tensorsafe.load(path, verify=False)
+        out, rep = tensorsafe.load(path, verify=False, return_report=True)
     elif method in ("ts_load_4k", "ts_load_thp"):  # the arena's pages, either way, whatever the default
-        out = tensorsafe.load(path, huge_pages=method == "ts_load_thp")
+        out, rep = tensorsafe.load(path, huge_pages=method == "ts_load_thp", return_report=True)
     elif method == "ts_into":
         out = tensorsafe.load(path, into=into)
     elif method == "ts_mapped":
@@ -135,7 +136,7 @@ def child(method, path):
         raise SystemExit(f"unknown method {method}")
     touch(out)
     t = time.perf_counter() - t0
-    print(json.dumps({"seconds": t, "cpu": cpu_now() - c0}))
+    print(json.dumps({"seconds": t, "cpu": cpu_now() - c0, **({"pages": rep["pages"]} if "pages" in rep else {})}))
 
 
 def make_files(d, gib, case):
@@ -260,8 +261,12 @@ def main():
                     gbs = ok[0]["bytes"] / sec / 1e9
                     results[(case, state, m)] = {"gbps": gbs, "cpu": cpu, "seconds": sec,
                                                  "resident_before": ok[0]["resident_before"]}
+                    pages = "; ".join(r["pages"] for r in ok if "pages" in r)  # the arena's (auto: switched?)
+                    if pages:
+                        results[(case, state, m)]["pages"] = pages
                     print(f"{case} {state:8} {m:17} {gbs:6.2f} GB/s  cpu {cpu:6.2f} s  "
-                          f"(resident before {ok[0]['resident_before']:.2f})", flush=True)
+                          f"(resident before {ok[0]['resident_before']:.2f})" + (f"  pages {pages}" if pages else ""),
+                          flush=True)
         report(results)
         if a.plot:
             plot(results, a.plot)

@@ -12,9 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <deque>
 #include <limits>
 #include <mutex>
@@ -22,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "load/internal.h"
 #include "tensorsafe/load.h"
 #include "util/hash.h"
 #include "util/text.h"
@@ -37,55 +36,14 @@ constexpr std::uint64_t kHuge = std::uint64_t{2} << 20;  // a transparent huge p
 // 0.4 ms of fixed service time here, which 64 KiB of extra transfer does not.
 constexpr std::uint64_t kMergeGap = std::uint64_t{64} << 10;
 
-using tensorsafe::internal::Str;
+using internal::Fd;
+using internal::MostlyCached;
+using internal::PreadExactly;
+using internal::Str;
+using internal::ThreadCpuSeconds;
+using internal::TwoDecimals;
 std::uint64_t Down(std::uint64_t v) { return v & ~(kBlock - 1); }
 std::uint64_t Up(std::uint64_t v) { return (v + kBlock - 1) & ~(kBlock - 1); }
-
-double ThreadCpuSeconds() {
-  timespec t{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
-
-std::string TwoDecimals(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", v);
-  return buf;
-}
-
-// True when at least 90% of the file's pages are resident: one mincore
-// over a mapping that is never touched.
-bool MostlyCached(int fd, std::uint64_t size) {
-  if (size == 0) return false;
-  void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-  if (m == MAP_FAILED) return false;
-  const std::uint64_t pages = (size + kBlock - 1) / kBlock;
-  std::vector<unsigned char> v(pages);
-  std::uint64_t in = 0;
-  if (::mincore(m, size, v.data()) == 0) {
-    for (unsigned char c : v) in += c & 1;
-  }
-  ::munmap(m, size);
-  return in * 10 >= pages * 9;
-}
-
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    std::swap(fd_, o.fd_);
-    return *this;
-  }
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_ = -1;
-};
 
 // Bytes of a request that belong to an item: copied to `dst` when the read
 // did not land there, and counted toward the item's completion.
@@ -365,6 +323,7 @@ class Job {
     }
     if (slow_faults_.fetch_add(1) + 1 < 2 || !watch_pages_.exchange(false)) return;
     const std::uint64_t from = (fault_next_.load() + kHuge - 1) & ~(kHuge - 1);
+    if (from >= arena_->bytes().size()) return;  // every byte claimed already: nothing to switch
     arena_->UseSmallPages(from);
     std::lock_guard<std::mutex> lock(mu_);
     report_.pages =
@@ -388,6 +347,12 @@ class Job {
     for (std::size_t i; (i = next_.fetch_add(1)) < requests_.size();) {
       if (stop_.load(std::memory_order_relaxed)) return;
       const Request& q = requests_[i];
+      if (!q.in_place && files_[q.file].use_buffered.load(std::memory_order_relaxed)) {
+        // From the page cache alignment buys nothing: each piece is read
+        // straight into its buffer, one copy instead of two.
+        if (Status s = ReadPieces(q); !s.ok()) return Fail(i, s);
+        continue;
+      }
       std::byte* buf = q.in_place;
       std::uint64_t unfaulted = 0;
       if (!buf) {
@@ -411,6 +376,19 @@ class Job {
         if (remaining_[p.item].fetch_sub(p.length, std::memory_order_acq_rel) == p.length) Completed(p.item);
       }
     }
+  }
+
+  // A caller-buffer request through the page cache: one pread per piece.
+  Status ReadPieces(const Request& q) {
+    const int fd = files_[q.file].buffered.get();
+    for (std::uint32_t k = 0; k < q.piece_count; ++k) {
+      const Piece& p = pieces_[q.first_piece + k];
+      TS_RETURN_IF_ERROR(PreadExactly(fd, plan_.files[q.file].path, p.dst, p.length, q.offset + p.src));
+      report_bytes_read_.fetch_add(p.length, std::memory_order_relaxed);
+      requests_done_.fetch_add(1, std::memory_order_relaxed);
+      if (remaining_[p.item].fetch_sub(p.length, std::memory_order_acq_rel) == p.length) Completed(p.item);
+    }
+    return Status::OK();
   }
 
   Status ReadRequest(const Request& q, std::byte* buf) {

@@ -1,0 +1,44 @@
+// What the loader (loader.cc) asks of the system, apart from its job: page
+// cache residency, thread CPU time, an owned descriptor, and one pread
+// loop for buffered reads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "tensorsafe/status.h"
+
+namespace tensorsafe::internal {
+
+// True when at least 90% of the file's pages are resident: one mincore
+// over a mapping that is never touched.
+bool MostlyCached(int fd, std::uint64_t size);
+
+double ThreadCpuSeconds();
+
+std::string TwoDecimals(double v);
+
+// Reads exactly `n` bytes at `offset` of `fd` (the file `path`) into `dst`,
+// through short reads and EINTR. Errors: kIOError naming the path, length,
+// offset and errno; kOutOfRange when the file ends first (it changed since
+// it was planned).
+Status PreadExactly(int fd, const std::string& path, std::byte* dst, std::uint64_t n, std::uint64_t offset);
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
+  ~Fd();
+  int get() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace tensorsafe::internal

@@ -111,11 +111,12 @@ struct LoadOptions {
   // GB/s where the VM's memory is backed and make each 4 MiB read one
   // device request, but fault at 0.2-0.6 GB/s where the host took the VM's
   // free memory back, where 4 KiB pages fault at 1-1.3 (docs/LOAD.md).
-  // nullopt (auto): 2 MiB pages until the helper meets two chunks in a row
-  // that fault slower than huge_page_min_gbps, 4 KiB pages for the rest of
-  // the arena from there; 4 KiB throughout without `prefault`.
+  // nullopt (auto): 2 MiB pages until three 2 MiB chunks in a row fault
+  // slower than huge_page_min_gbps (timed by the helper, or by a reader
+  // ahead of it), 4 KiB pages for the rest of the arena from there; 4 KiB
+  // throughout without `prefault`.
   std::optional<bool> huge_pages;
-  double huge_page_min_gbps = 1.5;
+  double huge_page_min_gbps = 1.0;
   // Tests: open(O_DIRECT) fails with this errno, as on file systems that
   // refuse it (tmpfs before Linux 6.6, some FUSE); 0 tries for real.
   int refuse_direct_errno = 0;

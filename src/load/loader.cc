@@ -311,7 +311,7 @@ class Job {
 
   // huge_pages auto: `bytes` of the arena faulted in `cpu` seconds of one
   // thread's CPU time (a stall on the host counts, a preemption does not),
-  // by the helper or by a reader ahead of it. From the second measure in a
+  // by the helper or by a reader ahead of it. From the third measure in a
   // row under huge_page_min_gbps, the arena past everything claimed takes
   // 4 KiB pages.
   void NoteFaults(std::uint64_t bytes, double cpu) {
@@ -321,7 +321,7 @@ class Job {
       slow_faults_.store(0, std::memory_order_relaxed);
       return;
     }
-    if (slow_faults_.fetch_add(1) + 1 < 2 || !watch_pages_.exchange(false)) return;
+    if (slow_faults_.fetch_add(1) + 1 < 3 || !watch_pages_.exchange(false)) return;
     const std::uint64_t from = (fault_next_.load() + kHuge - 1) & ~(kHuge - 1);
     if (from >= arena_->bytes().size()) return;  // every byte claimed already: nothing to switch
     arena_->UseSmallPages(from);

@@ -153,8 +153,8 @@ bool TransparentHugePagesOn() {
   return std::getline(in, line) && line.find("[never]") == std::string::npos;
 }
 
-// huge_pages auto: where the helper meets two 2 MiB chunks in a row that
-// fault slower than huge_page_min_gbps (here every chunk: the bar is out
+// huge_pages auto: where three 2 MiB chunks in a row fault slower than
+// huge_page_min_gbps (here every chunk: the bar is out
 // of reach), the rest of the arena takes 4 KiB pages (MADV_NOHUGEPAGE: its
 // own mapping, flagged "nh"), and the report says from which byte.
 TEST(Load, ArenaTakesSmallPagesWhereHugeOnesFaultSlowly) {
@@ -176,7 +176,7 @@ TEST(Load, ArenaTakesSmallPagesWhereHugeOnesFaultSlowly) {
     ASSERT_EQ(pages.substr(0, head.size()), head) << pages;
     const std::uint64_t from = std::stoull(pages.substr(head.size()));
     EXPECT_EQ(from % (2 << 20), 0u) << pages;
-    EXPECT_GE(from, std::uint64_t{4} << 20) << pages;  // two chunks measured first
+    EXPECT_GE(from, std::uint64_t{6} << 20) << pages;  // three chunks measured first
     EXPECT_NE(pages.find(" (2 MiB pages faulted at "), std::string::npos) << pages;
     const std::string flags = VmFlagsAt(slow->arena->bytes().data() + from);
     EXPECT_NE(flags.find(" nh"), std::string::npos) << flags;

@@ -33,7 +33,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple, Union
 import torch
 
 from . import _arrays, _native, _sharded
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, UnsupportedError
 from .safe_open import safe_open
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -247,6 +247,11 @@ def load_model(model: torch.nn.Module, filename: PathLike, strict: bool = True,
                backend: str = "mmap") -> Tuple[List[str], List[str]]:
     """Loads a file written by save_model (or any state dict file) into ``model``.
 
+    The file's tensors are read straight into the model's own
+    (``tensorsafe.load(into=...)``, docs/LOAD.md), or, where a module has
+    load-state-dict hooks or its own ``_load_from_state_dict``, given to
+    ``model.load_state_dict`` as views of the file's mapping.
+
     Returns:
         (missing, unexpected): model names the file did not set, and file
         names the model has no use for. Names dropped by save_model as
@@ -255,9 +260,14 @@ def load_model(model: torch.nn.Module, filename: PathLike, strict: bool = True,
     Raises:
         RuntimeError: with ``strict``, when either list is not empty.
     """
-    state = load_file(filename, device=device, backend=backend)
-    dropped = _names_to_drop(model.state_dict(), prefer=set(state))
-    missing, unexpected = model.load_state_dict(state, strict=False)
+    done = _load_in_place(model, filename) if backend == "mmap" and str(device) == "cpu" else None
+    if done is not None:
+        missing, unexpected, held = done
+    else:
+        state = load_file(filename, device=device, backend=backend)
+        held = set(state)
+        missing, unexpected = model.load_state_dict(state, strict=False)
+    dropped = _names_to_drop(model.state_dict(), prefer=held)
     missing_set = set(missing)
     unexpected = list(unexpected)
     for names in dropped.values():
@@ -275,6 +285,40 @@ def load_model(model: torch.nn.Module, filename: PathLike, strict: bool = True,
             lines.append("    Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in sorted(unexpected)))
         raise RuntimeError("\n".join(lines))
     return missing, unexpected
+
+
+def _load_in_place(model: torch.nn.Module, filename: PathLike) -> Optional[Tuple[List[str], List[str], Set[str]]]:
+    """(missing, unexpected, the file's names) after reading the file's
+    tensors straight into the model's own (tensorsafe.load(into=...),
+    docs/LOAD.md): one copy, O_DIRECT when the file is not cached, and no
+    second copy of the model through a mapping. None where load_state_dict
+    must do it, as it would: a module with load hooks or its own
+    _load_from_state_dict (BatchNorm, quantized modules), entries that are
+    not plain tensors with memory, a shape that differs (torch's error names
+    it), a dtype torch lacks, a file the loader does not read."""
+    from ._load import checkpoint_format, is_url, load
+
+    path = os.fspath(filename)
+    if is_url(path) or checkpoint_format(path)[1] not in ("tsafe", "safetensors", "sharded"):
+        return None
+    base = torch.nn.Module._load_from_state_dict
+    for m in model.modules():
+        if m._load_state_dict_pre_hooks or m._load_state_dict_post_hooks or type(m)._load_from_state_dict is not base:
+            return None
+    state = model.state_dict()
+    if any(type(v) is not torch.Tensor or v.is_meta for v in state.values()):
+        return None
+    try:
+        items = _native.plan_load([path], None, None).items()
+        for _name, dname, *_ in items:
+            _arrays.torch_dtype(dname)
+    except UnsupportedError:
+        return None
+    held = {name: shape for name, _d, shape, *_ in items}
+    if any(k in held and tuple(v.shape) != tuple(held[k]) for k, v in state.items()):
+        return None
+    load(path, into={k: v for k, v in state.items() if k in held}, cast=True, strict=False)
+    return [k for k in state if k not in held], [k for k in held if k not in state], set(held)
 
 
 # safetensors.torch's private helpers, which conversion scripts import by name

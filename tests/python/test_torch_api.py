@@ -95,6 +95,67 @@ def test_load_model_strict(tmp_path):
     assert torch.equal(m.weight, torch.zeros(2, 3))
 
 
+class Normed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.bn = torch.nn.BatchNorm1d(4)  # its own _load_from_state_dict
+
+
+@pytest.mark.parametrize("ext", ["safetensors", "tsafe"])
+def test_load_model_reads_into_the_model_or_leaves_it_to_load_state_dict(tmp_path, ext, monkeypatch):
+    """load_model reads the file straight into the model's tensors
+    (load(into=)); where load_state_dict would do more than copy, it is
+    load_state_dict's, and the results are the same either way."""
+    from tensorsafe import _load
+
+    calls = []
+    real_load = _load.load
+    monkeypatch.setattr(_load, "load", lambda *a, **k: calls.append(a[0]) or real_load(*a, **k))
+    torch.manual_seed(1)
+    m = Tied()
+    p = tmp_path / f"m.{ext}"
+    tst.save_model(m, p)
+
+    def refuse(*a, **k):
+        raise AssertionError("load_state_dict was called")
+
+    m2 = Tied()
+    m2.load_state_dict = refuse
+    assert tst.load_model(m2, p) == ([], [])
+    assert calls == [str(p)]
+    assert torch.equal(m2.embed.weight, m.embed.weight) and torch.equal(m2.norm.bias, m.norm.bias)
+    assert m2.head.weight.data_ptr() == m2.embed.weight.data_ptr()
+    # Another dtype is cast, as load_state_dict's copy_ casts.
+    half = Tied().to(torch.bfloat16)
+    half.load_state_dict = refuse
+    tst.load_model(half, p)
+    assert torch.equal(half.embed.weight, m.embed.weight.to(torch.bfloat16))
+    # Missing and unexpected names as load_state_dict gives them (backend="pread" takes its path).
+    tst.save_file({"weight": torch.ones(2, 3), "extra": torch.zeros(1)}, tmp_path / "lin.safetensors")
+    got = [tst.load_model(torch.nn.Linear(3, 2), tmp_path / "lin.safetensors", strict=False, backend=b)
+           for b in ("mmap", "pread")]
+    assert got[0] == got[1] == (["bias"], ["extra"])
+    # BatchNorm's own _load_from_state_dict, a hook, a shape that differs, a meta model: load_state_dict's.
+    n = Normed()
+    with torch.no_grad():
+        n.bn.running_mean += 3
+    tst.save_model(n, tmp_path / "n.safetensors")
+    calls.clear()
+    n2 = Normed()
+    tst.load_model(n2, tmp_path / "n.safetensors")
+    assert calls == [] and torch.equal(n2.bn.running_mean, n.bn.running_mean)
+    hooked = Tied()
+    seen = []
+    hooked.norm.register_load_state_dict_post_hook(lambda mod, keys: seen.append(mod))
+    tst.load_model(hooked, p)
+    assert calls == [] and seen == [hooked.norm] and torch.equal(hooked.embed.weight, m.embed.weight)
+    wide = torch.nn.Linear(3, 3)
+    with pytest.raises(RuntimeError, match="size mismatch for weight"):
+        tst.load_model(wide, tmp_path / "lin.safetensors", strict=False)
+    assert calls == []
+
+
 def test_save_model_force_contiguous(tmp_path):
     m = torch.nn.Linear(3, 2)
     with torch.no_grad():

@@ -7,14 +7,12 @@
 #include <fstream>
 #include <string>
 
+#include "load/internal.h"
 #include "tensorsafe/load.h"
 #include "util/text.h"
 
 namespace tensorsafe {
 namespace {
-
-constexpr std::uint64_t kArenaPage = 4096;
-constexpr std::uint64_t kArenaHuge = std::uint64_t{2} << 20;
 
 // False when the kernel's transparent huge pages are "[never]": advice
 // would change nothing, and the report would say 2 MiB of 4 KiB pages.
@@ -29,8 +27,8 @@ bool HugePagesAvailable() {
 Result<std::shared_ptr<LoadArena>> LoadArena::Allocate(std::uint64_t bytes, bool huge_pages) {
   static const bool available = HugePagesAvailable();
   huge_pages = huge_pages && available;
-  const std::uint64_t size = (bytes + kArenaPage - 1) & ~(kArenaPage - 1);
-  const std::uint64_t map_size = huge_pages ? size + kArenaHuge : size;
+  const std::uint64_t size = (bytes + internal::kBlock - 1) & ~(internal::kBlock - 1);
+  const std::uint64_t map_size = huge_pages ? size + internal::kHuge : size;
   void* map = ::mmap(nullptr, map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (map == MAP_FAILED) {
     return IOError("loader: mmap of " + internal::Str(map_size) + " bytes: " + std::strerror(errno), errno);
@@ -38,7 +36,7 @@ Result<std::shared_ptr<LoadArena>> LoadArena::Allocate(std::uint64_t bytes, bool
   auto* base = static_cast<std::byte*>(map);
   if (huge_pages) {
     const auto addr = reinterpret_cast<std::uintptr_t>(map);
-    base += ((addr + kArenaHuge - 1) & ~(kArenaHuge - 1)) - addr;
+    base += ((addr + internal::kHuge - 1) & ~(internal::kHuge - 1)) - addr;
     ::madvise(base, size, MADV_HUGEPAGE);  // advice: a kernel that cannot still loads
   }
   return std::shared_ptr<LoadArena>(new LoadArena(map, map_size, base, size, huge_pages));

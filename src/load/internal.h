@@ -11,6 +11,9 @@
 
 namespace tensorsafe::internal {
 
+inline constexpr std::uint64_t kBlock = 4096;  // a page; O_DIRECT's alignment of offset, length, memory
+inline constexpr std::uint64_t kHuge = std::uint64_t{2} << 20;  // a transparent huge page
+
 // True when at least 90% of the file's pages are resident: one mincore
 // over a mapping that is never touched.
 bool MostlyCached(int fd, std::uint64_t size);

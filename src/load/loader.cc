@@ -30,13 +30,13 @@ namespace {
 
 using internal::QuoteName;
 
-constexpr std::uint64_t kBlock = 4096;                   // O_DIRECT alignment of offset, length and memory
-constexpr std::uint64_t kHuge = std::uint64_t{2} << 20;  // a transparent huge page
 // Ranges closer than this are read as one segment: a request costs about
 // 0.4 ms of fixed service time here, which 64 KiB of extra transfer does not.
 constexpr std::uint64_t kMergeGap = std::uint64_t{64} << 10;
 
 using internal::Fd;
+using internal::kBlock;
+using internal::kHuge;
 using internal::MostlyCached;
 using internal::PreadExactly;
 using internal::Str;

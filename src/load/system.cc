@@ -17,8 +17,7 @@ bool MostlyCached(int fd, std::uint64_t size) {
   if (size == 0) return false;
   void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
   if (m == MAP_FAILED) return false;
-  const std::uint64_t page = 4096;
-  const std::uint64_t pages = (size + page - 1) / page;
+  const std::uint64_t pages = (size + kBlock - 1) / kBlock;
   std::vector<unsigned char> v(pages);
   std::uint64_t in = 0;
   if (::mincore(m, size, v.data()) == 0) {

@@ -20,8 +20,8 @@ import numpy as np
 
 from . import _native
 from ._load_into import (_COPY_CHUNK, _copy_into, _dest_key, _fill_by_copy, _into_entry, _into_target, _missing_error,
-                         _numpy_dtype, _same_memory, _settle_into, _tie_or_miss, _torch_dtype, _torch_tensor_type,
-                         _verified_text, _writable_bytes)
+                         _numpy_dtype, _same_memory, _settle_into, _tensor_bytes, _tie_or_miss, _torch_dtype,
+                         _torch_tensor_type, _verified_text)
 from .errors import InvalidArgumentError, NotFoundError, UnsupportedError
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -133,8 +133,8 @@ def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool, in
                     pending_bytes += n
                     pending.append((dest, flat, dname, shape))
                     copied[name] = target
-                elif isinstance(target, int):  # a torch tensor: its bytes as an array
-                    flat = _writable_bytes(name, dest, dname, shape, path)
+                elif isinstance(target, int):  # a checked torch tensor: its bytes as an array
+                    flat = _tensor_bytes(dest)
                 else:
                     flat = target
             elif torch_out:

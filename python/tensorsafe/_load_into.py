@@ -219,6 +219,13 @@ def _writable_bytes(name: str, dest: Any, dname: str, shape: Tuple[int, ...], pa
             f"{dest.dtype} {list(dest.shape)}" + _CAST_HINT * (tuple(dest.shape) == shape))
     if dest.device.type != "cpu":  # other devices and layouts take a copy (_copy_reason): this is meta
         raise UnsupportedError(f"into[{name!r}] is on {dest.device}, which holds no memory to fill")
+    return _tensor_bytes(dest)
+
+
+def _tensor_bytes(dest: Any) -> np.ndarray:
+    """A checked, contiguous CPU torch tensor's bytes as a writable uint8 array."""
+    import torch
+
     return dest.detach().reshape(-1).view(torch.uint8).numpy()
 
 

@@ -1,12 +1,15 @@
 // What the loader (loader.cc) asks of the system, apart from its job: page
 // cache residency, thread CPU time, an owned descriptor, and one pread
-// loop for buffered reads.
+// loop for buffered reads; and of the plan, that caller buffers fit it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <utility>
 
+#include "tensorsafe/load.h"
 #include "tensorsafe/status.h"
 
 namespace tensorsafe::internal {
@@ -27,6 +30,18 @@ std::string TwoDecimals(double v);
 // offset and errno; kOutOfRange when the file ends first (it changed since
 // it was planned).
 Status PreadExactly(int fd, const std::string& path, std::byte* dst, std::uint64_t n, std::uint64_t offset);
+
+class StreamingHash;
+// PreadExactly in pieces of kHashedRead bytes, each fed to `hash` while it
+// is still in this core's cache; returns the number of reads in `*reads`.
+inline constexpr std::uint64_t kHashedRead = std::uint64_t{256} << 10;
+Status PreadHashed(int fd, const std::string& path, std::byte* dst, std::uint64_t n, std::uint64_t offset,
+                   StreamingHash& hash, std::uint64_t* reads);
+
+// One buffer per item, each of the item's size, none sharing bytes with
+// another (two threads would write them at once). Errors: kInvalidArgument
+// naming the tensors and the sizes.
+Status CheckBuffers(const LoadPlan& plan, std::span<const std::span<std::byte>> outs);
 
 class Fd {
  public:

@@ -137,11 +137,7 @@ class Job {
       const LoadItem& it = plan_.items[i];
       std::byte* out = nullptr;
       if (!arena_mode) {
-        if (outs[i].size() != it.bytes) {
-          return InvalidArgument(plan_.files[it.file].path + ": tensor " + QuoteName(it.info.name) + ": a buffer of " +
-                                 Str(outs[i].size()) + " bytes for " + Str(it.bytes) + " bytes");
-        }
-        out = outs[i].data();
+        out = outs[i].data();  // of the item's size: CheckBuffers
       } else if (it.ranges.size() > 1) {
         out = base + image + packed_at[i];
       }
@@ -222,11 +218,27 @@ class Job {
     report_.tensors = plan_.items.size();
     report_.verify_requested = o_.verify;
     bool any_checksum = false;
-    for (std::size_t i = 0; i < plan_.items.size(); ++i) {
-      report_.bytes += plan_.items[i].bytes;
-      any_checksum |= plan_.items[i].checksum;
-      if (plan_.items[i].bytes == 0) Completed(static_cast<std::uint32_t>(i));
+    std::uint64_t largest = 0;
+    for (const LoadItem& it : plan_.items) {
+      report_.bytes += it.bytes;
+      any_checksum |= it.checksum;
+      largest = std::max(largest, it.bytes);
     }
+    bool all_buffered = true;
+    for (std::size_t f = 0; f < plan_.files.size(); ++f) all_buffered &= files_[f].use_buffered.load();
+    // Buffered reads into caller buffers, verified: each reader hashes what
+    // it has just read (ReadItems). Not when one item is over half the
+    // bytes: one thread would read it all.
+    if (!arena_ && o_.verify && any_checksum && all_buffered && largest * 2 <= report_.bytes) {
+      for (std::uint32_t i = 0; i < plan_.items.size(); ++i) by_size_.push_back(i);
+      std::stable_sort(by_size_.begin(), by_size_.end(),
+                       [&](std::uint32_t a, std::uint32_t b) { return plan_.items[a].bytes > plan_.items[b].bytes; });
+    } else {
+      for (std::size_t i = 0; i < plan_.items.size(); ++i) {
+        if (plan_.items[i].bytes == 0) Completed(static_cast<std::uint32_t>(i));
+      }
+    }
+    const bool hashed_reads = !by_size_.empty();
     if (arena_) report_.pages = arena_->huge_pages() ? "2 MiB" : "4 KiB";
     watch_pages_.store(arena_ && arena_->huge_pages() && !o_.huge_pages.has_value());
     fault_goal_ = arena_ && o_.prefault ? image_bytes_ : 0;
@@ -234,12 +246,14 @@ class Job {
     fault_next_.store(arena_ && o_.prefault ? 0 : std::numeric_limits<std::uint64_t>::max());
     std::vector<std::thread> threads;
     if (fault_goal_) threads.emplace_back([this] { Fault(); });
-    const unsigned verifiers = o_.verify && any_checksum ? std::max(1u, o_.verify_threads) : 0;
+    const unsigned verifiers = o_.verify && any_checksum && !hashed_reads ? std::max(1u, o_.verify_threads) : 0;
     for (unsigned v = 0; v < verifiers; ++v) threads.emplace_back([this] { Verify(); });
-    const unsigned io = std::max(1u, std::min<unsigned>(o_.io_threads, static_cast<unsigned>(requests_.size())));
+    const std::size_t work = hashed_reads ? by_size_.size() : requests_.size();
+    const unsigned io = std::max(1u, static_cast<unsigned>(std::min<std::size_t>(o_.io_threads, work)));
     std::vector<std::thread> readers;
-    for (unsigned t = 1; t < io; ++t) readers.emplace_back([this] { Read(); });
-    Read();
+    for (unsigned t = 1; t < io; ++t)
+      readers.emplace_back([this, hashed_reads] { hashed_reads ? ReadItems() : Read(); });
+    hashed_reads ? ReadItems() : Read();
     for (std::thread& t : readers) t.join();
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -452,20 +466,47 @@ class Job {
         item = ready_.front();
         ready_.pop_front();
       }
+      Check(item, internal::Hash64(std::span<const std::byte>(dests_[item].data(), dests_[item].size())));
+    }
+  }
+
+  // From the page cache into caller buffers, verified: a reader takes a
+  // whole item (largest first, so no thread is left with a big one at the
+  // end) and hashes each 256 KiB it has read while the bytes are still in
+  // its cache, where a verifier would read the item back from memory.
+  void ReadItems() {
+    internal::StreamingHash hash;
+    for (std::size_t k; (k = next_.fetch_add(1)) < by_size_.size();) {
+      if (stop_.load(std::memory_order_relaxed)) return;
+      const std::uint32_t item = by_size_[k];
       const LoadItem& it = plan_.items[item];
-      const std::uint64_t got = internal::Hash64(std::span<const std::byte>(dests_[item].data(), dests_[item].size()));
-      if (got == it.info.data_checksum) {
-        verified_.fetch_add(1, std::memory_order_relaxed);
-        continue;
+      std::uint64_t at = 0, reads = 0;
+      hash.Reset();
+      for (const LoadRange& r : it.ranges) {
+        Status s = internal::PreadHashed(files_[it.file].buffered.get(), plan_.files[it.file].path,
+                                         dests_[item].data() + at, r.length, r.offset, hash, &reads);
+        if (!s.ok()) return Fail(item, s);
+        at += r.length;
       }
-      std::lock_guard<std::mutex> lock(mu_);
-      if (item < bad_item_) {
-        bad_item_ = item;
-        bad_ = Corruption(plan_.files[it.file].path + ": tensor " + QuoteName(it.info.name) + " (offset " +
-                          Str(it.info.data_offset) + ", " + Str(it.info.data_length) + " bytes): data checksum " +
-                          Str(got) + " does not match the index's " + Str(it.info.data_checksum) +
-                          " (the data is damaged)");
-      }
+      report_bytes_read_.fetch_add(it.bytes, std::memory_order_relaxed);
+      requests_done_.fetch_add(reads, std::memory_order_relaxed);
+      if (it.checksum) Check(item, hash.Digest());
+    }
+  }
+
+  void Check(std::uint32_t item, std::uint64_t got) {
+    const LoadItem& it = plan_.items[item];
+    if (got == it.info.data_checksum) {
+      verified_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (item < bad_item_) {
+      bad_item_ = item;
+      bad_ =
+          Corruption(plan_.files[it.file].path + ": tensor " + QuoteName(it.info.name) + " (offset " +
+                     Str(it.info.data_offset) + ", " + Str(it.info.data_length) + " bytes): data checksum " + Str(got) +
+                     " does not match the index's " + Str(it.info.data_checksum) + " (the data is damaged)");
     }
   }
 
@@ -497,6 +538,7 @@ class Job {
   std::atomic<std::size_t> next_{0};
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> verified_{0};
+  std::vector<std::uint32_t> by_size_;  // items, largest first: ReadItems' queue (else empty)
 
  public:
   std::atomic<std::uint64_t> report_bytes_read_{0};
@@ -529,37 +571,9 @@ Result<Loaded> Load(const LoadPlan& plan, const LoadOptions& options) {
   return out;
 }
 
-namespace {
-
-// Buffers that share bytes would be written by two threads at once (tied
-// weights are one tensor: Python's load reads them once, as one item).
-Status CheckDisjoint(const LoadPlan& plan, std::span<const std::span<std::byte>> outs) {
-  std::vector<std::size_t> order;
-  order.reserve(outs.size());
-  for (std::size_t i = 0; i < outs.size(); ++i) {
-    if (!outs[i].empty()) order.push_back(i);
-  }
-  auto at = [&](std::size_t i) { return reinterpret_cast<std::uintptr_t>(outs[i].data()); };
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return at(a) < at(b); });
-  for (std::size_t k = 1; k < order.size(); ++k) {
-    const std::size_t a = order[k - 1], b = order[k];
-    if (at(a) + outs[a].size() > at(b)) {
-      return InvalidArgument("LoadInto: the buffers of tensors " + QuoteName(plan.items[a].info.name) + " and " +
-                             QuoteName(plan.items[b].info.name) + " overlap (the second starts " + Str(at(b) - at(a)) +
-                             " bytes into the first's " + Str(outs[a].size()) + ")");
-    }
-  }
-  return Status::OK();
-}
-
-}  // namespace
-
 Result<LoadReport> LoadInto(const LoadPlan& plan, std::span<const std::span<std::byte>> outs,
                             const LoadOptions& options) {
-  if (outs.size() != plan.items.size()) {
-    return InvalidArgument("LoadInto: " + Str(plan.items.size()) + " tensors but " + Str(outs.size()) + " buffers");
-  }
-  TS_RETURN_IF_ERROR(CheckDisjoint(plan, outs));
+  TS_RETURN_IF_ERROR(internal::CheckBuffers(plan, outs));
   Job job(plan, options);
   TS_RETURN_IF_ERROR(job.Build(outs, false, nullptr));
   TS_RETURN_IF_ERROR(job.OpenFiles());

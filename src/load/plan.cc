@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "load/internal.h"
 #include "tensorsafe/formats/sharded.h"
 #include "tensorsafe/load.h"
 #include "util/checked_math.h"
@@ -152,4 +153,36 @@ Result<LoadPlan> PlanLoad(std::span<const std::string> paths, const PlanOptions&
   return std::move(b.plan);
 }
 
+namespace internal {
+
+// Buffers that share bytes would be written by two threads at once (tied
+// weights are one tensor: Python's load reads them once, as one item).
+Status CheckBuffers(const LoadPlan& plan, std::span<const std::span<std::byte>> outs) {
+  if (outs.size() != plan.items.size()) {
+    return InvalidArgument("LoadInto: " + Str(plan.items.size()) + " tensors but " + Str(outs.size()) + " buffers");
+  }
+  std::vector<std::size_t> order;
+  order.reserve(outs.size());
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    const LoadItem& it = plan.items[i];
+    if (outs[i].size() != it.bytes) {
+      return InvalidArgument(plan.files[it.file].path + ": tensor " + QuoteName(it.info.name) + ": a buffer of " +
+                             Str(outs[i].size()) + " bytes for " + Str(it.bytes) + " bytes");
+    }
+    if (!outs[i].empty()) order.push_back(i);
+  }
+  auto at = [&](std::size_t i) { return reinterpret_cast<std::uintptr_t>(outs[i].data()); };
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return at(a) < at(b); });
+  for (std::size_t k = 1; k < order.size(); ++k) {
+    const std::size_t a = order[k - 1], b = order[k];
+    if (at(a) + outs[a].size() > at(b)) {
+      return InvalidArgument("LoadInto: the buffers of tensors " + QuoteName(plan.items[a].info.name) + " and " +
+                             QuoteName(plan.items[b].info.name) + " overlap (the second starts " + Str(at(b) - at(a)) +
+                             " bytes into the first's " + Str(outs[a].size()) + ")");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace internal
 }  // namespace tensorsafe

@@ -2,6 +2,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "load/internal.h"
+#include "util/hash.h"
 #include "util/text.h"
 
 namespace tensorsafe::internal {
@@ -53,6 +55,17 @@ Status PreadExactly(int fd, const std::string& path, std::byte* dst, std::uint64
                         " its index needs (the file changed since it was planned)");
     }
     got += static_cast<std::uint64_t>(r);
+  }
+  return Status::OK();
+}
+
+Status PreadHashed(int fd, const std::string& path, std::byte* dst, std::uint64_t n, std::uint64_t offset,
+                   StreamingHash& hash, std::uint64_t* reads) {
+  for (std::uint64_t at = 0; at < n; at += kHashedRead) {
+    const std::uint64_t len = std::min(kHashedRead, n - at);
+    TS_RETURN_IF_ERROR(PreadExactly(fd, path, dst + at, len, offset + at));
+    hash.Update(std::span<const std::byte>(dst + at, len));
+    ++*reads;
   }
   return Status::OK();
 }

@@ -261,6 +261,62 @@ TEST(Load, FlippedByteIsNamed) {
   EXPECT_EQ(loaded->report.verification, "not verified (verify=false)");
 }
 
+// From the page cache into caller buffers, verified, each reader hashes an
+// item as it reads it, 256 KiB at a time (the request count shows which
+// path ran); a byte flipped past the first 256 KiB is still named. Where
+// one item holds over half the bytes, the verifier thread checks instead.
+TEST(Load, CachedBuffersAreHashedAsRead) {
+  TempDir dir;
+  std::mt19937_64 rng(13);
+  TensorSet set;
+  const std::size_t sizes[] = {300000, 700000, 0, 524288, 1, 450000};
+  for (std::size_t i = 0; i < std::size(sizes); ++i) {
+    set.tensors.push_back(MakeTensor("h" + std::to_string(i), DType::kU8, {sizes[i]}, RandomBytes(rng, sizes[i])));
+  }
+  const std::string path = dir.File("h.tsafe");
+  ASSERT_TRUE(WriteTensorSet(path, set, Format::kTsafe).ok());
+  auto plan = Plan(path);
+  ASSERT_TRUE(plan.ok());
+  std::vector<std::string> bufs;
+  std::vector<std::span<std::byte>> outs;
+  for (const LoadItem& it : plan->items) bufs.emplace_back(it.bytes, '\0');
+  for (std::string& b : bufs) outs.emplace_back(reinterpret_cast<std::byte*>(b.data()), b.size());
+  auto rep = LoadInto(*plan, outs, LoadOptions{});
+  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  EXPECT_EQ(rep->direct, std::vector<bool>{false});
+  EXPECT_EQ(rep->verified, 6u);
+  EXPECT_EQ(rep->requests, 2u + 3u + 2u + 1u + 2u);  // ceil(bytes / 256 KiB) per item with bytes
+  EXPECT_EQ(rep->bytes_read, 300000u + 700000 + 524288 + 1 + 450000);
+  ExpectSameAsMapped(*plan, outs);
+
+  const LoadItem& victim = plan->items[1];
+  ASSERT_EQ(victim.bytes, 700000u);
+  std::string bytes = ReadFileBytes(path);
+  bytes[victim.info.data_offset + 600000] ^= 0x01;
+  WriteFileBytes(path, bytes);
+  EXPECT_STATUS(
+      LoadInto(*plan, outs, LoadOptions{}), StatusCode::kCorruption,
+      "h.tsafe: tensor \"h1\" (offset " + std::to_string(victim.info.data_offset) + ", 700000 bytes): data checksum");
+
+  // One item over half the bytes: the queue of requests and a verifier.
+  TensorSet big;
+  big.tensors.push_back(MakeTensor("big", DType::kU8, {2000000}, RandomBytes(rng, 2000000)));
+  big.tensors.push_back(MakeTensor("small", DType::kU8, {1000}, RandomBytes(rng, 1000)));
+  const std::string big_path = dir.File("big.tsafe");
+  ASSERT_TRUE(WriteTensorSet(big_path, big, Format::kTsafe).ok());
+  auto big_plan = Plan(big_path);
+  ASSERT_TRUE(big_plan.ok());
+  bufs.clear();
+  outs.clear();
+  for (const LoadItem& it : big_plan->items) bufs.emplace_back(it.bytes, '\0');
+  for (std::string& b : bufs) outs.emplace_back(reinterpret_cast<std::byte*>(b.data()), b.size());
+  auto big_rep = LoadInto(*big_plan, outs, LoadOptions{});
+  ASSERT_TRUE(big_rep.ok()) << big_rep.status().ToString();
+  EXPECT_EQ(big_rep->verified, 2u);
+  EXPECT_EQ(big_rep->requests, 2u);  // one pread per piece of the one 4 MiB request
+  ExpectSameAsMapped(*big_plan, outs);
+}
+
 // tmpfs refuses O_DIRECT with EINVAL before Linux 6.6 and takes it since;
 // either way the load is right and the report says which reads it made.
 // The refusal itself is simulated too, so the fallback runs on any kernel.

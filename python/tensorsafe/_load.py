@@ -235,9 +235,9 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
          names: Optional[Union[Iterable[str], Callable[[str], bool]]] = None,
          framework: str = "pt", device: Any = "cpu", verify: bool = True, into: Optional[Dict[str, Any]] = None,
          *, slice: Optional[Tuple[int, ...]] = None, direct: bool = True, io_threads: int = 8,
-         request_bytes: int = 4 << 20, prefault: bool = True, huge_pages: Optional[bool] = None, verify_threads: int = 1,
-         cached_buffered: bool = True, pin_memory: bool = False, strict: bool = True, cast: bool = False,
-         return_report: bool = False):
+         request_bytes: int = 4 << 20, prefault: bool = True, huge_pages: Optional[bool] = None,
+         verify_threads: int = 1, cached_buffered: bool = True, pin_memory: bool = False, strict: bool = True,
+         cast: bool = False, return_report: bool = False):
     """Loads tensors into memory of their own (not views of a file mapping).
 
     Args:

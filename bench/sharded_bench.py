@@ -14,8 +14,8 @@ huggingface_hub + safetensors 0.8.0 in the same run, as ratios.
     (both views of mappings), the same with one element of every page
     touched (resident views: ours populated when loaded, the hub's faulted
     by the touch), and the end-to-end load into a model
-    (load_torch_model against tensorsafe.torch.load_model, both copying
-    from views of the mappings into the model's parameters).
+    (load_torch_model, which copies from views of the mappings, against
+    tensorsafe.torch.load_model, which reads into the parameters in place).
 
     python bench/sharded_bench.py [--only a|b] [--rounds N] [--dir DIR]
 
@@ -147,7 +147,7 @@ def bench_load(root, rounds):
     model = Model()
 
     def ours_model():
-        tst.load_model(model, d)  # the default backend: views of the mappings, copied once by load_state_dict
+        tst.load_model(model, d)  # read straight into the parameters (tensorsafe.load(into=...))
 
     def theirs_model():
         load_torch_model(model, d, strict=False)  # strict is checked per shard in 0.36.2: always fails

@@ -430,9 +430,13 @@ TEST(Load, NamesAndErrors) {
   std::filesystem::resize_file(path, good->items.back().info.data_offset + 1);
   EXPECT_STATUS(Load(*good), StatusCode::kOutOfRange, "the file changed since it was planned");
   outs[4] = std::span<std::byte>(all).subspan(outs[4].data() - all.data() + 1, outs[4].size());
-  // Into buffers: read from the page cache piece by piece, and through O_DIRECT's bounce buffers.
+  // Into buffers: read from the page cache tensor by tensor and hashed as
+  // read, piece by piece unverified, and through O_DIRECT's bounce buffers.
   const std::string cut = "ends at offset " + std::to_string(good->items.back().info.data_offset + 1);
   EXPECT_STATUS(LoadInto(*good, outs), StatusCode::kOutOfRange, cut);
+  LoadOptions unverified;
+  unverified.verify = false;
+  EXPECT_STATUS(LoadInto(*good, outs, unverified), StatusCode::kOutOfRange, cut);
   EXPECT_STATUS(LoadInto(*good, outs, Direct()), StatusCode::kOutOfRange, cut);
 }
 

@@ -374,6 +374,19 @@ TEST(Load, ThreeShardCheckpointInOneQueue) {
     auto loaded = Load(*plan, Direct());
     ASSERT_TRUE(loaded.ok());
     EXPECT_EQ(loaded->report.verified, f == Format::kTsafe ? 12u : 0u);
+    // The plan checks every shard's header against the weight map, as
+    // safe_open does: an index that maps a tensor to the wrong shard fails.
+    const std::string ext(InfoOf(f).extensions[0]);
+    const std::string index = sub + "/model." + ext + ".index.json";
+    std::string text = ReadFileBytes(index);
+    const std::string from = "\"s0\": \"model-00001-of-00003." + ext + "\"";
+    const std::size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << text;
+    text.replace(at, from.size(), "\"s0\": \"model-00002-of-00003." + ext + "\"");
+    WriteFileBytes(index, text);
+    EXPECT_STATUS(Plan(sub), StatusCode::kCorruption,
+                  "index.json: shard \"model-00001-of-00003." + ext +
+                      "\" holds tensor \"s0\", which the index maps to shard \"model-00002-of-00003." + ext + "\"");
   }
 }
 

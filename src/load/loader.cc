@@ -65,6 +65,7 @@ struct Request {
 
 struct OpenFile {
   Fd direct, buffered;
+  bool cached = false;  // mostly in the page cache when opened (mincore)
   std::atomic<bool> use_buffered{false};
   std::string reason;
 };
@@ -191,12 +192,13 @@ class Job {
       int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
       if (fd < 0) return IOError(path + ": open: " + std::strerror(errno), errno);
       files_[f].buffered = Fd(fd);
+      files_[f].cached = o_.cached_buffered && MostlyCached(fd, plan_.files[f].size);
       if (!o_.direct) {
         files_[f].use_buffered = true;
         files_[f].reason = "direct=false";
         continue;
       }
-      if (o_.cached_buffered && MostlyCached(files_[f].buffered.get(), plan_.files[f].size)) {
+      if (files_[f].cached) {
         files_[f].use_buffered = true;
         files_[f].reason = "in the page cache (mincore): copied from there";
         continue;
@@ -224,12 +226,14 @@ class Job {
       any_checksum |= it.checksum;
       largest = std::max(largest, it.bytes);
     }
-    bool all_buffered = true;
-    for (std::size_t f = 0; f < plan_.files.size(); ++f) all_buffered &= files_[f].use_buffered.load();
-    // Buffered reads into caller buffers, verified: each reader hashes what
-    // it has just read (ReadItems). Not when one item is over half the
-    // bytes: one thread would read it all.
-    if (!arena_ && o_.verify && any_checksum && all_buffered && largest * 2 <= report_.bytes) {
+    bool all_cached = true;
+    for (std::size_t f = 0; f < plan_.files.size(); ++f) all_cached &= files_[f].cached;
+    // Into caller buffers from the page cache, verified: each reader hashes
+    // what it has just read (ReadItems). Not when one item is over half the
+    // bytes (one thread would read it all), nor from a cold file read
+    // through the page cache (O_DIRECT refused, direct=false), where 4 MiB
+    // requests keep the kernel's readahead whole.
+    if (!arena_ && o_.verify && any_checksum && all_cached && largest * 2 <= report_.bytes) {
       for (std::uint32_t i = 0; i < plan_.items.size(); ++i) by_size_.push_back(i);
       std::stable_sort(by_size_.begin(), by_size_.end(),
                        [&](std::uint32_t a, std::uint32_t b) { return plan_.items[a].bytes > plan_.items[b].bytes; });

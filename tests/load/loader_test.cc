@@ -264,7 +264,8 @@ TEST(Load, FlippedByteIsNamed) {
 // From the page cache into caller buffers, verified, each reader hashes an
 // item as it reads it, 256 KiB at a time (the request count shows which
 // path ran); a byte flipped past the first 256 KiB is still named. Where
-// one item holds over half the bytes, the verifier thread checks instead.
+// one item holds over half the bytes, or the file is not known to be
+// cached, the verifier thread checks instead.
 TEST(Load, CachedBuffersAreHashedAsRead) {
   TempDir dir;
   std::mt19937_64 rng(13);
@@ -287,6 +288,16 @@ TEST(Load, CachedBuffersAreHashedAsRead) {
   EXPECT_EQ(rep->verified, 6u);
   EXPECT_EQ(rep->requests, 2u + 3u + 2u + 1u + 2u);  // ceil(bytes / 256 KiB) per item with bytes
   EXPECT_EQ(rep->bytes_read, 300000u + 700000 + 524288 + 1 + 450000);
+  ExpectSameAsMapped(*plan, outs);
+  // Not known to be cached, read through the page cache all the same: the
+  // queue of requests, one pread per piece, and a verifier.
+  LoadOptions uncached;
+  uncached.direct = false;
+  uncached.cached_buffered = false;
+  auto queued = LoadInto(*plan, outs, uncached);
+  ASSERT_TRUE(queued.ok()) << queued.status().ToString();
+  EXPECT_EQ(queued->verified, 6u);
+  EXPECT_EQ(queued->requests, 5u);
   ExpectSameAsMapped(*plan, outs);
 
   const LoadItem& victim = plan->items[1];

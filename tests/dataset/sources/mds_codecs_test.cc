@@ -1,5 +1,5 @@
 // Compressed MDS shards of every codec of MosaicML's compression.py (br,
-// bz2, gz, snappy; zstd in mds_test.cc): each golden dataset's shard 0
+// bz2, gz, snappy; zstd in mds_corruption_test.cc): each golden dataset's shard 0
 // (tests/golden/mds/make.py) truncated, damaged, of another raw size and
 // followed by other bytes, with code and message, and nothing left in the
 // cache; then what each codec's Python reader accepts and refuses (gzip

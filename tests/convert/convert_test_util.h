@@ -1,5 +1,6 @@
-// Helpers for the conversion tests: random tensors of a chosen dtype, and a
-// .tsafe file written from a TensorSet.
+// Helpers for the conversion tests: random tensors of a chosen dtype, a
+// .tsafe file written from a TensorSet, and (convert_test.cc,
+// convert_refusal_test.cc) a format's file extension and options without sync.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -67,6 +68,14 @@ inline void WriteTsafe(const std::string& path, const TensorSet& set) {
 
 inline std::string BytesOf(const Tensor& t) {
   return std::string(reinterpret_cast<const char*>(t.data.data()), t.data.size());
+}
+
+inline std::string Ext(Format f) { return f == Format::kTenbin ? "ten" : std::string(FormatName(f)); }
+
+inline ConvertOptions Fast() {
+  ConvertOptions o;
+  o.sync = false;
+  return o;
 }
 
 }  // namespace tensorsafe::testing

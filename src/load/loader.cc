@@ -487,9 +487,13 @@ class Job {
       std::uint64_t at = 0, reads = 0;
       hash.Reset();
       for (const LoadRange& r : it.ranges) {
-        Status s = internal::PreadHashed(files_[it.file].buffered.get(), plan_.files[it.file].path,
-                                         dests_[item].data() + at, r.length, r.offset, hash, &reads);
+        const int fd = files_[it.file].buffered.get();
+        const std::string& path = plan_.files[it.file].path;
+        Status s = it.checksum
+                       ? internal::PreadHashed(fd, path, dests_[item].data() + at, r.length, r.offset, hash, &reads)
+                       : internal::PreadExactly(fd, path, dests_[item].data() + at, r.length, r.offset);
         if (!s.ok()) return Fail(item, s);
+        reads += !it.checksum && r.length;
         at += r.length;
       }
       report_bytes_read_.fetch_add(it.bytes, std::memory_order_relaxed);

@@ -110,8 +110,8 @@ struct Builder {
 
   // A local sharded checkpoint through sharded::Open: every header parsed
   // on several threads and checked against the weight map, as safe_open
-  // opens it (100,000 tensors in 100 shards: about a third of the time of
-  // reading the index, then each shard, on one thread).
+  // opens it (100,000 tensors in 100 shards: about half the time of reading
+  // the index, then each shard, on one thread).
   Status AddCheckpoint(const std::string& index_path) {
     TS_ASSIGN_OR_RETURN(sharded::Checkpoint ck, sharded::Open(index_path));
     if (!FormatLoadsInPlace(ck.index.format))

@@ -289,6 +289,27 @@ TEST(Load, CachedBuffersAreHashedAsRead) {
   EXPECT_EQ(rep->requests, 2u + 3u + 2u + 1u + 2u);  // ceil(bytes / 256 KiB) per item with bytes
   EXPECT_EQ(rep->bytes_read, 300000u + 700000 + 524288 + 1 + 450000);
   ExpectSameAsMapped(*plan, outs);
+  // Beside a safetensors file, whose tensors have no checksum to check:
+  // they are read in one pread each, not hashed.
+  TensorSet plain;
+  for (std::size_t i = 0; i < std::size(sizes); ++i) {
+    plain.tensors.push_back(MakeTensor("p" + std::to_string(i), DType::kU8, {sizes[i]}, RandomBytes(rng, sizes[i])));
+  }
+  const std::string st_path = dir.File("p.safetensors");
+  ASSERT_TRUE(WriteTensorSet(st_path, plain, Format::kSafetensors).ok());
+  std::vector<std::string> both{path, st_path};
+  auto mixed = PlanLoad(both);
+  ASSERT_TRUE(mixed.ok()) << mixed.status().ToString();
+  std::vector<std::string> mixed_bufs;
+  std::vector<std::span<std::byte>> mixed_outs;
+  for (const LoadItem& it : mixed->items) mixed_bufs.emplace_back(it.bytes, '\0');
+  for (std::string& b : mixed_bufs) mixed_outs.emplace_back(reinterpret_cast<std::byte*>(b.data()), b.size());
+  auto mixed_rep = LoadInto(*mixed, mixed_outs, LoadOptions{});
+  ASSERT_TRUE(mixed_rep.ok()) << mixed_rep.status().ToString();
+  EXPECT_EQ(mixed_rep->verified, 6u);
+  EXPECT_EQ(mixed_rep->unverifiable, 6u);
+  EXPECT_EQ(mixed_rep->requests, 10u + 5u);  // hashed 256 KiB reads of h.tsafe, one pread per p.safetensors tensor
+  ExpectSameAsMapped(*mixed, mixed_outs);
   // Not known to be cached, read through the page cache all the same: the
   // queue of requests, one pread per piece, and a verifier.
   LoadOptions uncached;

@@ -10,7 +10,8 @@ loading process) per method, and ratios to the ceilings measured in the
 same run by bench/load_ceiling.c (compiled here with cc):
 
   c_prefault  O_DIRECT, 4 MiB, 8 in flight, into a pre-faulted buffer: the
-              ceiling for loads into existing buffers (ts_into)
+              ceiling for loads into existing buffers (ts_into, and
+              ts_into_noverify: the same without verification)
   c_fresh     the same into fresh memory faulted by a helper thread just
               ahead of the reads, in 2 MiB pages (c_fresh) or 4 KiB pages
   c_fresh_4k  (c_fresh_4k): the faster is the ceiling for fresh memory
@@ -42,9 +43,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-METHODS = ["ts_load", "ts_load_noverify", "ts_load_4k", "ts_load_thp", "ts_into", "ts_mapped", "ts_pread", "st_load",
-           "st_pread", "torch_mmap", "np_fromfile", "runai", "zt_mapped", "zt_copy", "c_prefault", "c_fresh",
-           "c_fresh_4k"]
+METHODS = ["ts_load", "ts_load_noverify", "ts_load_4k", "ts_load_thp", "ts_into", "ts_into_noverify", "ts_mapped",
+           "ts_pread", "st_load", "st_pread", "torch_mmap", "np_fromfile", "runai", "zt_mapped", "zt_copy", "c_prefault",
+           "c_fresh", "c_fresh_4k"]
 # Methods that read the .safetensors copy (the rest read the .tsafe one).
 SAFETENSORS_METHODS = ("st_load", "st_pread", "runai", "zt_mapped", "zt_copy")
 
@@ -87,7 +88,7 @@ def child(method, path):
     from tensorsafe.torch import load_file
 
     into = None
-    if method == "ts_into":
+    if method in ("ts_into", "ts_into_noverify"):
         # A model's parameters, allocated and faulted before the clock starts.
         into = {}
         with tensorsafe.open(path) as r:
@@ -106,6 +107,8 @@ def child(method, path):
         out, rep = tensorsafe.load(path, huge_pages=method == "ts_load_thp", return_report=True)
     elif method == "ts_into":
         out = tensorsafe.load(path, into=into)
+    elif method == "ts_into_noverify":  # the copy alone: what verification costs into buffers
+        out = tensorsafe.load(path, into=into, verify=False)
     elif method == "ts_mapped":
         out = load_file(path)
     elif method == "ts_pread":
@@ -331,7 +334,7 @@ def report(results):
             continue
         if state == "warm":
             ceil_m, ceil = "memcpy", results.get(("a", state, "memcpy"))
-        elif m == "ts_into":
+        elif m in ("ts_into", "ts_into_noverify"):
             ceil_m, ceil = "c_prefault", results.get((case, state, "c_prefault"))
         else:
             ceil_m = _fresh_ceiling(results, case, state)[0]

@@ -20,24 +20,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/hex.h"
 #include "tensorsafe/dataset/mds.h"
 #include "tensorsafe/dataset/sample.h"
 #include "tensorsafe/dataset/wds.h"
 
 using namespace tensorsafe;
+using tensorsafe::testing::Hex;
 
 namespace {
-
-std::string Hex(std::span<const std::byte> b) {
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  s.reserve(b.size() * 2);
-  for (std::byte x : b) {
-    s.push_back(d[static_cast<unsigned>(x) >> 4]);
-    s.push_back(d[static_cast<unsigned>(x) & 15]);
-  }
-  return s;
-}
 
 void Dump(std::size_t k, const dataset::ShardSource& src) {
   nlohmann::json schema = nlohmann::json::array();

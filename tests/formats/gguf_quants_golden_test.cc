@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "formats/codec_test_util.h"
+#include "support/hex.h"
 #include "tensorsafe/formats/gguf_quants.h"
 
 namespace tensorsafe::testing {
@@ -22,30 +23,6 @@ nlohmann::json Vectors() {
   std::stringstream ss;
   ss << f.rdbuf();
   return nlohmann::json::parse(ss.str());
-}
-
-std::string Unhex(const std::string& h) {
-  std::string out(h.size() / 2, '\0');
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<char>(std::stoi(h.substr(2 * i, 2), nullptr, 16));
-  return out;
-}
-
-std::string Hex(std::span<const std::byte> b) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string s;
-  for (std::byte x : b) {
-    s += kHex[std::to_integer<int>(x) >> 4];
-    s += kHex[std::to_integer<int>(x) & 15];
-  }
-  return s;
-}
-
-std::string Fnv1a64(std::span<const std::byte> b) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (std::byte x : b) h = (h ^ std::to_integer<std::uint64_t>(x)) * 0x100000001b3ull;
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
 }
 
 // NaNs as one pattern, as make_vectors.py writes torch's (whose NaN bits

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "support/hex.h"
 #include "support/temp_dir.h"
 
 namespace tensorsafe::testing {
@@ -18,14 +19,6 @@ using Json = nlohmann::ordered_json;
 inline std::string GoldenDir() { return std::string(TS_SOURCE_DIR) + "/tests/golden/gguf/"; }
 
 inline Json Manifest() { return Json::parse(ReadFileBytes(GoldenDir() + "expected.json")); }
-
-inline std::string Unhex(const std::string& h) {
-  std::string out;
-  for (std::size_t i = 0; i + 1 < h.size(); i += 2) {
-    out.push_back(static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
-  }
-  return out;
-}
 
 // Compares an actual value `a` with the expected `e` under type descriptor
 // `d`: float32 values compare as floats (the JSON texts may differ: shortest

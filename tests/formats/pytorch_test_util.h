@@ -16,22 +16,15 @@
 
 #include "formats/npy/zip.h"
 #include "io/string_file.h"
+#include "support/hex.h"
 #include "tensorsafe/formats/pytorch.h"
 #include "util/aligned_alloc.h"
 
 namespace tensorsafe::pytorch_test {
 
-inline const std::string kPytorchGolden = std::string(TS_SOURCE_DIR) + "/tests/golden/pytorch/";
+using testing::Hex;
 
-inline std::string Hex(std::span<const std::byte> b) {
-  static const char* k = "0123456789abcdef";
-  std::string s;
-  for (std::byte x : b) {
-    s += k[static_cast<unsigned>(x) >> 4];
-    s += k[static_cast<unsigned>(x) & 15];
-  }
-  return s;
-}
+inline const std::string kPytorchGolden = std::string(TS_SOURCE_DIR) + "/tests/golden/pytorch/";
 
 // Bytes in a 64-byte aligned buffer, as a mapping would hold them.
 struct Image {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/safetensors/internal.h"
+#include "support/hex.h"
 #include "support/temp_dir.h"
 #include "tensorsafe/formats/safetensors.h"
 
@@ -21,6 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
+using testing::Hex;
+using testing::Unhex;
 
 const fs::path kGoldenDir = fs::path(TS_SOURCE_DIR) / "tests/golden/safetensors";
 const fs::path kCasesDir = fs::path(TS_SOURCE_DIR) / "tests/invalid/safetensors";
@@ -28,24 +31,6 @@ const fs::path kCasesDir = fs::path(TS_SOURCE_DIR) / "tests/invalid/safetensors"
 Json LoadJson(const fs::path& p) {
   std::ifstream in(p);
   return Json::parse(in);
-}
-
-std::string Unhex(const std::string& hex) {
-  std::string out;
-  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) {
-    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-  }
-  return out;
-}
-
-std::string Hex(std::span<const std::byte> b) {
-  static const char* k = "0123456789abcdef";
-  std::string s;
-  for (std::byte x : b) {
-    s += k[static_cast<unsigned>(x) >> 4];
-    s += k[static_cast<unsigned>(x) & 15];
-  }
-  return s;
 }
 
 // Metadata pairs [[k, v], ...] (or null) as the JSON text TensorSet holds.

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "formats/codec_test_util.h"
+#include "support/hex.h"
 #include "tensorsafe/cast.h"
 
 namespace tensorsafe::testing {
@@ -20,32 +21,6 @@ nlohmann::json Vectors() {
   std::stringstream ss;
   ss << f.rdbuf();
   return nlohmann::json::parse(ss.str());
-}
-
-std::vector<std::byte> Unhex(const std::string& h) {
-  std::vector<std::byte> out(h.size() / 2);
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    out[i] = static_cast<std::byte>(std::stoi(h.substr(2 * i, 2), nullptr, 16));
-  }
-  return out;
-}
-
-std::string Hex(std::span<const std::byte> b) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string s;
-  for (std::byte x : b) {
-    s += kHex[std::to_integer<int>(x) >> 4];
-    s += kHex[std::to_integer<int>(x) & 15];
-  }
-  return s;
-}
-
-std::string Fnv1a64(std::span<const std::byte> b) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (std::byte x : b) h = (h ^ std::to_integer<std::uint64_t>(x)) * 0x100000001b3ull;
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
 }
 
 bool IsNaN(DType d, std::uint32_t bits) {
@@ -92,14 +67,14 @@ TEST(Cast, EveryHalfAndBFloat16ValueAsTorch) {
 TEST(Cast, F32AndF64ValuesAsTorch) {
   const auto v = Vectors();
   for (auto [from, key] : {std::pair{DType::kF32, "f32"}, std::pair{DType::kF64, "f64"}}) {
-    const auto in = Unhex(v[key]["values"]);
+    const auto in = UnhexBytes(v[key]["values"]);
     for (DType to : {DType::kF32, DType::kF16, DType::kBF16}) {
       const std::string name(DTypeName(to));
       if (!v[key].contains(name)) continue;
       SCOPED_TRACE(std::string(key) + " -> " + name);
       auto out = CastAll(from, in, to);
       CanonicalNaNs(out, to);
-      const auto want = Unhex(v[key][name]);
+      const auto want = UnhexBytes(v[key][name]);
       ASSERT_EQ(out.size(), want.size());
       const std::size_t w = ElementSize(to), iw = ElementSize(from);
       int shown = 0;

@@ -82,18 +82,25 @@ Result<LoadPlan> Plan(const std::string& path, PlanOptions o = {}) {
   return PlanLoad(paths, o);
 }
 
+// Caller buffers the size of each planned item, filled with `fill`.
+struct Buffers {
+  explicit Buffers(const LoadPlan& plan, char fill = '\0') {
+    for (const LoadItem& it : plan.items) bufs.emplace_back(it.bytes, fill);
+    for (std::string& b : bufs) outs.emplace_back(reinterpret_cast<std::byte*>(b.data()), b.size());
+  }
+  std::vector<std::string> bufs;
+  std::vector<std::span<std::byte>> outs;
+};
+
 // Both ways in: the fresh arena and caller buffers.
 void LoadBothWays(const LoadPlan& plan, LoadOptions o) {
   auto loaded = Load(plan, o);
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   ExpectSameAsMapped(plan, loaded->data);
-  std::vector<std::string> bufs;
-  std::vector<std::span<std::byte>> outs;
-  for (const LoadItem& it : plan.items) bufs.emplace_back(it.bytes, '\xee');
-  for (std::string& b : bufs) outs.emplace_back(reinterpret_cast<std::byte*>(b.data()), b.size());
-  auto rep = LoadInto(plan, outs, o);
+  Buffers b(plan, '\xee');
+  auto rep = LoadInto(plan, b.outs, o);
   ASSERT_TRUE(rep.ok()) << rep.status().ToString();
-  ExpectSameAsMapped(plan, outs);
+  ExpectSameAsMapped(plan, b.outs);
 }
 
 TEST(Load, EqualsMappedReadTsafeAndSafetensors) {
@@ -198,11 +205,8 @@ TEST(Load, ArenaTakesSmallPagesWhereHugeOnesFaultSlowly) {
   auto unwatched = Load(*plan, o);
   ASSERT_TRUE(unwatched.ok());
   EXPECT_EQ(unwatched->report.pages, "4 KiB");
-  std::vector<std::string> bufs;
-  std::vector<std::span<std::byte>> outs;
-  for (const LoadItem& it : plan->items) bufs.emplace_back(it.bytes, '\0');
-  for (std::string& b : bufs) outs.emplace_back(reinterpret_cast<std::byte*>(b.data()), b.size());
-  auto into = LoadInto(*plan, outs, Direct());
+  Buffers b(*plan);
+  auto into = LoadInto(*plan, b.outs, Direct());
   ASSERT_TRUE(into.ok());
   EXPECT_EQ(into->pages, "");  // no arena
 }
@@ -249,11 +253,8 @@ TEST(Load, FlippedByteIsNamed) {
   EXPECT_STATUS(Load(*plan, Direct()), StatusCode::kCorruption,
                 "f.tsafe: tensor \"" + victim.info.name + "\" (offset " + std::to_string(victim.info.data_offset) +
                     ", " + std::to_string(victim.bytes) + " bytes): data checksum");
-  std::vector<std::string> bufs;
-  std::vector<std::span<std::byte>> outs;
-  for (const LoadItem& it : plan->items) bufs.emplace_back(it.bytes, '\0');
-  for (std::string& b : bufs) outs.emplace_back(reinterpret_cast<std::byte*>(b.data()), b.size());
-  EXPECT_STATUS(LoadInto(*plan, outs, Direct()), StatusCode::kCorruption, "tensor \"" + victim.info.name + "\"");
+  Buffers b(*plan);
+  EXPECT_STATUS(LoadInto(*plan, b.outs, Direct()), StatusCode::kCorruption, "tensor \"" + victim.info.name + "\"");
   LoadOptions off = Direct();
   off.verify = false;
   auto loaded = Load(*plan, off);
@@ -278,17 +279,14 @@ TEST(Load, CachedBuffersAreHashedAsRead) {
   ASSERT_TRUE(WriteTensorSet(path, set, Format::kTsafe).ok());
   auto plan = Plan(path);
   ASSERT_TRUE(plan.ok());
-  std::vector<std::string> bufs;
-  std::vector<std::span<std::byte>> outs;
-  for (const LoadItem& it : plan->items) bufs.emplace_back(it.bytes, '\0');
-  for (std::string& b : bufs) outs.emplace_back(reinterpret_cast<std::byte*>(b.data()), b.size());
-  auto rep = LoadInto(*plan, outs, LoadOptions{});
+  Buffers b(*plan);
+  auto rep = LoadInto(*plan, b.outs, LoadOptions{});
   ASSERT_TRUE(rep.ok()) << rep.status().ToString();
   EXPECT_EQ(rep->direct, std::vector<bool>{false});
   EXPECT_EQ(rep->verified, 6u);
   EXPECT_EQ(rep->requests, 2u + 3u + 2u + 1u + 2u);  // ceil(bytes / 256 KiB) per item with bytes
   EXPECT_EQ(rep->bytes_read, 300000u + 700000 + 524288 + 1 + 450000);
-  ExpectSameAsMapped(*plan, outs);
+  ExpectSameAsMapped(*plan, b.outs);
   // Beside a safetensors file, whose tensors have no checksum to check:
   // they are read in one pread each, not hashed.
   TensorSet plain;
@@ -300,26 +298,23 @@ TEST(Load, CachedBuffersAreHashedAsRead) {
   std::vector<std::string> both{path, st_path};
   auto mixed = PlanLoad(both);
   ASSERT_TRUE(mixed.ok()) << mixed.status().ToString();
-  std::vector<std::string> mixed_bufs;
-  std::vector<std::span<std::byte>> mixed_outs;
-  for (const LoadItem& it : mixed->items) mixed_bufs.emplace_back(it.bytes, '\0');
-  for (std::string& b : mixed_bufs) mixed_outs.emplace_back(reinterpret_cast<std::byte*>(b.data()), b.size());
-  auto mixed_rep = LoadInto(*mixed, mixed_outs, LoadOptions{});
+  Buffers mixed_b(*mixed);
+  auto mixed_rep = LoadInto(*mixed, mixed_b.outs, LoadOptions{});
   ASSERT_TRUE(mixed_rep.ok()) << mixed_rep.status().ToString();
   EXPECT_EQ(mixed_rep->verified, 6u);
   EXPECT_EQ(mixed_rep->unverifiable, 6u);
   EXPECT_EQ(mixed_rep->requests, 10u + 5u);  // hashed 256 KiB reads of h.tsafe, one pread per p.safetensors tensor
-  ExpectSameAsMapped(*mixed, mixed_outs);
+  ExpectSameAsMapped(*mixed, mixed_b.outs);
   // Not known to be cached, read through the page cache all the same: the
   // queue of requests, one pread per piece, and a verifier.
   LoadOptions uncached;
   uncached.direct = false;
   uncached.cached_buffered = false;
-  auto queued = LoadInto(*plan, outs, uncached);
+  auto queued = LoadInto(*plan, b.outs, uncached);
   ASSERT_TRUE(queued.ok()) << queued.status().ToString();
   EXPECT_EQ(queued->verified, 6u);
   EXPECT_EQ(queued->requests, 5u);
-  ExpectSameAsMapped(*plan, outs);
+  ExpectSameAsMapped(*plan, b.outs);
 
   const LoadItem& victim = plan->items[1];
   ASSERT_EQ(victim.bytes, 700000u);
@@ -327,7 +322,7 @@ TEST(Load, CachedBuffersAreHashedAsRead) {
   bytes[victim.info.data_offset + 600000] ^= 0x01;
   WriteFileBytes(path, bytes);
   EXPECT_STATUS(
-      LoadInto(*plan, outs, LoadOptions{}), StatusCode::kCorruption,
+      LoadInto(*plan, b.outs, LoadOptions{}), StatusCode::kCorruption,
       "h.tsafe: tensor \"h1\" (offset " + std::to_string(victim.info.data_offset) + ", 700000 bytes): data checksum");
 
   // One item over half the bytes: the queue of requests and a verifier.
@@ -338,15 +333,12 @@ TEST(Load, CachedBuffersAreHashedAsRead) {
   ASSERT_TRUE(WriteTensorSet(big_path, big, Format::kTsafe).ok());
   auto big_plan = Plan(big_path);
   ASSERT_TRUE(big_plan.ok());
-  bufs.clear();
-  outs.clear();
-  for (const LoadItem& it : big_plan->items) bufs.emplace_back(it.bytes, '\0');
-  for (std::string& b : bufs) outs.emplace_back(reinterpret_cast<std::byte*>(b.data()), b.size());
-  auto big_rep = LoadInto(*big_plan, outs, LoadOptions{});
+  Buffers big_b(*big_plan);
+  auto big_rep = LoadInto(*big_plan, big_b.outs, LoadOptions{});
   ASSERT_TRUE(big_rep.ok()) << big_rep.status().ToString();
   EXPECT_EQ(big_rep->verified, 2u);
   EXPECT_EQ(big_rep->requests, 2u);  // one pread per piece of the one 4 MiB request
-  ExpectSameAsMapped(*big_plan, outs);
+  ExpectSameAsMapped(*big_plan, big_b.outs);
 }
 
 // tmpfs refuses O_DIRECT with EINVAL before Linux 6.6 and takes it since;

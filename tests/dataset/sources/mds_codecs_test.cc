@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dataset/sources/mds/internal.h"
+#include "dataset/sources/mds_test_util.h"
 #include "support/fault_env.h"
 #include "support/status_matchers.h"
 #include "support/temp_dir.h"
@@ -30,14 +31,14 @@ using testing::ReadFileBytes;
 using testing::TempDir;
 using testing::WriteFileBytes;
 
-const std::string kCodecsGolden = std::string(TS_SOURCE_DIR) + "/tests/golden/mds/";
+using mds_test::kGolden;
 
 // A copy of tests/golden/mds/<codec>/ whose shard 0's compressed file is
 // replaced, read through a cache directory of its own.
 class CodecShard {
  public:
   explicit CodecShard(const std::string& codec) {
-    fs::copy(kCodecsGolden + codec, dir_.path(), fs::copy_options::recursive);
+    fs::copy(kGolden + codec, dir_.path(), fs::copy_options::recursive);
     index_ = nlohmann::json::parse(ReadFileBytes(dir_.File("index.json")));
     zip_name_ = index_["shards"][0]["zip_data"]["basename"].get<std::string>();
     golden_zip_ = ReadFileBytes(ZipPath());
@@ -421,8 +422,8 @@ TEST(MdsCodecFaults, AFailedWriteIsAnIOErrorWithItsErrno) {
                                                                  {"snappy", mds::internal::Codec::kSnappy}};
   for (const auto& [ext, codec] : codecs) {
     SCOPED_TRACE(ext);
-    const std::string zip = ReadFileBytes(kCodecsGolden + ext + "/shard.00000.mds." + ext);
-    const nlohmann::json index = nlohmann::json::parse(ReadFileBytes(kCodecsGolden + ext + "/index.json"));
+    const std::string zip = ReadFileBytes(kGolden + ext + "/shard.00000.mds." + ext);
+    const nlohmann::json index = nlohmann::json::parse(ReadFileBytes(kGolden + ext + "/index.json"));
     const std::uint64_t raw = index["shards"][0]["raw_data"]["bytes"];
     TempDir dir;
     testing::FaultEnv env;
@@ -447,11 +448,11 @@ TEST(MdsCodecFaults, AFailedWriteIsAnIOErrorWithItsErrno) {
 // file the first one made.
 TEST(MdsCodecCache, ZipDigestNamesCarryTheCodec) {
   TempDir a, b, cache;
-  const std::string zip = ReadFileBytes(kCodecsGolden + "gz/shard.00000.mds.gz");
+  const std::string zip = ReadFileBytes(kGolden + "gz/shard.00000.mds.gz");
   std::string digest;  // as Python's xxhash writes it
   ASSERT_TRUE(mds::internal::XxhDigest("xxh64", {reinterpret_cast<const std::byte*>(zip.data()), zip.size()}, &digest));
   for (const TempDir* d : {&a, &b}) {
-    fs::copy(kCodecsGolden + "gz", d->path(), fs::copy_options::recursive);
+    fs::copy(kGolden + "gz", d->path(), fs::copy_options::recursive);
     nlohmann::json j = nlohmann::json::parse(ReadFileBytes(d->File("index.json")));
     j["shards"][0]["raw_data"]["hashes"] = nlohmann::json::object();  // so the zip's xxh64 names the file
     j["shards"][0]["zip_data"]["hashes"] = {{"xxh64", digest}};

@@ -1,6 +1,6 @@
 // The golden MDS datasets the MDS reader tests (mds_test.cc, mds_index_test.cc,
-// mds_corruption_test.cc) start from: written by mosaicml-streaming
-// (tests/golden/mds/make.py).
+// mds_corruption_test.cc, mds_codecs_test.cc) start from: written by
+// mosaicml-streaming (tests/golden/mds/make.py).
 #pragma once
 
 #include <string>

@@ -11,6 +11,7 @@
 #include "dataset/remote/url.h"
 
 #include "dataset/remote_fixture.h"
+#include "support/child_server.h"
 
 namespace tensorsafe::dataset {
 namespace {

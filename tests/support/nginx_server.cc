@@ -1,12 +1,7 @@
 #include "support/nginx_server.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +12,10 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <vector>
+
+#include "support/child_server.h"
+#include "support/temp_dir.h"
 
 namespace tensorsafe::testing {
 namespace {
@@ -26,43 +25,7 @@ std::string NginxBinary() {
   return env != nullptr && *env != '\0' ? env : "/usr/sbin/nginx";
 }
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-bool CanConnect(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-  ::close(fd);
-  return ok;
-}
-
 }  // namespace
-
-int FreeLoopbackPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw std::runtime_error("socket failed");
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = 0;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    ::close(fd);
-    throw std::runtime_error("bind 127.0.0.1:0 failed");
-  }
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 NginxServer::NginxServer(std::string root, NginxOptions options)
     : root_(std::filesystem::absolute(root).string()), options_(std::move(options)) {
@@ -78,7 +41,7 @@ NginxServer::NginxServer(std::string root, NginxOptions options)
         " -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout " +
         dir_ + "/key.pem -out " + dir_ + "/cert.pem >" + dir_ + "/openssl.log 2>&1";
     if (std::system(cmd.c_str()) != 0) {
-      const std::string log = Slurp(dir_ + "/openssl.log");
+      const std::string log = ReadFileBytes(dir_ + "/openssl.log");
       std::filesystem::remove_all(dir_);
       throw std::runtime_error("openssl could not make a test certificate: " + log);
     }
@@ -89,7 +52,7 @@ NginxServer::NginxServer(std::string root, NginxOptions options)
     WriteConfig();
     if (Launch()) return;
   }
-  const std::string log = Slurp(dir_ + "/error.log") + Slurp(dir_ + "/stderr.log");
+  const std::string log = ReadFileBytes(dir_ + "/error.log") + ReadFileBytes(dir_ + "/stderr.log");
   std::filesystem::remove_all(dir_);
   throw std::runtime_error("nginx did not start: " + log);
 }
@@ -151,34 +114,11 @@ bool NginxServer::Launch() {
   const std::string conf = dir_ + "/nginx.conf";
   const std::string elog = dir_ + "/error.log";
   const std::string out = dir_ + "/stderr.log";
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    // Dies with the test process even if it crashes.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-    const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-    }
-    ::execl(bin.c_str(), bin.c_str(), "-p", (dir_ + "/").c_str(), "-c", conf.c_str(), "-e", elog.c_str(),
-            static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  pid_ = pid;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::chrono::steady_clock::now() < deadline) {
-    int st = 0;
-    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-      pid_ = -1;
-      return false;  // exited: most likely the port was taken meanwhile
-    }
-    if (CanConnect(port_) && (tls_port_ == 0 || CanConnect(tls_port_))) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  Kill();
+  pid_ = SpawnServer({bin, "-p", dir_ + "/", "-c", conf, "-e", elog}, out);
+  std::vector<int> ports{port_};
+  if (tls_port_ != 0) ports.push_back(tls_port_);
+  if (WaitListening(&pid_, ports, std::chrono::seconds(10), std::chrono::milliseconds(5))) return true;
+  Kill();  // exited (most likely the port was taken meanwhile) or never listened
   return false;
 }
 
@@ -201,13 +141,7 @@ void NginxServer::Stop() {
   pid_ = -1;
 }
 
-void NginxServer::Kill() {
-  if (pid_ <= 0) return;
-  ::kill(pid_, SIGKILL);
-  int st = 0;
-  ::waitpid(pid_, &st, 0);
-  pid_ = -1;
-}
+void NginxServer::Kill() { KillServer(&pid_); }
 
 void NginxServer::Restart(NginxOptions options) {
   Stop();
@@ -219,7 +153,7 @@ void NginxServer::Restart(NginxOptions options) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   throw std::runtime_error("nginx did not restart on port " + std::to_string(port_) + ": " +
-                           Slurp(dir_ + "/error.log"));
+                           ReadFileBytes(dir_ + "/error.log"));
 }
 
 int NginxServer::WaitForRequests(const std::string& path_part, int expected) const {
@@ -235,7 +169,7 @@ int NginxServer::WaitForRequests(const std::string& path_part, int expected) con
 }
 
 int NginxServer::CountRequests(const std::string& path_part) const {
-  std::istringstream in(Slurp(dir_ + "/access.log"));
+  std::istringstream in(ReadFileBytes(dir_ + "/access.log"));
   int n = 0;
   for (std::string line; std::getline(in, line);) {
     if (line.find(" " + path_part) != std::string::npos) ++n;

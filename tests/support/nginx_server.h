@@ -64,7 +64,4 @@ class NginxServer {
   pid_t pid_ = -1;
 };
 
-// A free loopback TCP port (bound and released; nginx sets SO_REUSEADDR).
-int FreeLoopbackPort();
-
 }  // namespace tensorsafe::testing

@@ -51,12 +51,10 @@ int Run(const Args& a) {
 
 std::function<int()> SetupCommand(CLI::App& sub) {
   auto a = std::make_shared<Args>();
-  sub.add_option("FILE", a->path, "Tensor file in any supported format, or a sharded checkpoint's index or directory")
-      ->required();
+  AddFileOptions(sub, &a->path, &a->from);
   sub.add_option("NAME", a->name, "Tensor name")->required();
   sub.add_option("--out", a->out, "Write the tensor to this .npy file instead of printing it");
   sub.add_flag("--all", a->all, "Print every value (default: summarise tensors over 1000 elements)");
-  AddFormatOption(sub, "--from", &a->from, "Read FILE as this format instead of detecting it");
   return [a] { return Run(*a); };
 }
 

@@ -130,11 +130,9 @@ std::function<int()> SetupCommand(CLI::App& sub) {
   auto json = std::make_shared<bool>(false);
   auto full = std::make_shared<bool>(false);
   auto from = std::make_shared<Format>(Format::kUnknown);
-  sub.add_option("FILE", *path, "Tensor file in any supported format, or a sharded checkpoint's index or directory")
-      ->required();
+  AddFileOptions(sub, path.get(), from.get());
   sub.add_flag("--json", *json, "Print one JSON object, with a tensors array");
   sub.add_flag("--full", *full, "Print long metadata arrays and strings whole (default: length and first items)");
-  AddFormatOption(sub, "--from", from.get(), "Read FILE as this format instead of detecting it");
   return [path, json, full, from] { return Run(*path, *json, *full, *from); };
 }
 

@@ -34,9 +34,7 @@ int Run(const std::string& path, Format from) {
 std::function<int()> SetupCommand(CLI::App& sub) {
   auto path = std::make_shared<std::string>();
   auto from = std::make_shared<Format>(Format::kUnknown);
-  sub.add_option("FILE", *path, "Tensor file in any supported format, or a sharded checkpoint's index or directory")
-      ->required();
-  AddFormatOption(sub, "--from", from.get(), "Read FILE as this format instead of detecting it");
+  AddFileOptions(sub, path.get(), from.get());
   return [path, from] { return Run(*path, *from); };
 }
 

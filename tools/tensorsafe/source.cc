@@ -14,4 +14,10 @@ void AddFormatOption(CLI::App& sub, const std::string& flag, Format* format, con
       ->type_name("FMT");
 }
 
+void AddFileOptions(CLI::App& sub, std::string* path, Format* from) {
+  sub.add_option("FILE", *path, "Tensor file in any supported format, or a sharded checkpoint's index or directory")
+      ->required();
+  AddFormatOption(sub, "--from", from, "Read FILE as this format instead of detecting it");
+}
+
 }  // namespace tensorsafe::cli

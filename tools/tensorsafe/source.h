@@ -14,4 +14,9 @@ namespace tensorsafe::cli {
 // alias of the format table, checked when parsed.
 void AddFormatOption(CLI::App& sub, const std::string& flag, Format* format, const std::string& help);
 
+// Adds the required positional FILE (any tensor file, or a sharded
+// checkpoint's index or directory) and `--from` FMT, which reads it as that
+// format instead of detecting it.
+void AddFileOptions(CLI::App& sub, std::string* path, Format* from);
+
 }  // namespace tensorsafe::cli

@@ -19,9 +19,9 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import numpy as np
 
 from . import _native
-from ._load_into import (_COPY_CHUNK, _copy_into, _dest_key, _fill_by_copy, _into_entry, _into_target, _missing_error,
-                         _numpy_dtype, _same_memory, _settle_into, _tensor_bytes, _tie_or_miss, _torch_dtype,
-                         _torch_tensor_type, _verified_text)
+from ._load_into import (_COPY_CHUNK, _copy_into, _dest_key, _into_entry, _into_target, _missing_error, _numpy_dtype,
+                         _settle_into, _tensor_bytes, _tie_or_miss, _torch_dtype, _torch_tensor_type, _verified_text,
+                         fill_into)
 from .errors import InvalidArgumentError, NotFoundError, UnsupportedError
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -343,59 +343,22 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
             keep = set(_settle_into(into, every, paths, strict, tied, missing))
             plan = whole.subset([i for i, name in enumerate(every) if name in keep])
     items = plan.items()
-    files = plan.files
+    read_args = dict(direct=direct, io_threads=io_threads, request_bytes=request_bytes, verify_threads=verify_threads,
+                     cached_buffered=cached_buffered)
     if pin_memory:  # tensors of torch's pinned allocator, filled as into= fills
         from ._arrays import torch_shape
 
         into = {name: _pinned_empty(torch_shape(dname, tuple(shape)), _torch_dtype(dname))
                 for name, dname, shape, *_ in items}
         outs = [into[name].data_ptr() if n else 0 for name, _d, _s, n, *_ in items]
-        report = plan.load_into(outs, verify=verify, direct=direct, io_threads=io_threads,
-                                request_bytes=request_bytes, verify_threads=verify_threads,
-                                cached_buffered=cached_buffered)
+        report = plan.load_into(outs, verify=verify, **read_args)
         out = into
     elif into is not None:
-        torch_tensor, dtypes = _torch_tensor_type(), {}
-        outs: List[Any] = []
-        copies: Dict[int, Any] = {}  # item index -> an entry filled by a copy
-        reasons: Dict[str, str] = {}
-        copy_dup: Dict[str, str] = {}  # tied entries that take a copy: copied once
-        copy_keys: Dict[Any, str] = {}
-        for i, (name, dname, shape, _n, f, _c) in enumerate(items):
-            dest = _into_entry(into, name)
-            target = _into_target(name, dest, dname, shape, files[f][0], cast, torch_tensor, dtypes)
-            if isinstance(target, str):  # why it takes a copy
-                key = _dest_key(dest) if from_into else None
-                if key is not None and key in copy_keys:
-                    copy_dup[name] = copy_keys[key]
-                else:
-                    copy_keys[key] = name
-                    copies[i] = dest
-                    reasons[name] = target
-                outs.append(None)
-            else:
-                outs.append(target)
-        dup = {**_same_memory(items, outs), **copy_dup} if from_into else {}
-        tied.update(dup)
-        keep = [i for i, (name, *_) in enumerate(items) if i not in copies and name not in dup]
-        direct_plan = plan if len(keep) == len(items) else plan.subset(keep)
-        report = direct_plan.load_into([outs[i] for i in keep], verify=verify, direct=direct, io_threads=io_threads,
-                                       request_bytes=request_bytes, verify_threads=verify_threads,
-                                       cached_buffered=cached_buffered)
-        if copies:
-            _fill_by_copy(plan, copies, items, report, verify,
-                          dict(direct=direct, io_threads=io_threads, request_bytes=request_bytes, prefault=prefault,
-                               huge_pages=huge_pages, verify_threads=verify_threads,
-                               cached_buffered=cached_buffered))
-        out = {name: into[name] for name, *_ in items}
-        out.update((name, into[name]) for name in tied)
-        report["tied"], report["missing"] = tied, missing
-        report["copied"] = reasons
+        out, report = fill_into(plan, into, from_into, cast, verify, tied, missing, read_args,
+                                dict(prefault=prefault, huge_pages=huge_pages), items)
     else:
-        arena, offsets, report, capsules = plan.load(
-            verify=verify, direct=direct, io_threads=io_threads, request_bytes=request_bytes, prefault=prefault,
-            huge_pages=huge_pages, verify_threads=verify_threads, cached_buffered=cached_buffered,
-            capsules=torch_out)
+        arena, offsets, report, capsules = plan.load(verify=verify, prefault=prefault, huge_pages=huge_pages,
+                                                     capsules=torch_out, **read_args)
         out = dict(zip((name for name, *_ in items), _arena_tensors(items, arena, offsets, capsules, torch_out)))
     if torch_out and str(device) != "cpu":
         from ._load_device import to_device

@@ -245,3 +245,47 @@ def _into_target(name: str, dest: Any, dname: str, shape: Tuple[int, ...], path:
             return dest.data_ptr()
     reason = _copy_reason(name, dest, dname, shape, path, cast)
     return reason if reason is not None else _writable_bytes(name, dest, dname, shape, path)
+
+
+def fill_into(plan: Any, into: Dict[str, Any], from_into: bool, cast: bool, verify: bool, tied: Dict[str, str],
+              missing: List[str], read_args: Dict[str, Any], arena_args: Dict[str, Any],
+              items: Optional[List[Any]] = None) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """Reads a plan's tensors into ``into``'s entries: in place where they
+    allow it, else by a copy (_fill_by_copy); tied entries (``from_into``:
+    the same memory) once. ``read_args`` are the native plan's read options,
+    ``arena_args`` the rest of the copies' ones. Returns ({name: entry},
+    the report with "tied", "missing" and "copied")."""
+    items = plan.items() if items is None else items
+    files = plan.files
+    torch_tensor, dtypes = _torch_tensor_type(), {}
+    outs: List[Any] = []
+    copies: Dict[int, Any] = {}  # item index -> an entry filled by a copy
+    reasons: Dict[str, str] = {}
+    copy_dup: Dict[str, str] = {}  # tied entries that take a copy: copied once
+    copy_keys: Dict[Any, str] = {}
+    for i, (name, dname, shape, _n, f, _c) in enumerate(items):
+        dest = _into_entry(into, name)
+        target = _into_target(name, dest, dname, shape, files[f][0], cast, torch_tensor, dtypes)
+        if isinstance(target, str):  # why it takes a copy
+            key = _dest_key(dest) if from_into else None
+            if key is not None and key in copy_keys:
+                copy_dup[name] = copy_keys[key]
+            else:
+                copy_keys[key] = name
+                copies[i] = dest
+                reasons[name] = target
+            outs.append(None)
+        else:
+            outs.append(target)
+    dup = {**_same_memory(items, outs), **copy_dup} if from_into else {}
+    tied.update(dup)
+    keep = [i for i, (name, *_) in enumerate(items) if i not in copies and name not in dup]
+    direct_plan = plan if len(keep) == len(items) else plan.subset(keep)
+    report = direct_plan.load_into([outs[i] for i in keep], verify=verify, **read_args)
+    if copies:
+        _fill_by_copy(plan, copies, items, report, verify, {**read_args, **arena_args})
+    out = {name: into[name] for name, *_ in items}
+    out.update((name, into[name]) for name in tied)
+    report["tied"], report["missing"] = tied, missing
+    report["copied"] = reasons
+    return out, report

@@ -262,12 +262,13 @@ def load_model(model: torch.nn.Module, filename: PathLike, strict: bool = True,
     """
     done = _load_in_place(model, filename) if backend == "mmap" and str(device) == "cpu" else None
     if done is not None:
-        missing, unexpected, held = done
+        missing, unexpected, held, model_state = done
     else:
         state = load_file(filename, device=device, backend=backend)
         held = set(state)
         missing, unexpected = model.load_state_dict(state, strict=False)
-    dropped = _names_to_drop(model.state_dict(), prefer=held)
+        model_state = model.state_dict()
+    dropped = _names_to_drop(model_state, prefer=held)
     missing_set = set(missing)
     unexpected = list(unexpected)
     for names in dropped.values():
@@ -287,16 +288,19 @@ def load_model(model: torch.nn.Module, filename: PathLike, strict: bool = True,
     return missing, unexpected
 
 
-def _load_in_place(model: torch.nn.Module, filename: PathLike) -> Optional[Tuple[List[str], List[str], Set[str]]]:
-    """(missing, unexpected, the file's names) after reading the file's
-    tensors straight into the model's own (tensorsafe.load(into=...),
-    docs/LOAD.md): one copy, O_DIRECT when the file is not cached, and no
-    second copy of the model through a mapping. None where load_state_dict
-    must do it, as it would: a module with load hooks or its own
-    _load_from_state_dict (BatchNorm, quantized modules), entries that are
-    not plain tensors with memory, a shape that differs (torch's error names
-    it), a dtype torch lacks, a file the loader does not read."""
-    from ._load import checkpoint_format, is_url, load
+def _load_in_place(model: torch.nn.Module,
+                   filename: PathLike) -> Optional[Tuple[List[str], List[str], Set[str], Dict[str, torch.Tensor]]]:
+    """(missing, unexpected, the file's names, the model's state dict) after
+    reading the file's tensors straight into the model's own
+    (tensorsafe.load(into=...), docs/LOAD.md): one plan, one copy, O_DIRECT
+    when the file is not cached, and no second copy of the model through a
+    mapping. None where load_state_dict must do it, as it would: a module
+    with load hooks or its own _load_from_state_dict (BatchNorm, quantized
+    modules), entries that are not plain tensors with memory, a shape that
+    differs (torch's error names it), a dtype torch lacks, a file the loader
+    does not read."""
+    from ._load import checkpoint_format, is_url
+    from ._load_into import fill_into
 
     path = os.fspath(filename)
     if is_url(path) or checkpoint_format(path)[1] not in ("tsafe", "safetensors", "sharded"):
@@ -309,7 +313,8 @@ def _load_in_place(model: torch.nn.Module, filename: PathLike) -> Optional[Tuple
     if any(type(v) is not torch.Tensor or v.is_meta for v in state.values()):
         return None
     try:
-        items = _native.plan_load([path], None, None).items()
+        plan = _native.plan_load([path], None, None)
+        items = plan.items()
         for _name, dname, *_ in items:
             _arrays.torch_dtype(dname)
     except UnsupportedError:
@@ -317,8 +322,12 @@ def _load_in_place(model: torch.nn.Module, filename: PathLike) -> Optional[Tuple
     held = {name: shape for name, _d, shape, *_ in items}
     if any(k in held and tuple(v.shape) != tuple(held[k]) for k, v in state.items()):
         return None
-    load(path, into={k: v for k, v in state.items() if k in held}, cast=True, strict=False)
-    return [k for k in state if k not in held], [k for k in held if k not in state], set(held)
+    keep = [i for i, (name, *_) in enumerate(items) if name in state]
+    if len(keep) < len(items):
+        plan = plan.subset(keep)
+        items = [items[i] for i in keep]
+    fill_into(plan, state, True, True, True, {}, [], {}, {}, items)
+    return [k for k in state if k not in held], [k for k in held if k not in state], set(held), state
 
 
 # safetensors.torch's private helpers, which conversion scripts import by name

@@ -1,6 +1,5 @@
 """tensorsafe.torch: save/load, and shared tensors as safetensors handles them."""
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -105,13 +104,15 @@ class Normed(torch.nn.Module):
 @pytest.mark.parametrize("ext", ["safetensors", "tsafe"])
 def test_load_model_reads_into_the_model_or_leaves_it_to_load_state_dict(tmp_path, ext, monkeypatch):
     """load_model reads the file straight into the model's tensors
-    (load(into=)); where load_state_dict would do more than copy, it is
+    (load(into=)), planning the file once and taking the model's state dict
+    once; where load_state_dict would do more than copy, it is
     load_state_dict's, and the results are the same either way."""
-    from tensorsafe import _load
+    from tensorsafe import _load_into, _native
 
-    calls = []
-    real_load = _load.load
-    monkeypatch.setattr(_load, "load", lambda *a, **k: calls.append(a[0]) or real_load(*a, **k))
+    calls, plans = [], []
+    real_fill, real_plan = _load_into.fill_into, _native.plan_load
+    monkeypatch.setattr(_load_into, "fill_into", lambda *a, **k: calls.append(a[0].files[0][0]) or real_fill(*a, **k))
+    monkeypatch.setattr(_native, "plan_load", lambda *a, **k: plans.append(a[0]) or real_plan(*a, **k))
     torch.manual_seed(1)
     m = Tied()
     p = tmp_path / f"m.{ext}"
@@ -122,8 +123,11 @@ def test_load_model_reads_into_the_model_or_leaves_it_to_load_state_dict(tmp_pat
 
     m2 = Tied()
     m2.load_state_dict = refuse
+    states = []
+    real_state = m2.state_dict
+    m2.state_dict = lambda *a, **k: states.append(1) or real_state(*a, **k)
     assert tst.load_model(m2, p) == ([], [])
-    assert calls == [str(p)]
+    assert calls == [str(p)] and plans == [[str(p)]] and len(states) == 1
     assert torch.equal(m2.embed.weight, m.embed.weight) and torch.equal(m2.norm.bias, m.norm.bias)
     assert m2.head.weight.data_ptr() == m2.embed.weight.data_ptr()
     # Another dtype is cast, as load_state_dict's copy_ casts.

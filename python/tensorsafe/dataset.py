@@ -67,7 +67,6 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 _KINDS = ("tensor", "bytes", "str", "int", "float", "json")
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
-DEFAULT_SEED = 9176  # MosaicML streaming's default, so seeds carry over
 
 
 # ---------------------------------------------------------------------------

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Union
 
 import numpy as np
 
 from . import _arrays, _dtypes, _native
 from ._slicing import normalize_key, read_slice_from_view
-from .errors import FailedPreconditionError, InvalidArgumentError, UnsupportedError
+from .errors import FailedPreconditionError, InvalidArgumentError
 
 PathLike = Union[str, "os.PathLike[str]"]
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Union
 
 from . import _native
 from .errors import NotFoundError

@@ -9,7 +9,6 @@
 - transformers' GGUF loader on a converted file: what it does, and the
   warning `convert` prints instead.
 """
-import os
 import warnings
 
 import gguf

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import gguf
 import numpy as np
-import pytest
 from gguf import GGMLQuantizationType as QT
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "gguf"

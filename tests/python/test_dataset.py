@@ -3,7 +3,6 @@ verify and the errors of damaged datasets (docs/python-dataset.md)."""
 
 import gc
 import json
-import os
 
 import ml_dtypes
 import numpy as np

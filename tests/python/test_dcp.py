@@ -5,7 +5,6 @@ SIGKILLed saves, StreamingDataset state in the same dcp.save/dcp.load."""
 
 import json
 import os
-import random
 import socket
 import subprocess
 import sys

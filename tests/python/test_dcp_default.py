@@ -2,7 +2,6 @@
 `.distcp` files) through `tensorsafe dcp info|ls|verify|consolidate`, read
 without pickle (docs/DCP.md, "DCP's own checkpoints")."""
 
-import json
 import os
 import pickle
 import re

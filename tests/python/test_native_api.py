@@ -1,6 +1,5 @@
 """tensorsafe.open / Writer / Updater / compact / verify."""
 
-import json
 import os
 
 import numpy as np

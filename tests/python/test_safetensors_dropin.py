@@ -5,7 +5,6 @@ deliberate difference listed in docs/python.md is pinned here
 (test_difference_*)."""
 
 import io
-import json
 import os
 import subprocess
 import sys

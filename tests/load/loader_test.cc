@@ -477,7 +477,6 @@ TEST(Load, NamesAndErrors) {
   EXPECT_STATUS(LoadInto(*good, outs, Direct()), StatusCode::kOutOfRange, cut);
 }
 
-// Row and column blocks of a 2-D f32 tensor: the bytes of that block only.
 // Pages of `bytes` in memory, by mincore.
 std::size_t Resident(std::span<const std::byte> bytes) {
   const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
@@ -516,6 +515,7 @@ TEST(Load, PopulateMappingReadsEveryPageIn) {
   EXPECT_TRUE(PopulateMapping({}, 4));
 }
 
+// Row and column blocks of a 2-D f32 tensor: the bytes of that block only.
 TEST(Load, RankSlices) {
   TempDir dir;
   std::mt19937_64 rng(2);

@@ -258,13 +258,26 @@ def fill_into(plan: Any, into: Dict[str, Any], from_into: bool, cast: bool, veri
     items = plan.items() if items is None else items
     files = plan.files
     torch_tensor, dtypes = _torch_tensor_type(), {}
+    out: Dict[str, Any] = {}
     outs: List[Any] = []
     copies: Dict[int, Any] = {}  # item index -> an entry filled by a copy
     reasons: Dict[str, str] = {}
     copy_dup: Dict[str, str] = {}  # tied entries that take a copy: copied once
     copy_keys: Dict[Any, str] = {}
-    for i, (name, dname, shape, _n, f, _c) in enumerate(items):
-        dest = _into_entry(into, name)
+    for i, (name, dname, shape, n, f, _c) in enumerate(items):
+        try:
+            dest = into[name]
+        except KeyError:
+            dest = _into_entry(into, name)  # raises, naming it
+        out[name] = dest
+        # _into_target's common case inline: 20,000 calls cost 10-15 ms.
+        if torch_tensor is not None and isinstance(dest, torch_tensor):
+            want = dtypes.get(dname)
+            if want is None:
+                want = dtypes[dname] = _torch_dtype(dname)
+            if dest.dtype is want and n and dest.shape == shape and dest.is_cpu and dest.is_contiguous():
+                outs.append(dest.data_ptr())
+                continue
         target = _into_target(name, dest, dname, shape, files[f][0], cast, torch_tensor, dtypes)
         if isinstance(target, str):  # why it takes a copy
             key = _dest_key(dest) if from_into else None
@@ -279,12 +292,13 @@ def fill_into(plan: Any, into: Dict[str, Any], from_into: bool, cast: bool, veri
             outs.append(target)
     dup = {**_same_memory(items, outs), **copy_dup} if from_into else {}
     tied.update(dup)
-    keep = [i for i, (name, *_) in enumerate(items) if i not in copies and name not in dup]
-    direct_plan = plan if len(keep) == len(items) else plan.subset(keep)
-    report = direct_plan.load_into([outs[i] for i in keep], verify=verify, **read_args)
+    if copies or dup:
+        keep = [i for i, (name, *_) in enumerate(items) if i not in copies and name not in dup]
+        report = plan.subset(keep).load_into([outs[i] for i in keep], verify=verify, **read_args)
+    else:
+        report = plan.load_into(outs, verify=verify, **read_args)
     if copies:
         _fill_by_copy(plan, copies, items, report, verify, {**read_args, **arena_args})
-    out = {name: into[name] for name, *_ in items}
     out.update((name, into[name]) for name in tied)
     report["tied"], report["missing"] = tied, missing
     report["copied"] = reasons

@@ -342,7 +342,7 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
             every = [name for name, *_ in whole.items()]
             keep = set(_settle_into(into, every, paths, strict, tied, missing))
             plan = whole.subset([i for i, name in enumerate(every) if name in keep])
-    items = plan.items()
+    items = plan.items() if into is None else None  # fill_into takes them only where it must
     read_args = dict(direct=direct, io_threads=io_threads, request_bytes=request_bytes, verify_threads=verify_threads,
                      cached_buffered=cached_buffered)
     if pin_memory:  # tensors of torch's pinned allocator, filled as into= fills

@@ -255,29 +255,28 @@ def fill_into(plan: Any, into: Dict[str, Any], from_into: bool, cast: bool, veri
     the same memory) once. ``read_args`` are the native plan's read options,
     ``arena_args`` the rest of the copies' ones. Returns ({name: entry},
     the report with "tied", "missing" and "copied")."""
-    items = plan.items() if items is None else items
     files = plan.files
     torch_tensor, dtypes = _torch_tensor_type(), {}
-    out: Dict[str, Any] = {}
-    outs: List[Any] = []
+    if torch_tensor is not None and isinstance(into, dict):
+        # The common entry, a matching contiguous CPU tensor, checked natively
+        # (0.5 us an item, against 2 in Python); the rest below.
+        out, outs, slow = plan.match_into(into, _dtypes.torch_tables()[0], torch_tensor)
+    else:
+        items = plan.items() if items is None else items
+        out, outs, slow = {}, [None] * len(items), range(len(items))
+    if slow and items is None:
+        items = plan.items()
     copies: Dict[int, Any] = {}  # item index -> an entry filled by a copy
     reasons: Dict[str, str] = {}
     copy_dup: Dict[str, str] = {}  # tied entries that take a copy: copied once
     copy_keys: Dict[Any, str] = {}
-    for i, (name, dname, shape, n, f, _c) in enumerate(items):
+    for i in slow:
+        name, dname, shape, _n, f, _c = items[i]
         try:
             dest = into[name]
         except KeyError:
             dest = _into_entry(into, name)  # raises, naming it
         out[name] = dest
-        # _into_target's common case inline: 20,000 calls cost 10-15 ms.
-        if torch_tensor is not None and isinstance(dest, torch_tensor):
-            want = dtypes.get(dname)
-            if want is None:
-                want = dtypes[dname] = _torch_dtype(dname)
-            if dest.dtype is want and n and dest.shape == shape and dest.is_cpu and dest.is_contiguous():
-                outs.append(dest.data_ptr())
-                continue
         target = _into_target(name, dest, dname, shape, files[f][0], cast, torch_tensor, dtypes)
         if isinstance(target, str):  # why it takes a copy
             key = _dest_key(dest) if from_into else None
@@ -287,10 +286,12 @@ def fill_into(plan: Any, into: Dict[str, Any], from_into: bool, cast: bool, veri
                 copy_keys[key] = name
                 copies[i] = dest
                 reasons[name] = target
-            outs.append(None)
         else:
-            outs.append(target)
-    dup = {**_same_memory(items, outs), **copy_dup} if from_into else {}
+            outs[i] = target
+    dup: Dict[str, str] = {}
+    if from_into and (slow or len(set(outs)) != len(outs)):  # else distinct addresses: nothing tied
+        items = plan.items() if items is None else items
+        dup = {**_same_memory(items, outs), **copy_dup}
     tied.update(dup)
     if copies or dup:
         keep = [i for i, (name, *_) in enumerate(items) if i not in copies and name not in dup]

@@ -167,6 +167,41 @@ def test_into_state_dict_in_place(tmp_path):
         tensorsafe.load(path, into={"a.bias": ro}, framework="np")
 
 
+def test_match_into_reads_only_plain_matching_tensors_in_place(tmp_path):
+    """The native first pass of load(into=): a contiguous CPU tensor of the
+    file's dtype and shape gets its address; everything else is left to the
+    Python checks (copies, errors), in item order."""
+    from tensorsafe import _dtypes, _native
+
+    path = str(tmp_path / "m.tsafe")
+    names = ["plain", "param", "missing", "array", "dtype", "shape", "strided", "empty", "meta", "odd", "sub"]
+    save_file({n: torch.zeros(0 if n == "empty" else 4, 6) for n in names}, path)
+    plan = _native.plan_load([path], None, None)
+    order = [name for name, *_ in plan.items()]
+
+    class Odd(torch.Tensor):  # its dtype raises: Python's checks see it again
+        @property
+        def dtype(self):
+            raise RuntimeError("no dtype")
+
+    class Sub(torch.Tensor):
+        pass
+
+    into = {"plain": torch.ones(4, 6), "param": torch.nn.Parameter(torch.ones(4, 6)), "array": np.ones((4, 6), "f4"),
+            "dtype": torch.ones(4, 6, dtype=torch.float64), "shape": torch.ones(6, 4),
+            "strided": torch.ones(6, 4).t(), "empty": torch.ones(0, 6), "meta": torch.ones(4, 6, device="meta"),
+            "odd": torch.ones(4, 6).as_subclass(Odd), "sub": torch.ones(4, 6).as_subclass(Sub)}
+    out, outs, slow = plan.match_into(into, _dtypes.torch_tables()[0], torch.Tensor)
+    assert list(out) == [n for n in order if n != "missing"]
+    assert all(out[n] is into[n] for n in out)
+    fast = {"plain", "param", "sub"}
+    assert [order[i] for i in slow] == [n for n in order if n not in fast]
+    for i, name in enumerate(order):
+        assert outs[i] == (into[name].data_ptr() if name in fast else None)
+    # No torch tensor type (torch not imported by the caller): all to Python.
+    assert plan.match_into(into, {}, None)[2] == list(range(len(order)))
+
+
 def test_into_a_tied_transformers_model(tmp_path):
     # GPT-2 ties lm_head.weight to transformer.wte.weight: its state_dict has
     # both, its checkpoint (save_pretrained, sharded) only the second.

@@ -164,6 +164,16 @@ def run(rank, world, job, path, port, args):
     finally:
         if job != "killsave":
             dist.destroy_process_group()
+    if job != "killsave":
+        # Done, and without an exception: leave before the interpreter's
+        # finalization, where gloo's worker threads can still hold tensors
+        # whose release takes the GIL (pytorch/pytorch#179291). A rank of
+        # resume on 3 aborted after its work twice on 2026-11-30 ("terminate
+        # called without an active exception"), once before the barrier
+        # above was added and once after it.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def crash_state(step, world=1, rank=0, tensors=16):

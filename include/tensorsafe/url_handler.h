@@ -59,5 +59,8 @@ void SetUrlHandler(std::shared_ptr<UrlHandler> handler);
 // Requests sent for remote tensor files by this process (every retry and
 // every handler call counts).
 std::uint64_t RemoteRequestCount();
+// Bytes of remote tensor files fetched by this process (a retried range
+// counts once): what opening or reading a URL cost.
+std::uint64_t RemoteBytesFetched();
 
 }  // namespace tensorsafe

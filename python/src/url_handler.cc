@@ -132,6 +132,9 @@ void RegisterUrlHandler(py::module_& m) {
   m.def(
       "remote_requests", [] { return RemoteRequestCount(); },
       "Requests sent for remote tensor files by this process (every retry counts).");
+  m.def(
+      "remote_bytes", [] { return RemoteBytesFetched(); },
+      "Bytes of remote tensor files fetched by this process (a retried range counts once).");
 }
 
 }  // namespace tensorsafe::python

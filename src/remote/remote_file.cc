@@ -27,6 +27,7 @@ constexpr std::uint64_t kDirectBytes = 4ull << 20;
 constexpr std::size_t kMaxObjects = 16;
 
 std::atomic<std::uint64_t> g_requests{0};
+std::atomic<std::uint64_t> g_bytes{0};  // object bytes fetched by remote files
 
 bool StartsWithNoCase(std::string_view s, std::string_view p) {
   if (s.size() < p.size()) return false;
@@ -240,7 +241,10 @@ class RemoteFile final : public RandomAccessFile {
       std::memcpy(out.data(), cache_->tail.data() + (off - cache_->tail_off), out.size());
       return Status::OK();
     }
-    if (out.size() >= kDirectBytes) return src_->ReadRange(off, out);
+    if (out.size() >= kDirectBytes) {
+      g_bytes += out.size();
+      return src_->ReadRange(off, out);
+    }
     const std::uint64_t b0 = off / kBlock, b1 = (off + out.size() - 1) / kBlock;
     std::vector<std::shared_ptr<const std::string>> have(b1 - b0 + 1);
     {
@@ -265,6 +269,7 @@ class RemoteFile final : public RandomAccessFile {
       const std::uint64_t start = m0 * kBlock;
       const std::uint64_t end = std::min(size, (m1 + 1) * kBlock);
       std::string buf(end - start, '\0');
+      g_bytes += buf.size();
       TS_RETURN_IF_ERROR(src_->ReadRange(start, std::as_writable_bytes(std::span(buf))));
       std::lock_guard<std::mutex> lock(cache_->mu);
       for (std::uint64_t b = m0; b <= m1; ++b) {
@@ -344,6 +349,7 @@ std::shared_ptr<UrlHandler> HandlerFor(std::string_view path) { return IsOtherSc
 Result<std::unique_ptr<RandomAccessFile>> OpenRemoteFile(const std::string& url) {
   TS_ASSIGN_OR_RETURN(auto src, MakeSource(url));
   TS_ASSIGN_OR_RETURN(s3::S3Client::Tail tail, src->GetTail(kTailBytes));
+  g_bytes += tail.bytes.size();
   std::shared_ptr<ObjectCache> cache;
   {
     std::lock_guard<std::mutex> lock(Reg().mu);
@@ -393,6 +399,8 @@ std::uint64_t RemoteRequestCount() {
   return n;
 }
 
+std::uint64_t RemoteBytesFetched() { return g_bytes.load(); }
+
 void ResetRemoteState() {
   std::lock_guard<std::mutex> lock(Reg().mu);
   Reg().clients.clear();
@@ -409,5 +417,6 @@ void SetUrlHandler(std::shared_ptr<UrlHandler> handler) {
 }
 
 std::uint64_t RemoteRequestCount() { return internal::RemoteRequestCount(); }
+std::uint64_t RemoteBytesFetched() { return internal::RemoteBytesFetched(); }
 
 }  // namespace tensorsafe

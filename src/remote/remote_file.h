@@ -51,6 +51,9 @@ Result<std::shared_ptr<s3::S3Client>> SharedS3Client();
 
 // Requests sent for remote files by this process (every retry counts).
 std::uint64_t RemoteRequestCount();
+// Bytes of objects fetched for remote files by this process (what was
+// asked for: a retried range counts once).
+std::uint64_t RemoteBytesFetched();
 // Forgets cached blocks and clients (tests that change the environment).
 void ResetRemoteState();
 

@@ -74,6 +74,27 @@ Status WriteSt(const std::string& p, const TensorSet& s, const FormatWriteOption
   return safetensors::WriteFile(p, s, WriteOpts<safetensors::WriteOptions>(o));
 }
 Result<std::string> EncodeSt(const TensorSet& s, const FormatWriteOptions&) { return safetensors::Encode(s); }
+// From the header alone: a file at a URL costs a few MiB to list, not its size.
+Result<safetensors::Header> StHeader(const std::string& p) {
+  TS_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, Env::Default()->OpenRead(p));
+  return safetensors::ReadHeader(*f);
+}
+Result<FileDescription> DescribeSt(const std::string& p) {
+  TS_ASSIGN_OR_RETURN(safetensors::Header h, StHeader(p));
+  FileDescription d;
+  d.tensor_count = h.tensors.size();
+  d.data_bytes = h.data_length;
+  d.metadata_json = std::move(h.metadata_json);
+  return d;
+}
+Status ForEachStInfo(const std::string& p, const std::function<bool(const TensorInfo&)>& fn) {
+  TS_ASSIGN_OR_RETURN(safetensors::Header h, StHeader(p));
+  for (const TensorInfo& i : h.tensors) {
+    if (!fn(i)) break;
+  }
+  return Status::OK();
+}
+Result<Tensor> ReadStTensor(const std::string& p, std::string_view name) { return safetensors::ReadTensor(p, name); }
 
 // ---- npy ----
 constexpr std::string_view kNpyExt[] = {"npy"};
@@ -275,6 +296,9 @@ constexpr FormatInfo kFormats[] = {
          {.file_metadata = Md::kStrings, .empty_metadata_object = true, .holds_dtype = StHolds, .loads_in_place = true},
      .read_file = ReadSt,
      .decode = DecodeSt,
+     .describe = DescribeSt,
+     .for_each_info = ForEachStInfo,
+     .read_tensor = ReadStTensor,
      .write_file = WriteSt,
      .encode = EncodeSt},
     {.format = Format::kNpy,

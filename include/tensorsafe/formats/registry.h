@@ -195,7 +195,8 @@ struct FormatInfo {
   // The file described; nullptr: counted from read_file's set.
   Result<FileDescription> (*describe)(const std::string& path) = nullptr;
   // Fast paths of a format with an index (tsafe), whose files may hold
-  // millions of tensors; nullptr: read_file, then a walk of the set.
+  // millions of tensors, or a header (safetensors), read without the data
+  // a URL would download; nullptr: read_file, then a walk of the set.
   // Visits every tensor's info in file order, memory not growing with the
   // count; `fn` returns false to stop.
   Status (*for_each_info)(const std::string& path, const std::function<bool(const TensorInfo&)>& fn) = nullptr;

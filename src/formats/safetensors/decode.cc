@@ -1,6 +1,12 @@
-// Decode and ReadFile: a validated header turned into zero-copy tensors.
+// Decode and ReadFile: a validated header turned into zero-copy tensors;
+// ReadHeader: the header alone, read through a file.
+#include <algorithm>
+#include <vector>
+
 #include "io/internal.h"
 #include "tensorsafe/formats/safetensors.h"
+#include "util/endian.h"
+#include "util/text.h"
 
 namespace tensorsafe::safetensors {
 
@@ -27,6 +33,37 @@ Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& options) 
                       tensorsafe::internal::EnvOr(options.env)->Map(path));
   const auto bytes = region->bytes();
   return Decode(bytes, std::move(region), path, options);
+}
+
+Result<Header> ReadHeader(const RandomAccessFile& file, const ReadOptions& options) {
+  const std::uint64_t size = file.size();
+  std::vector<std::byte> prefix(static_cast<std::size_t>(std::min<std::uint64_t>(size, 8)));
+  TS_RETURN_IF_ERROR(file.ReadAt(0, prefix));
+  if (prefix.size() == 8) {
+    const std::uint64_t n = tensorsafe::internal::Load64(prefix.data());
+    // Only a length ParseHeader would accept is read; any other gets its
+    // error from the 8 bytes.
+    if (n <= options.max_header_bytes && n <= size - 8) {
+      prefix.resize(static_cast<std::size_t>(8 + n));
+      TS_RETURN_IF_ERROR(file.ReadAt(8, std::span(prefix).subspan(8)));
+    }
+  }
+  Result<Header> parsed = ParseHeader(prefix, size, options);
+  if (!parsed.ok()) return parsed.status().WithContext(file.name());
+  return parsed;
+}
+
+Result<Tensor> ReadTensor(const std::string& path, std::string_view name, const ReadOptions& options) {
+  TS_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, tensorsafe::internal::EnvOr(options.env)->OpenRead(path));
+  TS_ASSIGN_OR_RETURN(Header h, ReadHeader(*file, options));
+  for (TensorInfo& info : h.tensors) {
+    if (info.name != name) continue;
+    auto bytes = std::make_shared<std::vector<std::byte>>(static_cast<std::size_t>(info.data_length));
+    TS_RETURN_IF_ERROR(file->ReadAt(info.data_offset, *bytes));
+    std::span<const std::byte> data(*bytes);
+    return Tensor{std::move(info), data, std::move(bytes)};
+  }
+  return NotFound(path + ": no tensor named " + tensorsafe::internal::QuoteName(name));
 }
 
 }  // namespace tensorsafe::safetensors

@@ -8,7 +8,6 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -88,18 +87,36 @@ class TensorSetView {
       f = *parsed;
     }
     if (f == Format::kUnknown) return Unsupported(path + ": unrecognised file format");
-    TS_ASSIGN_OR_RETURN(ck_.set, ReadTensorSet(path, f));
-    ck_.index.format = f;
-    ck_.index.path = path;
-    ck_.shard_of.assign(ck_.set.tensors.size(), 0);
-    sharded::ShardInfo only;
-    only.name = only.path = path;
-    std::error_code ec;
-    only.file_size = std::filesystem::file_size(path, ec);
-    only.tensor_count = ck_.set.tensors.size();
-    only.metadata_json = ck_.set.metadata_json;
-    ck_.shards.push_back(std::move(only));
+    TS_ASSIGN_OR_RETURN(ck_, sharded::OpenFile(path, f));
     return Status::OK();
+  }
+
+  // Whether tensor i holds no bytes yet (a shard at a URL, opened from its
+  // header: sharded::FetchData reads them).
+  bool Unread(std::size_t i) const {
+    const Tensor& t = ck_.set.tensors[i];
+    return ck_.shards[ck_.shard_of[i]].file != nullptr && t.data.size() != t.info.data_length;
+  }
+
+  // Copies of tensors `order` with their bytes, those of shards at URLs
+  // fetched (in runs, the GIL released); nullopt when every one has them.
+  std::optional<std::vector<Tensor>> Fetched(const std::vector<std::size_t>& order) const {
+    if (std::none_of(order.begin(), order.end(), [&](std::size_t i) { return Unread(i); })) return std::nullopt;
+    std::vector<Tensor> out;
+    std::vector<std::uint32_t> shards;
+    out.reserve(order.size());
+    shards.reserve(order.size());
+    for (std::size_t i : order) {
+      out.push_back(ck_.set.tensors[i]);
+      shards.push_back(ck_.shard_of[i]);
+    }
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = sharded::FetchData(ck_.shards, shards, out);
+    }
+    Check(s);
+    return out;
   }
 
   std::size_t size() const { return ck_.set.tensors.size(); }
@@ -126,7 +143,10 @@ class TensorSetView {
     return d;
   }
 
-  py::object Get(std::size_t i) const { return MakeBuffer(ck_.set.tensors[i]); }
+  py::object Get(std::size_t i) const {
+    if (auto fetched = Fetched({i})) return MakeBuffer((*fetched)[0]);
+    return MakeBuffer(ck_.set.tensors[i]);
+  }
   std::uint32_t ShardOf(std::size_t i) const { return ck_.shard_of[i]; }
 
   // name -> ndarray / TensorBuffer for `names` (all by default, set order).
@@ -153,9 +173,11 @@ class TensorSetView {
         cow_info[s].emplace(py::reinterpret_borrow<py::buffer>(l[s]).request(/*writable=*/true));
       }
     }
+    const std::optional<std::vector<Tensor>> fetched = Fetched(order);
     py::dict out;
-    for (std::size_t i : order) {
-      const Tensor& t = ck_.set.tensors[i];
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      const std::size_t i = order[k];
+      const Tensor& t = fetched ? (*fetched)[k] : ck_.set.tensors[i];
       py::str key(t.info.name);
       Check(CheckPythonShape(t.info.name, t.info.dtype, t.info.shape, t.info.layout));
       const auto& ci = cow_info[ck_.shard_of[i]];

@@ -152,6 +152,15 @@ class safe_open:  # noqa: N801 - the name safetensors uses
             raise NotFoundError(f"File does not contain tensor {name}")
         return self._view.get(name)
 
+    def _info(self, name: str) -> Dict[str, Any]:
+        """What the header or index says of ``name``; nothing is read."""
+        self._check()
+        if self._reader is not None:
+            return self._reader.find(name)
+        if not self._view.contains(name):
+            raise NotFoundError(f"File does not contain tensor {name}")
+        return self._view.find(name)
+
     def _shard(self, name: str) -> int:
         """The shard that holds ``name`` (0 unless the checkpoint is sharded)."""
         return self._view.shard_of(name) if len(self._shard_paths) > 1 else 0
@@ -170,12 +179,14 @@ class safe_open:  # noqa: N801 - the name safetensors uses
             NotFoundError: (a KeyError) no tensor of that name.
             UnsupportedError: a dtype the framework lacks (f6, i4, u4; f4 in NumPy).
         """
-        if self._fw != "np" and self._backend == "pread" and self._reader is not None:
-            self._check()
-            info = self._reader.find(name)
+        if self._fw != "np" and self._backend == "pread":
+            info = self._info(name)
             if info.get("layout") != "coo" and info["nbytes"]:
                 # One read straight into the tensor, not into a buffer copied again.
-                return self._to_device(self._read_tsafe(info))
+                if self._reader is not None:
+                    return self._to_device(self._read_tsafe(info))
+                if self._fmt in ("tsafe", "safetensors"):
+                    return self._read_fresh([info])[name]
         buf = self._buffer(name)
         if self._fw == "np":
             return buf.numpy(False)
@@ -298,12 +309,14 @@ class safe_open:  # noqa: N801 - the name safetensors uses
         return cow
 
     def get_slice(self, name: str) -> "SafeSlice":
-        """A lazy handle on ``name`` to index: ``f.get_slice("w")[:, 1:3]``."""
-        buf = self._buffer(name)
-        if buf.layout == "coo":
+        """A lazy handle on ``name`` to index: ``f.get_slice("w")[:, 1:3]``.
+        Nothing is read until it is indexed (a tensor at a URL is fetched
+        then)."""
+        info = self._info(name)
+        if info.get("layout") == "coo":
             raise UnsupportedError(f"tensor {name!r} is sparse COO: get_slice reads dense tensors; use "
                                    "get_tensor(name) (a torch sparse tensor or tensorsafe.SparseCoo)")
-        return SafeSlice(self, name, {"name": name, "dtype": buf.dtype, "shape": buf.shape}, buf)
+        return SafeSlice(self, name, {"name": name, "dtype": info["dtype"], "shape": tuple(info["shape"])})
 
 
 class SafeSlice:
@@ -319,8 +332,8 @@ class SafeSlice:
         InvalidArgumentError: another kind of index, two ellipses, step 0.
     """
 
-    def __init__(self, owner: safe_open, name: str, info: dict, buf):
-        self._owner, self._name, self._info, self._buf = owner, name, info, buf
+    def __init__(self, owner: safe_open, name: str, info: dict):
+        self._owner, self._name, self._info, self._buf = owner, name, info, None
 
     def get_shape(self) -> List[int]:
         """The tensor's shape as a list."""
@@ -338,6 +351,8 @@ class SafeSlice:
         if owner._reader is not None:
             arr = read_slice_from_view(owner._reader, self._info, ops)
         else:
+            if self._buf is None:
+                self._buf = owner._buffer(self._name)
             arr = slice_array(self._buf.numpy(False), ops)
         if owner._fw == "np":
             return arr

@@ -220,15 +220,26 @@ def compact(path: PathLike, *, sync: bool = True) -> Tuple[int, int]:
 
 def verify(path: PathLike) -> Dict[str, Any]:
     """Checks every byte of a .tsafe file (index checksums, entries, each
-    tensor's data checksum).
+    tensor's data checksum), or of a sharded checkpoint (its index, its
+    directory, or their URL: docs/SHARDED.md): every shard's structure and,
+    for .tsafe shards, every tensor's data checksum, as `tensorsafe verify`
+    does.
 
     Returns:
         {"tensors": count, "data_bytes": bytes verified}.
 
     Raises:
-        CorruptionError: the first problem found, naming the damaged tensors.
+        CorruptionError: the first problem found, naming the file and the
+            damaged tensors.
     """
-    r = _native.Reader.open(os.fspath(path), "pread")
+    from ._load import checkpoint_format
+
+    resolved, fmt = checkpoint_format(os.fspath(path))
+    if fmt == "sharded":
+        view = _native.TensorSetView.open(resolved)
+        view.verify()
+        return {"tensors": len(view), "data_bytes": sum(s["nbytes"] for s in view.infos())}
+    r = _native.Reader.open(resolved, "pread")
     r.verify()
     s = r.summary()
     return {"tensors": s["tensor_count"], "data_bytes": s["data_bytes"]}

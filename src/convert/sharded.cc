@@ -137,6 +137,8 @@ Result<ConvertStats> ConvertSharded(const std::string& in_arg, const std::string
     set = std::move(picked);
     shard_of = std::move(picked_shards);
   }
+  // Shards at URLs were opened from their headers: only the tensors chosen are fetched.
+  if (ck) TS_RETURN_IF_ERROR(sharded::FetchData(ck->shards, shard_of, set.tensors));
   if (InfoOf(stats.from).caps.checksums && opt.verify) TS_RETURN_IF_ERROR(CheckChecksums(set.tensors, in));
   stats.tensor_count = set.tensors.size();
   for (const Tensor& t : set.tensors) stats.data_bytes += t.data.size();

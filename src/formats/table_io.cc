@@ -85,7 +85,11 @@ FileDescription Describe(const TensorSet& set) {
 Result<TensorSet> ReadTensorSet(const std::string& path_arg, Format format, const FormatReadOptions& options) {
   std::string path = path_arg;
   TS_ASSIGN_OR_RETURN(auto ck, OpenIfSharded(&path));
-  if (ck) return std::move(ck->set);
+  if (ck) {
+    // Shards at URLs were opened from their headers: every byte is wanted now.
+    TS_RETURN_IF_ERROR(sharded::FetchData(ck->shards, ck->shard_of, ck->set.tensors));
+    return std::move(ck->set);
+  }
   TS_ASSIGN_OR_RETURN(const FormatInfo* row, ReadableRow(path, format, options.env));
   return row->read_file(path, options);
 }

@@ -16,6 +16,7 @@ import pytest
 
 import tensorsafe as ts
 import tensorsafe.numpy as tsn
+from tensorsafe import _native
 
 torch = pytest.importorskip("torch")
 boto3 = pytest.importorskip("boto3")
@@ -180,6 +181,85 @@ def test_sharded_checkpoint_over_s3(s3, tmp_path, rng):
     r = cli("ls", f"s3://{BUCKET}/no-such-model")
     assert r.returncode != 0
     assert f"s3://{BUCKET}/no-such-model: no checkpoint at this URL" in r.stderr, r.stderr
+
+
+def five_mib_checkpoint(s3, tmp_path, fmt, prefix):
+    """6 tensors of 5 MiB in 3 shards of `fmt`, uploaded under `prefix`:
+    (folder URL, local folder, the tensors)."""
+    want = {}
+    for i in range(6):
+        a = np.full((1280, 1024), i, np.float32)
+        a[i, 7] = -i
+        want[f"w{i}"] = a
+    tsn.save_sharded(want, str(tmp_path / prefix), max_shard_size=11_000_000, format=fmt)
+    assert len(os.listdir(tmp_path / prefix)) == 4
+    return upload_dir(s3, tmp_path / prefix, prefix) + "/", tmp_path / prefix, want
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "tsafe"])
+def test_checkpoint_at_a_url_is_opened_by_its_headers(s3, moto, tmp_path, fmt):
+    """Listing a checkpoint at a URL reads each shard's header (or .tsafe
+    index), not its data; a tensor costs its own bytes when it is read."""
+    url, _, want = five_mib_checkpoint(s3, tmp_path, fmt, f"headers-{fmt}")
+    total = 6 * (5 << 20)
+    before = _native.remote_bytes()
+    with ts.safe_open(url, framework="np") as f:
+        assert f.keys() == sorted(want)
+        assert f.get_slice("w4").get_shape() == [1280, 1024]
+        opened = _native.remote_bytes() - before
+        # Each shard's last MiB (every open of a URL fetches it) and first.
+        assert opened <= 3 * (2 << 20) + (1 << 20), opened
+        before = _native.remote_bytes()
+        assert np.array_equal(f.get_slice("w4")[4, 5:9], want["w4"][4, 5:9])
+        assert _native.remote_bytes() - before == 5 << 20
+        before = _native.remote_bytes()
+        assert np.array_equal(f.get_tensor("w1"), want["w1"])
+        assert _native.remote_bytes() - before == 5 << 20
+    with ts.safe_open(url, framework="pt") as f:
+        before = _native.remote_bytes()
+        assert torch.equal(f.get_tensor("w2"), torch.from_numpy(want["w2"]))
+        assert _native.remote_bytes() - before == 5 << 20  # read once, into the tensor
+        assert_same(f.get_tensors(), want)
+    before = _native.remote_bytes()
+    assert_same(ts.load(url, names=["w5"]), {"w5": want["w5"]})
+    assert _native.remote_bytes() - before <= (5 << 20) + opened
+    assert_same(ts.read(url)[0], want)
+
+    # The CLI lists it for at most 2 requests a shard per open (info opens
+    # it once, ls twice: widths, then lines), where fetching each shard
+    # whole would take 3.
+    mark = moto.requests(f"headers-{fmt}/model-")
+    r = cli("info", url)
+    assert r.returncode == 0 and "sharded (3 shards)" in r.stdout, r.stdout + r.stderr
+    r = cli("ls", url)
+    assert r.returncode == 0 and all(re.search(rf"^{k}\b", r.stdout, re.M) for k in want), r.stdout + r.stderr
+    assert moto.requests(f"headers-{fmt}/model-") - mark <= 3 * 3 * 2
+    r = cli("cat", url, "w3")
+    assert r.returncode == 0 and "3" in r.stdout, r.stdout + r.stderr
+    assert opened < total / 4
+
+
+def test_damaged_shards_at_a_url_are_named(s3, tmp_path):
+    url, local, _ = five_mib_checkpoint(s3, tmp_path, "tsafe", "damaged-tsafe")
+    shard = "model-00002-of-00003.tsafe"
+    offset = ts.open(str(local / shard)).info("w3")["offset"]
+    data = bytearray((local / shard).read_bytes())
+    data[offset + 12345] ^= 0x10
+    (tmp_path / "flipped").write_bytes(bytes(data))
+    shard_url = upload(s3, tmp_path / "flipped", f"damaged-tsafe/{shard}")
+    with ts.safe_open(url, framework="np") as f:  # opening reads no data
+        assert f.keys() == [f"w{i}" for i in range(6)]
+    with pytest.raises(ts.CorruptionError, match=re.escape(f"{shard_url}: tensor \"w3\": data checksum")):
+        ts.verify(url)
+    r = cli("verify", url)
+    assert r.returncode != 0 and shard_url in r.stderr and '"w3"' in r.stderr, r.stdout + r.stderr
+
+    url, local, _ = five_mib_checkpoint(s3, tmp_path, "safetensors", "damaged-st")
+    shard = "model-00003-of-00003.safetensors"
+    (tmp_path / "cut").write_bytes((local / shard).read_bytes()[: 6 << 20])
+    shard_url = upload(s3, tmp_path / "cut", f"damaged-st/{shard}")
+    with pytest.raises(ts.CorruptionError, match=re.escape(shard_url + ": ")):
+        ts.safe_open(url, framework="np")
 
 
 def test_checkpoint_by_http_folder_url(nginx, rng):

@@ -125,6 +125,15 @@ def test_custom_pattern_and_tsafe_shards(tmp_path, rng):
     assert index["weight_map"]["w4"] == "model-00003-of-00003.tsafe" and index["metadata"] == {"total_size": 2000}
     loaded = tst.load_file(tmp_path / "ts" / "model.tsafe.index.json")
     assert all(loaded[k].equal(v) for k, v in sd.items())
+    # tensorsafe.verify takes the checkpoint, and names the damaged shard and tensor.
+    assert ts.verify(tmp_path / "ts") == {"tensors": 5, "data_bytes": 2000}
+    shard = tmp_path / "ts" / "model-00003-of-00003.tsafe"
+    offset = ts.open(str(shard)).info("w4")["offset"]
+    data = bytearray(shard.read_bytes())
+    data[offset + 17] ^= 1
+    shard.write_bytes(bytes(data))
+    with pytest.raises(ts.CorruptionError, match=f'{shard}: tensor "w4": data checksum'):
+        ts.verify(tmp_path / "ts" / "model.tsafe.index.json")
 
 
 def test_lazy_safe_open_across_shards(tmp_path):

@@ -19,7 +19,9 @@
 #include "support/nginx_server.h"
 #include "support/temp_dir.h"
 #include "tensorsafe/formats/registry.h"
+#include "tensorsafe/formats/sharded.h"
 #include "tensorsafe/reader.h"
+#include "tensorsafe/url_handler.h"
 #include "tensorsafe/writer.h"
 
 namespace tensorsafe::internal {
@@ -131,6 +133,126 @@ TEST_F(RemoteFileTest, EveryFormatThroughTheTable) {
   std::memcpy(v, t->data.data(), 8);
   EXPECT_EQ(v[0], 999.0f);
   EXPECT_TRUE(VerifyFile("s3://models/many.tsafe").ok());
+}
+
+// 6 tensors of 5 MiB written as a 3-shard checkpoint of `format` and
+// uploaded under `prefix`; returns the index URL. values[i][j] = i * 1000 + j % 997.
+std::string UploadCheckpoint(const fs::path& tmp, s3::S3Client& client, Format format, const std::string& prefix,
+                             std::vector<std::vector<float>>& values) {
+  constexpr std::size_t kFloats = 5u << 18;  // 5 MiB of f32
+  TensorSet set;
+  values.assign(6, std::vector<float>(kFloats));
+  for (std::size_t i = 0; i < 6; ++i) {
+    for (std::size_t j = 0; j < kFloats; ++j) values[i][j] = static_cast<float>(i * 1000 + j % 997);
+    Tensor t;
+    t.info.name = "w" + std::to_string(i);
+    t.info.dtype = DType::kF32;
+    t.info.shape = {kFloats};
+    t.info.data_length = kFloats * 4;
+    t.data = std::as_bytes(std::span(values[i]));
+    set.tensors.push_back(std::move(t));
+  }
+  sharded::WriteOptions o;
+  o.format = format;
+  o.max_shard_size = 11'000'000;  // two tensors a shard
+  o.sync = false;
+  const fs::path dir = tmp / prefix;
+  auto stats = sharded::WriteSharded(dir.string(), set, o);
+  EXPECT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ(stats->files.size(), 3u);
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string bytes = Slurp(e.path());
+    EXPECT_TRUE(
+        client.Put({"models", prefix + "/" + e.path().filename().string()}, std::as_bytes(std::span(bytes))).ok());
+  }
+  return "s3://models/" + prefix + "/" + fs::path(stats->index_path).filename().string();
+}
+
+// Opening a checkpoint at a URL reads each shard's header (safetensors) or
+// index (.tsafe), never its data: 30 MiB of shards open for about 2 MiB a
+// shard (the object's last MiB, which every open fetches, and its first).
+TEST_F(RemoteFileTest, ShardedCheckpointOpensByItsHeadersAndFetchesOnlyWhatIsRead) {
+  for (Format format : {Format::kSafetensors, Format::kTsafe}) {
+    SCOPED_TRACE(FormatName(format));
+    std::vector<std::vector<float>> values;
+    const std::string url =
+        UploadCheckpoint(tmp_->path(), *client_, format, "ck-" + std::string(FormatName(format)), values);
+    ResetRemoteState();
+    std::uint64_t before = RemoteBytesFetched();
+    auto ck = sharded::Open(url);
+    ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+    const std::uint64_t opened = RemoteBytesFetched() - before;
+    std::printf("opened %s (3 shards, 31 MB) fetching %llu bytes\n", url.c_str(),
+                static_cast<unsigned long long>(opened));
+    EXPECT_LE(opened, 3 * (std::uint64_t{2} << 20) + (1u << 20)) << opened;
+    ASSERT_EQ(ck->shards.size(), 3u);
+    ASSERT_EQ(ck->set.tensors.size(), 6u);
+    for (const sharded::ShardInfo& s : ck->shards) EXPECT_NE(s.file, nullptr) << s.path;
+    for (const Tensor& t : ck->set.tensors) EXPECT_TRUE(t.data.empty()) << t.info.name;
+
+    // One tensor: its 5 MiB, no more.
+    std::vector<Tensor> one{ck->set.tensors[3]};
+    const std::uint32_t shard[1] = {ck->shard_of[3]};
+    before = RemoteBytesFetched();
+    ASSERT_TRUE(sharded::FetchData(ck->shards, shard, one).ok());
+    EXPECT_EQ(RemoteBytesFetched() - before, 5u << 20);
+    ASSERT_EQ(one[0].data.size(), 5u << 20);
+    EXPECT_EQ(std::memcmp(one[0].data.data(), values[3].data(), 5u << 20), 0);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(one[0].data.data()) % 4096, one[0].info.data_offset % 4096);
+
+    // The same through positional reads, and everything through the table.
+    std::vector<float> got(values[5].size());
+    const std::size_t which[1] = {5};
+    const std::span<std::byte> out[1] = {std::as_writable_bytes(std::span(got))};
+    ASSERT_TRUE(sharded::ReadTensors(*ck, which, out).ok());
+    EXPECT_EQ(got, values[5]);
+    auto all = ReadTensorSet(url);
+    ASSERT_TRUE(all.ok()) << all.status().ToString();
+    ASSERT_EQ(all->tensors.size(), 6u);
+    for (const Tensor& t : all->tensors) {
+      const std::size_t i = static_cast<std::size_t>(t.info.name[1] - '0');
+      ASSERT_EQ(t.data.size(), 5u << 20) << t.info.name;
+      EXPECT_EQ(std::memcmp(t.data.data(), values[i].data(), t.data.size()), 0) << t.info.name;
+    }
+    EXPECT_TRUE(sharded::Verify(*ck).ok());
+  }
+}
+
+// What is wrong with a shard at a URL is named with its URL: a .tsafe
+// shard with a flipped byte (Verify, which reads it), a safetensors shard
+// cut short (Open), a shard of another format.
+TEST_F(RemoteFileTest, DamagedShardsAtAUrlAreNamed) {
+  std::vector<std::vector<float>> values;
+  const std::string tsafe = UploadCheckpoint(tmp_->path(), *client_, Format::kTsafe, "bad-tsafe", values);
+  const std::string shard = "bad-tsafe/model-00002-of-00003.tsafe";
+  auto reader = Reader::Open((tmp_->path() / shard).string());
+  ASSERT_TRUE(reader.ok());
+  auto info = (*reader)->Find("w3");
+  ASSERT_TRUE(info.ok());
+  std::string bytes = Slurp(tmp_->path() / shard);
+  bytes[info->data_offset + 12345] ^= 0x10;
+  Upload(shard, bytes);
+  ResetRemoteState();
+  auto ck = sharded::Open(tsafe);
+  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  Status v = sharded::Verify(*ck);
+  EXPECT_EQ(v.code(), StatusCode::kCorruption);
+  EXPECT_THAT(v.message(), HasSubstr("s3://models/" + shard + ": tensor \"w3\": data checksum"));
+
+  const std::string st = UploadCheckpoint(tmp_->path(), *client_, Format::kSafetensors, "bad-st", values);
+  const std::string cut = "bad-st/model-00003-of-00003.safetensors";
+  Upload(cut, Slurp(tmp_->path() / cut).substr(0, 6u << 20));
+  ResetRemoteState();
+  auto opened = sharded::Open(st);
+  EXPECT_EQ(opened.status().code(), StatusCode::kCorruption);
+  EXPECT_THAT(opened.status().message(), HasSubstr("s3://models/" + cut + ": "));
+
+  Upload(cut, Slurp(tmp_->path() / "bad-tsafe/model-00003-of-00003.tsafe"));
+  ResetRemoteState();
+  opened = sharded::Open(st);
+  EXPECT_EQ(opened.status().code(), StatusCode::kCorruption);
+  EXPECT_THAT(opened.status().message(),
+              HasSubstr("shard \"model-00003-of-00003.safetensors\" is a tsafe file, not safetensors"));
 }
 
 TEST_F(RemoteFileTest, MissingObjectNamesTheUrl) {

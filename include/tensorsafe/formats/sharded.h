@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tensorsafe/env.h"
 #include "tensorsafe/formats/detect.h"
 #include "tensorsafe/status.h"
 #include "tensorsafe/tensor_set.h"
@@ -111,6 +112,10 @@ struct ShardInfo {
   std::uint64_t file_size = 0;
   std::uint64_t tensor_count = 0;
   std::string metadata_json;  // the shard's own file metadata ("" when none)
+  // Set for a shard at a URL (docs/REMOTE.md), which Open reads no more of
+  // than its header: its tensors hold no bytes (Tensor::data is empty) until
+  // FetchData or ReadTensors reads them through this file by ranges.
+  std::shared_ptr<const RandomAccessFile> file;
 };
 
 // A whole sharded checkpoint open as one set of tensors.
@@ -139,17 +144,35 @@ struct Checkpoint {
 //                 holds a tensor the index does not map to it, or lacks one
 //                 that it does (naming the index, the shard and the tensor)
 // .tsafe shards open lazily (Reader); their data checksums are not checked
-// here (Verify does).
+// here (Verify does). Shards at URLs are read no further than their
+// headers (safetensors) or indexes (.tsafe), by as many threads as there
+// are shards, up to 16: their tensors hold no bytes (ShardInfo::file).
 Result<Checkpoint> Open(const std::string& path, const ReadOptions& options = {});
 
+// One safetensors or .tsafe file opened as Open opens each shard, as a
+// checkpoint of that one shard (no index; shard_of all 0): at a URL, from
+// its header alone. Errors: the format's reader's, prefixed with the path;
+// kInvalidArgument for another format.
+Result<Checkpoint> OpenFile(const std::string& path, Format format);
+
+// Reads the bytes of those of `tensors` that hold none (tensors of a shard
+// at a URL: ShardInfo::file), shard_of[i] naming the shard of tensors[i] in
+// `shards`: into fresh memory aligned as in the file, one ranged read per
+// run of neighbouring tensors (gaps under 1 MiB are read through), runs
+// spread over `threads` threads (0: 4). The tensors then view that memory
+// and keep it alive. Errors: the shard file's (kIOError, kCorruption when
+// the object is shorter than its header said).
+Status FetchData(std::span<const ShardInfo> shards, std::span<const std::uint32_t> shard_of, std::span<Tensor> tensors,
+                 unsigned threads = 0);
+
 // Every check Open defers: each .tsafe shard's data checksums (safetensors
-// shards have none; Open checked all the rest). Errors: kCorruption naming
-// the shard and the tensor.
+// shards have none; Open checked all the rest), read in 8 MiB pieces from a
+// shard at a URL. Errors: kCorruption naming the shard and the tensor.
 Status Verify(const Checkpoint& checkpoint);
 
 // Reads the data of checkpoint.set.tensors[tensors[i]] into outs[i] (each
 // exactly that tensor's data_length bytes) with positional reads of the
-// shard files, not through the mappings: a copy into fresh memory without
+// shard files (ranged reads of a shard at a URL), not through the mappings: a copy into fresh memory without
 // the page faults of a mapping, in pieces of at most 8 MiB spread over
 // `threads` threads (the caller's included; 0 = one per core, up to 4).
 // For safetensors and tsafe checkpoints, whose tensors lie in their files

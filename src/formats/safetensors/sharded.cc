@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "formats/safetensors/sharded_internal.h"
+#include "remote/remote_file.h"
 #include "tensorsafe/env.h"
 #include "tensorsafe/formats/safetensors.h"
 #include "tensorsafe/formats/sharded.h"
@@ -169,6 +170,14 @@ Status CheckShardNames(const Index& idx, std::uint32_t s, const SharedTable& sha
   return Status::OK();
 }
 
+// A shard whose first bytes are of another format than the index's.
+Status NotOfFormat(const Index& idx, const std::string& shard, Format is) {
+  return Corruption(
+      idx.path + ": shard " + QuoteName(shard) + " is " +
+      (is == Format::kUnknown ? std::string("not a tensor file") : "a " + std::string(FormatName(is)) + " file") +
+      ", not " + std::string(FormatName(idx.format)));
+}
+
 // One shard of Open: mapped, parsed, its names checked against the index,
 // and its tensors moved to `out`, expected[s] slots (the checks prove that
 // the shard holds that many). Runs on a helper thread: touches only its own
@@ -178,16 +187,36 @@ Status OpenShard(const Index& idx, std::uint32_t s, const SharedTable& table, co
                  std::vector<std::uint8_t>& seen, ShardInfo& info, std::span<Tensor> out) {
   info.name = idx.shards[s];
   info.path = JoinPath(idx.directory, info.name);
+  if (tensorsafe::internal::IsRemotePath(info.path)) {
+    // Its header only: the tensors hold no bytes until read (FetchData).
+    auto remote = internal::OpenRemoteShard(info.path, idx.format);
+    if (!remote.ok()) {
+      const StatusCode code = remote.status().code();
+      return code == StatusCode::kNotFound || code == StatusCode::kIOError
+                 ? MissingShard(idx, s, expected[s], remote.status())
+                 : remote.status();
+    }
+    if (remote->detected != idx.format &&
+        !(remote->detected == Format::kUnknown && idx.format == Format::kSafetensors)) {
+      return NotOfFormat(idx, info.name, remote->detected);
+    }
+    std::vector<TensorInfo>& infos = remote->infos;
+    info.file_size = remote->file->size();
+    info.metadata_json = std::move(remote->metadata_json);
+    info.tensor_count = infos.size();
+    TS_RETURN_IF_ERROR(CheckShardNames(idx, s, table, expected, seen, info, infos.size(),
+                                       [&](std::size_t i) -> const std::string& { return infos[i].name; }));
+    for (std::size_t i = 0; i < infos.size(); ++i) out[i] = Tensor{std::move(infos[i]), {}, nullptr};
+    info.file = std::move(remote->file);
+    return Status::OK();
+  }
   if (idx.format == Format::kSafetensors) {
     auto region = tensorsafe::Env::Default()->Map(info.path);
     if (!region.ok()) return MissingShard(idx, s, expected[s], region.status());
     const auto bytes = (*region)->bytes();
     info.file_size = bytes.size();
     const Format f = DetectFormatFromBytes(bytes.first(std::min<std::size_t>(bytes.size(), 16)), info.path);
-    if (f != Format::kSafetensors && f != Format::kUnknown) {
-      return Corruption(idx.path + ": shard " + QuoteName(info.name) + " is a " + std::string(FormatName(f)) +
-                        " file, not safetensors");
-    }
+    if (f != Format::kSafetensors && f != Format::kUnknown) return NotOfFormat(idx, info.name, f);
     // Parsed, not Decoded: the infos go straight to their slots.
     auto header = safetensors::ParseHeader(bytes);
     if (!header.ok()) return header.status().WithContext(info.path);
@@ -208,12 +237,7 @@ Status OpenShard(const Index& idx, std::uint32_t s, const SharedTable& table, co
   }
   auto f = DetectFormat(info.path);
   if (!f.ok()) return MissingShard(idx, s, expected[s], f.status());
-  if (*f != Format::kTsafe) {
-    return Corruption(
-        idx.path + ": shard " + QuoteName(info.name) + " is " +
-        (*f == Format::kUnknown ? std::string("not a tensor file") : "a " + std::string(FormatName(*f)) + " file") +
-        ", not tsafe");
-  }
+  if (*f != Format::kTsafe) return NotOfFormat(idx, info.name, *f);
   auto reader = Reader::Open(info.path);
   if (!reader.ok()) return reader.status();
   info.file_size = (*reader)->summary().file_size;
@@ -256,8 +280,11 @@ Result<Checkpoint> Open(const std::string& path, const ReadOptions& opt) {
   // name table, which the shards' checks wait for; it is claimed before any
   // shard, so the other threads map and parse meanwhile. The error reported
   // is the first shard's that failed, as one thread would find it.
-  const unsigned threads =
-      opt.threads != 0 ? opt.threads : std::min(4u, std::max(1u, std::thread::hardware_concurrency()));
+  // Shards at URLs wait on the network, not the cores.
+  const unsigned threads = opt.threads != 0 ? opt.threads
+                           : tensorsafe::internal::IsRemotePath(idx.path)
+                               ? 16u
+                               : std::min(4u, std::max(1u, std::thread::hardware_concurrency()));
   tensorsafe::internal::ForEachItem(n_shards + 1, threads, [&](std::size_t i) {
     if (i == 0) return table.Build(idx);
     const std::size_t s = i - 1;
@@ -276,11 +303,60 @@ Result<Checkpoint> Open(const std::string& path, const ReadOptions& opt) {
   return ck;
 }
 
+Result<Checkpoint> OpenFile(const std::string& path, Format format) {
+  Checkpoint ck;
+  ck.index.format = format;
+  ck.index.path = path;
+  ShardInfo only;
+  only.name = only.path = path;
+  if (tensorsafe::internal::IsRemotePath(path) && (format == Format::kSafetensors || format == Format::kTsafe)) {
+    TS_ASSIGN_OR_RETURN(internal::RemoteShard remote, internal::OpenRemoteShard(path, format));
+    if (remote.detected != format && !(format == Format::kSafetensors && remote.detected == Format::kUnknown)) {
+      return Unsupported(path + " is " +
+                         (remote.detected == Format::kUnknown
+                              ? std::string("not a tensor file")
+                              : "a " + std::string(FormatName(remote.detected)) + " file") +
+                         ", not " + std::string(FormatName(format)));
+    }
+    ck.set.tensors.reserve(remote.infos.size());
+    for (TensorInfo& i : remote.infos) ck.set.tensors.push_back(Tensor{std::move(i), {}, nullptr});
+    ck.set.metadata_json = std::move(remote.metadata_json);
+    only.file_size = remote.file->size();
+    only.file = std::move(remote.file);
+  } else {
+    TS_ASSIGN_OR_RETURN(ck.set, ReadTensorSet(path, format));
+    std::error_code ec;
+    only.file_size = std::filesystem::file_size(path, ec);
+  }
+  only.tensor_count = ck.set.tensors.size();
+  only.metadata_json = ck.set.metadata_json;
+  ck.shards.push_back(std::move(only));
+  ck.shard_of.assign(ck.set.tensors.size(), 0);
+  return ck;
+}
+
 Status Verify(const Checkpoint& ck) {
   if (ck.index.format != Format::kTsafe) return Status::OK();
+  // 8 MiB pieces of the tensors of shards at URLs, hashed as they come.
+  constexpr std::size_t kPiece = std::size_t{8} << 20;
+  std::vector<std::byte> piece;
   for (std::size_t i = 0; i < ck.set.tensors.size(); ++i) {
     const Tensor& t = ck.set.tensors[i];
-    const std::uint64_t got = tensorsafe::internal::Hash64(t.data);
+    const ShardInfo& shard = ck.shards[ck.shard_of[i]];
+    std::uint64_t got = 0;
+    if (shard.file != nullptr && t.data.size() != t.info.data_length) {
+      tensorsafe::internal::StreamingHash hash;
+      piece.resize(static_cast<std::size_t>(std::min<std::uint64_t>(kPiece, t.info.data_length)));
+      for (std::uint64_t done = 0; done < t.info.data_length;) {
+        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kPiece, t.info.data_length - done));
+        TS_RETURN_IF_ERROR(shard.file->ReadAt(t.info.data_offset + done, std::span(piece).first(n)));
+        hash.Update(std::span(piece).first(n));
+        done += n;
+      }
+      got = hash.Digest();
+    } else {
+      got = tensorsafe::internal::Hash64(t.data);
+    }
     if (got != t.info.data_checksum) {
       return Corruption(ck.shards[ck.shard_of[i]].path + ": tensor " + QuoteName(t.info.name) + ": data checksum " +
                         std::to_string(got) + " does not match the index's " + std::to_string(t.info.data_checksum) +
@@ -324,9 +400,13 @@ Status ReadTensors(const Checkpoint& ck, std::span<const std::size_t> tensors,
       pieces.push_back({shard, t.info.data_offset + done, outs[i].subspan(done, n)});
     }
   }
-  std::vector<std::unique_ptr<tensorsafe::RandomAccessFile>> files(ck.shards.size());
+  std::vector<std::shared_ptr<const tensorsafe::RandomAccessFile>> files(ck.shards.size());
   for (std::size_t s = 0; s < files.size(); ++s) {
     if (!needed[s]) continue;
+    if (ck.shards[s].file != nullptr) {
+      files[s] = ck.shards[s].file;
+      continue;
+    }
     TS_ASSIGN_OR_RETURN(files[s], tensorsafe::Env::Default()->OpenRead(ck.shards[s].path));
   }
   if (threads == 0) threads = std::min(4u, std::max(1u, std::thread::hardware_concurrency()));

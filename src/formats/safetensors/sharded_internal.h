@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "tensorsafe/env.h"
 #include "tensorsafe/formats/sharded.h"
 
 namespace tensorsafe::sharded::internal {
@@ -38,6 +40,18 @@ Status ListedTwice(const std::string& index, const std::vector<std::pair<std::st
 // ReadIndex; without `check_duplicates` a tensor listed twice is left to
 // the caller (Open finds it while building its own name table).
 Result<Index> ReadIndexImpl(const std::string& path, const ReadOptions& opt, bool check_duplicates);
+
+// A shard or file at a URL as Open reads it (sharded_remote.cc): its
+// header (safetensors) or index (.tsafe), none of its data. When the first
+// bytes show another format than the one asked for, only `file` and
+// `detected` are set.
+struct RemoteShard {
+  std::shared_ptr<const RandomAccessFile> file;
+  Format detected = Format::kUnknown;
+  std::vector<TensorInfo> infos;  // in data (safetensors) or index (.tsafe) order
+  std::string metadata_json;      // the file's ("" when none)
+};
+Result<RemoteShard> OpenRemoteShard(const std::string& path, Format format);
 
 // Writes one shard: `set` to `path` as options.format (temp + rename).
 using ShardWriter = std::function<Status(const std::string& path, const TensorSet& set)>;

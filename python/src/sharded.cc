@@ -147,6 +147,36 @@ class TensorSetView {
     if (auto fetched = Fetched({i})) return MakeBuffer((*fetched)[0]);
     return MakeBuffer(ck_.set.tensors[i]);
   }
+
+  // Rows [first, first + count) of dense tensor i (dimension 0) as a tensor
+  // of its own: a slice of a tensor at a URL fetches those rows alone.
+  py::object GetRows(std::size_t i, std::uint64_t first, std::uint64_t count) const {
+    Tensor t = ck_.set.tensors[i];
+    const std::uint64_t rows = t.info.shape.empty() ? 0 : t.info.shape[0];
+    if (t.info.layout != Layout::kDense || rows == 0 || t.info.data_length % rows != 0 || first > rows ||
+        count > rows - first) {
+      Throw(InvalidArgument("tensor " + t.info.name + ": no rows [" + std::to_string(first) + ", " +
+                            std::to_string(first + count) + ") of " + std::to_string(rows) + " to read"));
+    }
+    const std::uint64_t row_bytes = t.info.data_length / rows;
+    t.info.shape[0] = count;
+    t.info.data_offset += first * row_bytes;
+    t.info.data_length = count * row_bytes;
+    if (Unread(i)) {
+      t.data = {};
+      std::vector<Tensor> one{std::move(t)};
+      const std::uint32_t shard[1] = {ck_.shard_of[i]};
+      Status s;
+      {
+        py::gil_scoped_release nogil;
+        s = sharded::FetchData(ck_.shards, shard, one);
+      }
+      Check(s);
+      return MakeBuffer(one[0]);
+    }
+    t.data = t.data.subspan(static_cast<std::size_t>(first * row_bytes), static_cast<std::size_t>(count * row_bytes));
+    return MakeBuffer(t);
+  }
   std::uint32_t ShardOf(std::size_t i) const { return ck_.shard_of[i]; }
 
   // name -> ndarray / TensorBuffer for `names` (all by default, set order).
@@ -315,6 +345,12 @@ void RegisterSharded(py::module_& m) {
       .def("shard_of", [](TensorSetView& v, const std::string& name) { return v.ShardOf(v.Position(name)); })
       .def("find", [](TensorSetView& v, const std::string& name) { return v.Info(v.Position(name)); })
       .def("get", [](TensorSetView& v, const std::string& name) { return v.Get(v.Position(name)); })
+      .def(
+          "get_rows",
+          [](TensorSetView& v, const std::string& name, std::uint64_t first, std::uint64_t count) {
+            return v.GetRows(v.Position(name), first, count);
+          },
+          py::arg("name"), py::arg("first"), py::arg("count"))
       .def("get_many", &TensorSetView::GetMany, py::arg("names") = py::none(), py::arg("numpy") = true,
            py::arg("packed") = false, py::arg("cows") = py::none())
       .def("infos",

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _arrays, _dtypes, _native
 from ._load import checkpoint_format, is_url
-from ._slicing import normalize_key, read_slice_from_view, slice_array
+from ._slicing import Op, normalize_key, read_slice_from_view, slice_array
 from .errors import FailedPreconditionError, InvalidArgumentError, NotFoundError, UnsupportedError
 
 _FRAMEWORKS = {"np": "np", "numpy": "np", "pt": "pt", "torch": "pt", "pytorch": "pt"}
@@ -76,7 +76,8 @@ class safe_open:  # noqa: N801 - the name safetensors uses
         self._path = path
         # A URL cannot be mapped (docs/REMOTE.md): its tensors are always read
         # into memory of their own, as backend="pread" reads a file.
-        self._backend = "pread" if is_url(path) else backend
+        self._url = is_url(path)
+        self._backend = "pread" if self._url else backend
         self._closed = False
         self._keys: Optional[List[str]] = None
         self._offset_order: Optional[List[str]] = None
@@ -335,6 +336,23 @@ class SafeSlice:
     def __init__(self, owner: safe_open, name: str, info: dict):
         self._owner, self._name, self._info, self._buf = owner, name, info, None
 
+    def _rows(self, ops: List[Op]) -> np.ndarray:
+        """ops of a tensor at a URL: the rows of dimension 0 they span,
+        fetched alone (one ranged read), then sliced."""
+        first = ops[0]
+        rows = [first] if isinstance(first, int) else range(*first)
+        lo = min(rows) if len(rows) else 0
+        n = max(rows) + 1 - lo if len(rows) else 0
+        if isinstance(first, int):
+            shifted: Op = first - lo
+        elif n:
+            start, _, step = first
+            shifted = (start - lo, (rows[-1] - lo) + (1 if step > 0 else -1), step)
+        else:
+            shifted = (0, 0, 1)
+        block = self._owner._view.get_rows(self._name, lo, n).numpy(False)
+        return slice_array(block, [shifted] + list(ops[1:]))
+
     def get_shape(self) -> List[int]:
         """The tensor's shape as a list."""
         return list(self._info["shape"])
@@ -350,6 +368,8 @@ class SafeSlice:
         ops = normalize_key(key, self._info["shape"])
         if owner._reader is not None:
             arr = read_slice_from_view(owner._reader, self._info, ops)
+        elif owner._url and ops and _dtypes.NUMPY.get(self._info["dtype"]) is not None:
+            arr = self._rows(ops)
         else:
             if self._buf is None:
                 self._buf = owner._buffer(self._name)

@@ -1,5 +1,6 @@
 // The foreign-format decoders under fuzzing: decode, check the set, and when
 // it re-encodes, decode again and compare (a decoder and its encoder agree).
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -129,11 +130,49 @@ void CheckNpz(std::span<const std::byte> data) {
   }
 }
 
+// A file in memory, for the readers that read through one.
+class MemoryFile final : public RandomAccessFile {
+ public:
+  MemoryFile(std::span<const std::byte> data, std::string name) : data_(data), name_(std::move(name)) {}
+  Status ReadAt(std::uint64_t off, std::span<std::byte> out) const override {
+    if (off > data_.size() || out.size() > data_.size() - off) return Corruption(name_ + ": read past the end");
+    if (!out.empty()) std::memcpy(out.data(), data_.data() + off, out.size());
+    return Status::OK();
+  }
+  std::uint64_t size() const override { return data_.size(); }
+  const std::string& name() const override { return name_; }
+
+ private:
+  std::span<const std::byte> data_;
+  std::string name_;
+};
+
 void CheckGguf(std::span<const std::byte> data) {
   DecodeReencode(
       "gguf", data,
       [](std::span<const std::byte> b, std::shared_ptr<const void> o) { return gguf::Decode(b, o, "fuzz.gguf"); },
       [](const TensorSet& s) { return gguf::Encode(s); });
+  // ReadHeader, from prefixes of 1, 16 bytes and 1 MiB doubled, agrees with Decode.
+  auto owner = Own(data);
+  auto whole = gguf::Decode(*owner, owner, "fuzz.gguf");
+  const MemoryFile file(data, "fuzz.gguf");
+  for (std::uint64_t first : {std::uint64_t{1}, std::uint64_t{16}, std::uint64_t{1} << 20}) {
+    gguf::ReadOptions o;
+    o.first_read_bytes = first;
+    auto head = gguf::ReadHeader(file, o);
+    TS_FUZZ_CHECK(Describe(head.status()) == Describe(whole.status()),
+                  "gguf: ReadHeader says " + Describe(head.status()) + ", Decode " + Describe(whole.status()));
+    if (!whole.ok()) continue;
+    TS_FUZZ_CHECK(head->metadata_json == whole->metadata_json, "gguf: ReadHeader's metadata differs");
+    TS_FUZZ_CHECK(head->tensors.size() == whole->tensors.size(), "gguf: ReadHeader's tensor count differs");
+    for (std::size_t i = 0; i < whole->tensors.size(); ++i) {
+      const TensorInfo &a = head->tensors[i].info, &b = whole->tensors[i].info;
+      TS_FUZZ_CHECK(a.name == b.name && a.dtype == b.dtype && a.shape == b.shape && a.data_offset == b.data_offset &&
+                        a.data_length == b.data_length && a.metadata_json == b.metadata_json &&
+                        head->tensors[i].data.empty(),
+                    "gguf: ReadHeader's tensor " + std::to_string(i) + " differs");
+    }
+  }
 }
 
 void CheckTenbin(std::span<const std::byte> data) {

@@ -156,13 +156,11 @@ def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool, in
             report["requests"] += 1
             if fmt == "tsafe":
                 src.read_into(name, flat, verify)
-            elif fmt == "gguf":  # the view holds the object's bytes already
-                flat[:] = np.frombuffer(src.get(name), dtype=np.uint8)
             else:
                 names.append(name)
                 addresses.append(flat.ctypes.data)
             report["bytes_read"] += n
-            if pending and (fmt in ("tsafe", "gguf") or pending_bytes >= _COPY_CHUNK):
+            if pending and (fmt == "tsafe" or pending_bytes >= _COPY_CHUNK):
                 flush()  # read already, or a chunk batched
         flush()
         report["direct"].append(False)

@@ -25,6 +25,7 @@
 #include "tsafe/layout.h"
 #include "tsafe/tensor_set.h"
 #include "util/endian.h"
+#include "util/text.h"
 
 namespace tensorsafe {
 namespace {
@@ -168,8 +169,34 @@ Result<std::string> EditGguf(const std::string& metadata_json, std::span<const s
 std::vector<std::string> GgufWarnings(const TensorSet& s) { return gguf::internal::ConsumerWarnings(s.metadata_json); }
 // Data aligned to general.alignment, 32 when the key is absent (the reader
 // checked it).
+// From the header alone (gguf::ReadHeader), as for safetensors.
+Result<TensorSet> GgufHeader(const std::string& p) {
+  TS_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, Env::Default()->OpenRead(p));
+  return gguf::ReadHeader(*f);
+}
+Status ForEachGgufInfo(const std::string& p, const std::function<bool(const TensorInfo&)>& fn) {
+  TS_ASSIGN_OR_RETURN(TensorSet set, GgufHeader(p));
+  for (const Tensor& t : set.tensors) {
+    if (!fn(t.info)) break;
+  }
+  return Status::OK();
+}
+Result<Tensor> ReadGgufTensor(const std::string& p, std::string_view name) {
+  TS_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, Env::Default()->OpenRead(p));
+  TS_ASSIGN_OR_RETURN(TensorSet set, gguf::ReadHeader(*f));
+  for (Tensor& t : set.tensors) {
+    if (t.info.name != name) continue;
+    auto bytes = std::make_shared<std::vector<std::byte>>(static_cast<std::size_t>(t.info.data_length));
+    TS_RETURN_IF_ERROR(f->ReadAt(t.info.data_offset, *bytes));
+    t.data = *bytes;
+    t.owner = std::move(bytes);
+    return std::move(t);
+  }
+  return NotFound(p + ": no tensor named " + internal::QuoteName(name));
+}
+
 Result<FileDescription> DescribeGguf(const std::string& path) {
-  TS_ASSIGN_OR_RETURN(TensorSet set, gguf::ReadFile(path));
+  TS_ASSIGN_OR_RETURN(TensorSet set, GgufHeader(path));
   FileDescription l = internal::Describe(set);
   auto md = nlohmann::json::parse(set.metadata_json.empty() ? "{}" : set.metadata_json, nullptr, false);
   l.alignment = md.is_object() && md.contains("general.alignment") && md["general.alignment"].is_number_unsigned()
@@ -338,6 +365,8 @@ constexpr FormatInfo kFormats[] = {
      .read_file = ReadGguf,
      .decode = DecodeGguf,
      .describe = DescribeGguf,
+     .for_each_info = ForEachGgufInfo,
+     .read_tensor = ReadGgufTensor,
      .write_file = WriteGguf,
      .encode = EncodeGguf,
      .edit_metadata = EditGguf,

@@ -3,6 +3,7 @@
 // and the writer's refusals of bad input.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -246,6 +247,94 @@ TEST(GgufInvalid, TruncationAtEveryPrefix) {
       }
     }
   }
+}
+
+// A file in memory that counts the bytes read from it.
+class CountingFile final : public RandomAccessFile {
+ public:
+  explicit CountingFile(std::string bytes) : bytes_(std::move(bytes)) {}
+  Status ReadAt(std::uint64_t off, std::span<std::byte> out) const override {
+    if (off > bytes_.size() || out.size() > bytes_.size() - off) return Corruption("read past the end");
+    if (!out.empty()) std::memcpy(out.data(), bytes_.data() + off, out.size());
+    read_ += out.size();
+    return Status::OK();
+  }
+  std::uint64_t size() const override { return bytes_.size(); }
+  const std::string& name() const override { return name_; }
+  std::uint64_t read() const { return read_; }
+
+ private:
+  std::string bytes_;
+  std::string name_ = "bad.gguf";
+  mutable std::uint64_t read_ = 0;
+};
+
+// ReadHeader gives Decode's verdict, code and message on every case, every
+// golden file and every prefix of them, with the tensors' infos and no data.
+TEST(GgufInvalid, ReadHeaderGivesDecodesVerdicts) {
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const Case& c : Cases()) {
+    if (!c.tweak) files.emplace_back(c.name, c.bytes);
+  }
+  for (const char* name : {"plain.gguf", "quant.gguf", "align64.gguf", "empty.gguf", "no_kv.gguf", "v2.gguf"}) {
+    const std::string file = ReadFileBytes(GoldenDir() + name);
+    for (std::size_t n = 0; n <= file.size(); n += (n < 512 ? 1 : 61)) {
+      files.emplace_back(std::string(name) + " cut at " + std::to_string(n), file.substr(0, n));
+    }
+  }
+  for (const auto& [what, bytes] : files) {
+    SCOPED_TRACE(what);
+    auto full = DecodeGguf(bytes);
+    CountingFile f(bytes);
+    auto head = gguf::ReadHeader(f);
+    ASSERT_EQ(head.ok(), full.ok()) << head.status().ToString() << " / " << full.status().ToString();
+    if (!full.ok()) {
+      EXPECT_EQ(head.status().code(), full.status().code());
+      EXPECT_EQ(head.status().message(), full.status().message());
+      continue;
+    }
+    EXPECT_EQ(head->metadata_json, full->metadata_json);
+    ASSERT_EQ(head->tensors.size(), full->tensors.size());
+    for (std::size_t i = 0; i < full->tensors.size(); ++i) {
+      const TensorInfo &a = head->tensors[i].info, &b = full->tensors[i].info;
+      EXPECT_TRUE(a.name == b.name && a.dtype == b.dtype && a.shape == b.shape && a.data_offset == b.data_offset &&
+                  a.data_length == b.data_length && a.metadata_json == b.metadata_json)
+          << a.name;
+      EXPECT_TRUE(head->tensors[i].data.empty());
+    }
+  }
+}
+
+// A header of several MiB (a 200,000-token vocabulary) is read in doubling
+// prefixes, never much past its end; cut inside it, the error is Decode's.
+TEST(GgufInvalid, ReadHeaderReadsALargeHeaderInDoublingPrefixes) {
+  GgufBuilder b;
+  b.Header(1, 1).Key("tokenizer.ggml.tokens", 9).U32(8).U64(200'000);
+  for (int i = 0; i < 200'000; ++i) b.Str("token_" + std::to_string(i));
+  b.Info("w", {1 << 20}, 0, 0).PadTo(32);
+  const std::size_t header = b.size();
+  b.Zeros(4u << 20);  // 4 MiB of f32 data
+  const std::string file = b.str();
+  CountingFile f(file);
+  auto head = gguf::ReadHeader(f);
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  auto full = DecodeGguf(file);
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(head->metadata_json, full->metadata_json);
+  ASSERT_EQ(head->tensors.size(), 1u);
+  EXPECT_EQ(head->tensors[0].info.data_offset, header);
+  EXPECT_EQ(head->tensors[0].info.data_length, 4u << 20);
+  EXPECT_GT(header, 3u << 20);
+  EXPECT_LE(f.read(), 2 * header) << "header " << header;
+  EXPECT_LT(f.read(), file.size());
+
+  const std::string cut = file.substr(0, 2u << 20);
+  CountingFile g(cut);
+  auto short_head = gguf::ReadHeader(g);
+  auto short_full = DecodeGguf(cut);
+  ASSERT_FALSE(short_head.ok());
+  EXPECT_EQ(short_head.status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(short_head.status().message(), short_full.status().message());
 }
 
 // Single-bit flips anywhere must give an error or a valid set, never a crash

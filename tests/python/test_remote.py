@@ -247,6 +247,24 @@ def test_checkpoint_at_a_url_is_opened_by_its_headers(s3, moto, tmp_path, fmt):
     assert opened < total / 4
 
 
+@pytest.mark.parametrize("fmt", ["safetensors", "gguf"])
+def test_single_file_at_a_url_is_opened_by_its_header(s3, tmp_path, fmt):
+    want = {f"w{i}": np.full((1280, 1024), i, np.float32) for i in range(3)}
+    write(fmt, str(tmp_path / f"m.{fmt}"), want)
+    url = upload(s3, tmp_path / f"m.{fmt}", f"single/m.{fmt}")
+    before = _native.remote_bytes()
+    with ts.safe_open(url, framework="np") as f:
+        assert f.keys() == sorted(want)
+        assert _native.remote_bytes() - before <= 4 << 20  # format sniff and open: last MiB and first, twice
+        before = _native.remote_bytes()
+        assert np.array_equal(f.get_tensor("w1"), want["w1"])
+        assert _native.remote_bytes() - before == 5 << 20
+    r = cli("ls", url)
+    assert r.returncode == 0 and all(re.search(rf"^{k}\b", r.stdout, re.M) for k in want), r.stdout + r.stderr
+    r = cli("cat", url, "w2")
+    assert r.returncode == 0 and "2" in r.stdout, r.stdout + r.stderr
+
+
 def test_damaged_shards_at_a_url_are_named(s3, tmp_path):
     url, local, _ = five_mib_checkpoint(s3, tmp_path, "tsafe", "damaged-tsafe")
     shard = "model-00002-of-00003.tsafe"

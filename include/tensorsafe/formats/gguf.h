@@ -51,6 +51,9 @@ struct ReadOptions {
   std::uint32_t max_tensor_name_bytes = 63;
   // The metadata JSON text built from the key/value pairs.
   std::uint64_t max_metadata_bytes = std::uint64_t{256} << 20;
+  // ReadHeader's first read; it reads twice as much while the header runs
+  // past what it has (at least 1).
+  std::uint64_t first_read_bytes = std::uint64_t{1} << 20;
   // File operations (tensorsafe/env.h, for tests and embedders); nullptr:
   // Env::Default().
   Env* env = nullptr;
@@ -104,6 +107,13 @@ std::optional<GgmlType> FindGgmlType(std::string_view name);
 Result<TensorSet> Decode(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
                          const std::string& display_name, const ReadOptions& options = {});
 
+// Decodes the header of `file` (key/value pairs and tensor infos) with
+// Decode's checks, reading its first MiB and then twice as much while the
+// header runs past what was read: the tensors hold no data (Tensor::data
+// empty), their ranges checked against the file's size. What a file at a
+// URL costs to list (docs/REMOTE.md). Errors: Decode's, prefixed with
+// file.name(); the file's read errors.
+Result<TensorSet> ReadHeader(const RandomAccessFile& file, const ReadOptions& options = {});
 // Maps the file at `path` read-only and decodes it; tensors keep the mapping
 // alive. kIOError (with errno) when the file cannot be opened or mapped.
 Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& options = {});

@@ -149,10 +149,10 @@ struct Checkpoint {
 // are shards, up to 16: their tensors hold no bytes (ShardInfo::file).
 Result<Checkpoint> Open(const std::string& path, const ReadOptions& options = {});
 
-// One safetensors or .tsafe file opened as Open opens each shard, as a
-// checkpoint of that one shard (no index; shard_of all 0): at a URL, from
-// its header alone. Errors: the format's reader's, prefixed with the path;
-// kInvalidArgument for another format.
+// One tensor file of `format` as a checkpoint of that one shard (no index;
+// shard_of all 0), read by the format table; a safetensors, .tsafe or GGUF
+// file at a URL is opened as Open opens each shard, from its header alone.
+// Errors: the format's reader's, prefixed with the path.
 Result<Checkpoint> OpenFile(const std::string& path, Format format);
 
 // Reads the bytes of those of `tensors` that hold none (tensors of a shard
@@ -175,8 +175,8 @@ Status Verify(const Checkpoint& checkpoint);
 // shard files (ranged reads of a shard at a URL), not through the mappings: a copy into fresh memory without
 // the page faults of a mapping, in pieces of at most 8 MiB spread over
 // `threads` threads (the caller's included; 0 = one per core, up to 4).
-// For safetensors and tsafe checkpoints, whose tensors lie in their files
-// as stored. Errors: kInvalidArgument (another format, sizes that differ,
+// For safetensors and tsafe checkpoints and GGUF files (OpenFile), whose
+// tensors lie in their files as stored. Errors: kInvalidArgument (another format, sizes that differ,
 // lists of different lengths), kIOError / kCorruption (a shard shorter than
 // its index said: it changed since it was opened).
 Status ReadTensors(const Checkpoint& checkpoint, std::span<const std::size_t> tensors,

@@ -58,6 +58,19 @@ class Cursor {
 
   // kCorruption naming `what` when fewer than `n` bytes remain.
   Status Need(std::uint64_t n, std::string_view what) const;
+  // Whether `n` bytes remain. Every check of a count or length against the
+  // bytes remaining goes through Need or Fits, which note a failure: a
+  // header read from a prefix of the file (ReadHeader) then knows that more
+  // of the file might pass.
+  bool Fits(std::uint64_t n) const {
+    if (n <= remaining()) return true;
+    ran_short_ = true;
+    return false;
+  }
+  // A size that overflowed (nullopt) fits nowhere; it is noted too, as its
+  // message names the bytes remaining.
+  bool Fits(std::optional<std::uint64_t> n) const { return n ? Fits(*n) : (ran_short_ = true, false); }
+  bool ran_short() const { return ran_short_; }
   std::uint8_t Load8() { return LoadT<std::uint8_t>(); }
   std::uint32_t Load32() { return LoadT<std::uint32_t>(); }
   std::uint64_t Load64() { return LoadT<std::uint64_t>(); }
@@ -80,6 +93,7 @@ class Cursor {
   std::span<const std::byte> bytes_;
   const std::string& file_;
   std::uint64_t pos_ = 0;
+  mutable bool ran_short_ = false;
 };
 
 // The key/value section decoded into the metadata JSON of docs/formats/gguf.md.

@@ -81,7 +81,7 @@ std::optional<ValueType> ParseValueTypeName(std::string_view name) {
 std::uint32_t ValueTypeSize(ValueType t) { return kTypeSizes[static_cast<std::uint32_t>(t)]; }
 
 Status Cursor::Need(std::uint64_t n, std::string_view what) const {
-  if (n <= remaining()) return Status::OK();
+  if (Fits(n)) return Status::OK();
   return Corruption(file_ + ": " + std::string(what) + " at offset " + Str(pos_) + " needs " + Str(n) + " bytes, " +
                     Str(remaining()) + " remain");
 }
@@ -90,7 +90,7 @@ Result<std::string_view> Cursor::String(std::string_view what, std::uint64_t max
   TS_RETURN_IF_ERROR(Need(8, std::string(what) + " length"));
   const std::uint64_t at = pos_;
   const std::uint64_t len = Load64();
-  if (len > remaining()) {
+  if (!Fits(len)) {
     return Corruption(file_ + ": " + std::string(what) + ": length " + Str(len) + " at offset " + Str(at) +
                       " exceeds the " + Str(remaining()) + " bytes remaining");
   }
@@ -307,7 +307,7 @@ class KvReader {
     // hold is refused before any work or allocation.
     const std::uint64_t min = e == ValueType::kString ? 8 : e == ValueType::kArray ? 12 : ValueTypeSize(e);
     auto need = CheckedMul(count, min);
-    if (!need || *need > c_.remaining()) {
+    if (!c_.Fits(need)) {
       return Fail(Corruption, ctx_ + ": array of " + Str(count) + " " + std::string(ValueTypeName(e)) + " at offset " +
                                   Str(c_.pos() - 12) + " cannot fit in the " + Str(c_.remaining()) +
                                   " bytes remaining");

@@ -1,5 +1,6 @@
 // GGUF decoding: header, key/value pairs (kv_read.cc), tensor infos, data.
 // Checks follow docs/formats/gguf.md §Reader checks, in file order.
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -40,8 +41,11 @@ struct Info {
 
 class Decoder {
  public:
-  Decoder(std::span<const std::byte> bytes, const std::string& file, const ReadOptions& opt)
-      : c_(bytes, file), file_(file), opt_(opt) {}
+  // `bytes` is the whole file, or (`attach` false) its first bytes, of a
+  // file of `file_size` bytes: the tensors then hold no data.
+  Decoder(std::span<const std::byte> bytes, const std::string& file, const ReadOptions& opt, std::uint64_t file_size,
+          bool attach)
+      : c_(bytes, file), file_(file), opt_(opt), file_size_(file_size), attach_(attach) {}
 
   Result<TensorSet> Run(std::shared_ptr<const void> owner) {
     TS_RETURN_IF_ERROR(Header());
@@ -49,12 +53,14 @@ class Decoder {
     TS_RETURN_IF_ERROR(TensorInfos());
     return Data(std::move(kv), std::move(owner));
   }
+  // Whether a check of a count or length against the bytes remaining failed.
+  bool ran_short() const { return c_.ran_short(); }
 
  private:
   Status Err(Status (*make)(std::string), const std::string& msg) const { return make(file_ + ": " + msg); }
 
   Status Header() {
-    if (c_.size() < 4) {
+    if (!c_.Fits(4)) {
       return Err(Corruption, "file of " + Str(c_.size()) + " bytes is too short for the GGUF magic");
     }
     const std::uint32_t magic = c_.Load32();
@@ -90,7 +96,7 @@ class Decoder {
     auto kv_min = CheckedMul(kv_count_, kMinKeyValueBytes);
     auto ti_min = CheckedMul(tensor_count_, kMinTensorInfoBytes);
     auto min = kv_min && ti_min ? CheckedAdd(*kv_min, *ti_min) : std::nullopt;
-    if (!min || *min > c_.remaining()) {
+    if (!c_.Fits(min)) {
       return Err(Corruption, Str(kv_count_) + " key/value pairs and " + Str(tensor_count_) +
                                  " tensor infos cannot fit in the " + Str(c_.remaining()) + " bytes after the header");
     }
@@ -99,7 +105,7 @@ class Decoder {
 
   Status TensorInfos() {
     auto min = CheckedMul(tensor_count_, kMinTensorInfoBytes);
-    if (!min || *min > c_.remaining()) {
+    if (!c_.Fits(min)) {
       return Err(Corruption, Str(tensor_count_) + " tensor infos cannot fit in the " + Str(c_.remaining()) +
                                  " bytes after the key/value pairs");
     }
@@ -185,9 +191,9 @@ class Decoder {
     if (!start) return Err(Corruption, "data section start overflows");
     // gguf-py and ggml pad the tensor infos whenever there are tensors; with
     // none there is no data section to find.
-    if (tensor_count_ > 0 && *start > c_.size()) {
+    if (tensor_count_ > 0 && *start > file_size_) {
       return Err(Corruption, "data section at offset " + Str(*start) + " (tensor infos end at " + Str(c_.pos()) +
-                                 ", aligned to " + Str(align) + ") lies past the end of the " + Str(c_.size()) +
+                                 ", aligned to " + Str(align) + ") lies past the end of the " + Str(file_size_) +
                                  "-byte file");
     }
     TensorSet set;
@@ -207,9 +213,9 @@ class Decoder {
                                    ": tensors must be stored in order, without gaps or overlap");
       }
       auto abs = CheckedAdd(*start, t.offset);
-      if (!abs || !RangeWithin(*abs, t.nbytes, c_.size())) {
+      if (!abs || !RangeWithin(*abs, t.nbytes, file_size_)) {
         return Err(Corruption, ctx + ": data at offset " + Str(*start) + " + " + Str(t.offset) + " + " + Str(t.nbytes) +
-                                   " bytes runs past the end of the " + Str(c_.size()) + "-byte file");
+                                   " bytes runs past the end of the " + Str(file_size_) + "-byte file");
       }
       auto padded = AlignUp(t.nbytes, align);
       auto next = padded ? CheckedAdd(t.offset, *padded) : std::nullopt;
@@ -234,8 +240,10 @@ class Decoder {
         out.info.metadata_json = std::move(m);
         out.info.shape = {t.nbytes};
       }
-      out.data = c_.bytes().subspan(*abs, t.nbytes);
-      out.owner = owner;
+      if (attach_) {
+        out.data = c_.bytes().subspan(*abs, t.nbytes);
+        out.owner = owner;
+      }
       set.tensors.push_back(std::move(out));
     }
     return set;
@@ -244,6 +252,8 @@ class Decoder {
   Cursor c_;
   const std::string& file_;
   const ReadOptions& opt_;
+  const std::uint64_t file_size_;
+  const bool attach_;
   std::uint64_t tensor_count_ = 0;
   std::uint64_t kv_count_ = 0;
   std::vector<Info> infos_;
@@ -253,7 +263,27 @@ class Decoder {
 
 Result<TensorSet> Decode(std::span<const std::byte> bytes, std::shared_ptr<const void> owner,
                          const std::string& display_name, const ReadOptions& options) {
-  return Decoder(bytes, display_name, options).Run(std::move(owner));
+  return Decoder(bytes, display_name, options, bytes.size(), /*attach=*/true).Run(std::move(owner));
+}
+
+Result<TensorSet> ReadHeader(const RandomAccessFile& file, const ReadOptions& options) {
+  // The header's length is known only once it is parsed: parse the first
+  // MiB (first_read_bytes) as if it were the file, and read twice as much while the parse
+  // fails for want of bytes. A parse that succeeds read only bytes of the
+  // prefix, which are the file's, with every size check passed against
+  // fewer bytes than the file has: it is the whole file's parse.
+  const std::uint64_t size = file.size();
+  std::vector<std::byte> prefix;
+  std::uint64_t want = std::min<std::uint64_t>(size, std::max<std::uint64_t>(options.first_read_bytes, 1));
+  while (true) {
+    const std::size_t have = prefix.size();
+    prefix.resize(static_cast<std::size_t>(want));
+    TS_RETURN_IF_ERROR(file.ReadAt(have, std::span(prefix).subspan(have)));
+    Decoder d(prefix, file.name(), options, size, /*attach=*/false);
+    Result<TensorSet> r = d.Run(nullptr);
+    if (r.ok() || want == size || !d.ran_short()) return r;
+    want = want > size / 2 ? size : want * 2;
+  }
 }
 
 Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& options) {

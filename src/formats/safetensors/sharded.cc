@@ -309,7 +309,8 @@ Result<Checkpoint> OpenFile(const std::string& path, Format format) {
   ck.index.path = path;
   ShardInfo only;
   only.name = only.path = path;
-  if (tensorsafe::internal::IsRemotePath(path) && (format == Format::kSafetensors || format == Format::kTsafe)) {
+  if (tensorsafe::internal::IsRemotePath(path) &&
+      (format == Format::kSafetensors || format == Format::kTsafe || format == Format::kGguf)) {
     TS_ASSIGN_OR_RETURN(internal::RemoteShard remote, internal::OpenRemoteShard(path, format));
     if (remote.detected != format && !(format == Format::kSafetensors && remote.detected == Format::kUnknown)) {
       return Unsupported(path + " is " +
@@ -368,8 +369,9 @@ Status Verify(const Checkpoint& ck) {
 
 Status ReadTensors(const Checkpoint& ck, std::span<const std::size_t> tensors,
                    std::span<const std::span<std::byte>> outs, unsigned threads) {
-  if (ck.index.format != Format::kSafetensors && ck.index.format != Format::kTsafe) {
-    return InvalidArgument("ReadTensors reads safetensors and tsafe files, not " +
+  if (ck.index.format != Format::kSafetensors && ck.index.format != Format::kTsafe &&
+      ck.index.format != Format::kGguf) {
+    return InvalidArgument("ReadTensors reads safetensors, tsafe and gguf files, not " +
                            std::string(FormatName(ck.index.format)));
   }
   if (tensors.size() != outs.size()) {

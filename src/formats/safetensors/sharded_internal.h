@@ -42,13 +42,13 @@ Status ListedTwice(const std::string& index, const std::vector<std::pair<std::st
 Result<Index> ReadIndexImpl(const std::string& path, const ReadOptions& opt, bool check_duplicates);
 
 // A shard or file at a URL as Open reads it (sharded_remote.cc): its
-// header (safetensors) or index (.tsafe), none of its data. When the first
+// header (safetensors, gguf) or index (.tsafe), none of its data. When the first
 // bytes show another format than the one asked for, only `file` and
 // `detected` are set.
 struct RemoteShard {
   std::shared_ptr<const RandomAccessFile> file;
   Format detected = Format::kUnknown;
-  std::vector<TensorInfo> infos;  // in data (safetensors) or index (.tsafe) order
+  std::vector<TensorInfo> infos;  // in data (safetensors) or index (.tsafe, gguf) order
   std::string metadata_json;      // the file's ("" when none)
 };
 Result<RemoteShard> OpenRemoteShard(const std::string& path, Format format);

@@ -9,6 +9,7 @@
 #include "formats/safetensors/sharded_internal.h"
 #include "remote/remote_file.h"
 #include "tensorsafe/env.h"
+#include "tensorsafe/formats/gguf.h"
 #include "tensorsafe/formats/safetensors.h"
 #include "tensorsafe/options.h"
 #include "tensorsafe/reader.h"
@@ -84,11 +85,22 @@ Result<RemoteShard> OpenRemoteShard(const std::string& path, Format format) {
     }));
     return out;
   }
-  if (format != Format::kSafetensors) {
-    return InvalidArgument(path + ": shards are safetensors or tsafe files, not " + std::string(FormatName(format)));
+  if (format != Format::kSafetensors && format != Format::kGguf) {
+    return InvalidArgument(path +
+                           ": files at URLs are opened from their headers when safetensors, tsafe or gguf, not " +
+                           std::string(FormatName(format)));
   }
   TS_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, Env::Default()->OpenRead(path));
   out.file = std::move(file);
+  if (format == Format::kGguf) {
+    TS_ASSIGN_OR_RETURN(out.detected, Sniff(*out.file));
+    if (out.detected != Format::kGguf) return out;
+    TS_ASSIGN_OR_RETURN(TensorSet set, gguf::ReadHeader(*out.file));
+    out.infos.reserve(set.tensors.size());
+    for (Tensor& t : set.tensors) out.infos.push_back(std::move(t.info));
+    out.metadata_json = std::move(set.metadata_json);
+    return out;
+  }
   // The first block of the object holds the magic and, usually, the whole
   // header: one ranged GET serves both. safetensors' sniff is weak: an
   // unknown prefix may still be one, whose header then says what is wrong.

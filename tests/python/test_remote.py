@@ -265,6 +265,30 @@ def test_single_file_at_a_url_is_opened_by_its_header(s3, tmp_path, fmt):
     assert r.returncode == 0 and "2" in r.stdout, r.stdout + r.stderr
 
 
+class _UrlTensors(torch.utils.data.Dataset):
+    """Item i: tensor w{i} of a checkpoint opened once, at a URL, in the parent."""
+
+    def __init__(self, f, n):
+        self.f, self.n = f, n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return self.f.get_tensor(f"w{i}")[i, 7]
+
+
+def test_forked_dataloader_workers_read_a_checkpoint_opened_at_a_url(s3, tmp_path):
+    """The handle is opened, and read, in the parent; forked workers fetch
+    their tensors through it (each process its own connections)."""
+    url, _, want = five_mib_checkpoint(s3, tmp_path, "safetensors", "forked")
+    with ts.safe_open(url, framework="pt") as f:
+        assert f.get_tensor("w0")[0, 7] == 0
+        loader = torch.utils.data.DataLoader(_UrlTensors(f, len(want)), batch_size=2, num_workers=2,
+                                             multiprocessing_context="fork")
+        assert torch.cat(list(loader)).tolist() == [-i for i in range(len(want))]
+
+
 def test_damaged_shards_at_a_url_are_named(s3, tmp_path):
     url, local, _ = five_mib_checkpoint(s3, tmp_path, "tsafe", "damaged-tsafe")
     shard = "model-00002-of-00003.tsafe"

@@ -1,15 +1,18 @@
 // Convert to and from sharded checkpoints (convert/sharded.h, SHARDED.md §6).
-// The input opens as one TensorSet of views (every shard mapped), and each
+// The input opens as one TensorSet of views (every shard mapped; shards at
+// URLs fetched as each output shard is written, or all for one file), and each
 // output shard goes through WriteTensorSet, so a sharded conversion streams,
 // checks and refuses exactly as a single-file one does.
 #include "convert/sharded.h"
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
+#include <unordered_map>
 
 #include "convert/internal.h"
 #include "formats/internal.h"
@@ -137,11 +140,17 @@ Result<ConvertStats> ConvertSharded(const std::string& in_arg, const std::string
     set = std::move(picked);
     shard_of = std::move(picked_shards);
   }
-  // Shards at URLs were opened from their headers: only the tensors chosen are fetched.
-  if (ck) TS_RETURN_IF_ERROR(sharded::FetchData(ck->shards, shard_of, set.tensors));
-  if (InfoOf(stats.from).caps.checksums && opt.verify) TS_RETURN_IF_ERROR(CheckChecksums(set.tensors, in));
+  // Shards at URLs were opened from their headers: only the tensors chosen
+  // are fetched, and into a sharded output one output shard at a time (the
+  // memory of one shard, not of the model).
+  const bool fetch_per_shard =
+      ck && IsShardedOutput(out, opt) &&
+      std::any_of(ck->shards.begin(), ck->shards.end(), [](const sharded::ShardInfo& s) { return s.file != nullptr; });
+  const bool check = InfoOf(stats.from).caps.checksums && opt.verify;
+  if (ck && !fetch_per_shard) TS_RETURN_IF_ERROR(sharded::FetchData(ck->shards, shard_of, set.tensors));
+  if (check && !fetch_per_shard) TS_RETURN_IF_ERROR(CheckChecksums(set.tensors, in));
   stats.tensor_count = set.tensors.size();
-  for (const Tensor& t : set.tensors) stats.data_bytes += t.data.size();
+  for (const Tensor& t : set.tensors) stats.data_bytes += t.data.empty() ? t.info.data_length : t.data.size();
 
   if (!IsShardedOutput(out, opt)) {
     if (opt.max_shard_size != 0) {
@@ -209,9 +218,23 @@ Result<ConvertStats> ConvertSharded(const std::string& in_arg, const std::string
   }
   shard_opt.from = stats.from;
   shard_opt.to = so.format;
+  // Each tensor's input shard, for the tensors fetched shard by shard.
+  std::unordered_map<std::string_view, std::uint32_t> input_shard;
+  if (fetch_per_shard) {
+    for (std::size_t i = 0; i < set.tensors.size(); ++i) input_shard.emplace(set.tensors[i].info.name, shard_of[i]);
+  }
   auto write = [&](const std::string& path, const TensorSet& shard) -> Status {
     current = 0;
-    auto written = ConvertSet(shard, path, shard_opt);
+    TensorSet fetched;
+    if (fetch_per_shard) {
+      fetched = shard;
+      std::vector<std::uint32_t> from;
+      from.reserve(fetched.tensors.size());
+      for (const Tensor& t : fetched.tensors) from.push_back(input_shard.at(t.info.name));
+      TS_RETURN_IF_ERROR(sharded::FetchData(ck->shards, from, fetched.tensors));
+      if (check) TS_RETURN_IF_ERROR(CheckChecksums(fetched.tensors, in));
+    }
+    auto written = ConvertSet(fetch_per_shard ? std::move(fetched) : shard, path, shard_opt);
     before += current;
     if (!written.ok()) return written.status();
     for (std::string& w : written->warnings) stats.warnings.push_back(std::move(w));

@@ -245,6 +245,12 @@ def test_checkpoint_at_a_url_is_opened_by_its_headers(s3, moto, tmp_path, fmt):
     r = cli("cat", url, "w3")
     assert r.returncode == 0 and "3" in r.stdout, r.stdout + r.stderr
     assert opened < total / 4
+    # Converted shard by shard into a local sharded checkpoint.
+    r = cli("convert", url, tmp_path / "local" / "model.tsafe.index.json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(os.listdir(tmp_path / "local")) == [f"model-0000{i}-of-00003.tsafe" for i in (1, 2, 3)] + [
+        "model.tsafe.index.json"]
+    assert_same(ts.read(str(tmp_path / "local"))[0], want)
 
 
 @pytest.mark.parametrize("fmt", ["safetensors", "gguf"])

@@ -18,6 +18,7 @@
 #include "support/moto_server.h"
 #include "support/nginx_server.h"
 #include "support/temp_dir.h"
+#include "tensorsafe/convert.h"
 #include "tensorsafe/formats/registry.h"
 #include "tensorsafe/formats/sharded.h"
 #include "tensorsafe/reader.h"
@@ -216,6 +217,43 @@ TEST_F(RemoteFileTest, ShardedCheckpointOpensByItsHeadersAndFetchesOnlyWhatIsRea
     }
     EXPECT_TRUE(sharded::Verify(*ck).ok());
   }
+}
+
+// A checkpoint at a URL converts into a sharded output one output shard at
+// a time: the tensors of a shard are fetched as it is written, so a
+// conversion that fails at the second shard has not fetched the third.
+TEST_F(RemoteFileTest, ShardedUrlConvertsShardByShard) {
+  std::vector<std::vector<float>> values;
+  const std::string url = UploadCheckpoint(tmp_->path(), *client_, Format::kSafetensors, "convert-src", values);
+  ConvertOptions o;
+  o.to = Format::kTsafe;
+  o.sync = false;
+  const fs::path out = tmp_->path() / "converted";
+  ResetRemoteState();
+  std::uint64_t before = RemoteBytesFetched();
+  auto stats = Convert(url, (out / "model.tsafe.index.json").string(), o);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ(stats->tensor_count, 6u);
+  EXPECT_EQ(stats->data_bytes, 6u * (5u << 20));
+  const std::uint64_t fetched = RemoteBytesFetched() - before;
+  EXPECT_GE(fetched, 6u * (5u << 20));
+  EXPECT_LE(fetched, 6u * (5u << 20) + (8u << 20)) << "each byte once, and the headers";
+  auto back = ReadTensorSet((out / "model.tsafe.index.json").string());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->tensors.size(), 6u);
+  for (const Tensor& t : back->tensors) {
+    const std::size_t i = static_cast<std::size_t>(t.info.name[1] - '0');
+    EXPECT_EQ(std::memcmp(t.data.data(), values[i].data(), t.data.size()), 0) << t.info.name;
+  }
+
+  const fs::path blocked = tmp_->path() / "blocked";
+  fs::create_directories(blocked / "model-00002-of-00003.tsafe");  // the second shard cannot be renamed into place
+  ResetRemoteState();
+  before = RemoteBytesFetched();
+  auto failed = Convert(url, (blocked / "model.tsafe.index.json").string(), o);
+  EXPECT_FALSE(failed.ok());
+  // Opening costs about 6 MiB, each shard 10 MiB: 27 MiB for two, 37 for three.
+  EXPECT_LT(RemoteBytesFetched() - before, 32u << 20) << "the third shard was fetched";
 }
 
 // What is wrong with a shard at a URL is named with its URL: a .tsafe

@@ -20,6 +20,10 @@
 namespace tensorsafe::sharded {
 namespace {
 
+// A tensor's data bytes: its data's, or its info's for a tensor whose bytes
+// are fetched only as its shard is written (a checkpoint at a URL).
+std::uint64_t DataBytes(const Tensor& t) { return t.data.empty() ? t.info.data_length : t.data.size(); }
+
 using json = nlohmann::ordered_json;
 
 // The pattern split around its one "{suffix}".
@@ -255,11 +259,11 @@ Result<WriteStats> WriteShardedWith(const std::string& dir, const TensorSet& set
   if (!fixed.empty()) {
     plan.shards = fixed;
     for (const auto& shard : fixed) {
-      for (std::size_t pos : shard) plan.total_size += set.tensors[pos].data.size();
+      for (std::size_t pos : shard) plan.total_size += DataBytes(set.tensors[pos]);
     }
   } else if (storages.empty()) {
     std::vector<Storage> own(set.tensors.size());
-    for (std::size_t i = 0; i < own.size(); ++i) own[i].size = set.tensors[i].data.size();
+    for (std::size_t i = 0; i < own.size(); ++i) own[i].size = DataBytes(set.tensors[i]);
     plan = PlanShards(own, o.max_shard_size);
   } else {
     plan = PlanShards(storages, o.max_shard_size);
@@ -305,7 +309,7 @@ Result<WriteStats> WriteShardedWith(const std::string& dir, const TensorSet& set
     }
     const std::string path = (std::filesystem::path(dir) / name).string();
     TS_RETURN_IF_ERROR(write(path, shard));
-    for (const Tensor& t : shard.tensors) written += t.data.size();
+    for (const Tensor& t : shard.tensors) written += DataBytes(t);
     if (o.progress) o.progress(written);
     stats.files.push_back(name);
   }

@@ -21,6 +21,7 @@ namespace tensorsafe::internal {
 namespace {
 
 constexpr std::uint64_t kTailBytes = 1ull << 20;
+constexpr std::uint64_t kSmallTailBytes = 64ull << 10;
 constexpr std::uint64_t kBlock = 1ull << 20;
 constexpr std::size_t kMaxBlocks = 64;
 constexpr std::uint64_t kDirectBytes = 4ull << 20;
@@ -35,6 +36,20 @@ bool StartsWithNoCase(std::string_view s, std::string_view p) {
     if (std::tolower(static_cast<unsigned char>(s[i])) != p[i]) return false;
   }
   return true;
+}
+
+bool EndsWithNoCase(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && StartsWithNoCase(s.substr(s.size() - suffix.size()), suffix);
+}
+
+// How much of an object's end its open fetches with the size and ETag. The
+// last MiB holds a .tsafe's trailer and index, a zip's directory, most of a
+// checkpoint index; a safetensors or GGUF file keeps its header at the
+// start (read next, in the first block), so its end is of no use.
+std::uint64_t TailBytesFor(std::string_view url) {
+  std::string_view name = url.substr(0, url.find('?'));
+  name = name.substr(name.rfind('/') == std::string_view::npos ? 0 : name.rfind('/') + 1);
+  return EndsWithNoCase(name, ".safetensors") || EndsWithNoCase(name, ".gguf") ? kSmallTailBytes : kTailBytes;
 }
 
 // One object: its size and ETag, and how to read ranges of it.
@@ -348,7 +363,7 @@ std::shared_ptr<UrlHandler> HandlerFor(std::string_view path) { return IsOtherSc
 
 Result<std::unique_ptr<RandomAccessFile>> OpenRemoteFile(const std::string& url) {
   TS_ASSIGN_OR_RETURN(auto src, MakeSource(url));
-  TS_ASSIGN_OR_RETURN(s3::S3Client::Tail tail, src->GetTail(kTailBytes));
+  TS_ASSIGN_OR_RETURN(s3::S3Client::Tail tail, src->GetTail(TailBytesFor(url)));
   g_bytes += tail.bytes.size();
   std::shared_ptr<ObjectCache> cache;
   {

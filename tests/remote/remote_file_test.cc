@@ -324,7 +324,7 @@ TEST(RemoteHttpFileTest, SafetensorsOverHttp) {
   EXPECT_EQ(std::memcmp(got->data.data(), v, 12), 0);
   auto missing = DescribeFile(nginx.Url("data") + "nope.safetensors");
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
-  EXPECT_THAT(missing.status().message(), HasSubstr("nope.safetensors last 1048576 bytes: HTTP 404"));
+  EXPECT_THAT(missing.status().message(), HasSubstr("nope.safetensors last 65536 bytes: HTTP 404"));
 }
 
 }  // namespace

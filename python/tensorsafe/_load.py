@@ -22,7 +22,7 @@ from . import _native
 from ._load_into import (_COPY_CHUNK, _copy_into, _dest_key, _into_entry, _into_target, _missing_error, _numpy_dtype,
                          _settle_into, _tensor_bytes, _tie_or_miss, _torch_dtype, _torch_tensor_type, _verified_text,
                          fill_into)
-from .errors import InvalidArgumentError, NotFoundError, UnsupportedError
+from .errors import CorruptionError, InvalidArgumentError, NotFoundError, UnsupportedError
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -96,14 +96,24 @@ def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool, in
         addresses: List[int] = []
         pending: List[Tuple[Any, Any, str, Tuple[int, ...]]] = []  # entries that take a copy, read
         pending_bytes = 0
+        # .tsafe shards of a sharded checkpoint: each tensor read is checked
+        # against its XXH3-64, as a .tsafe file's are.
+        shard_paths = [s["path"] for s in src.shards()] if fmt == "sharded" and src.format == "tsafe" else None
+        to_check: List[Tuple[str, Any, int]] = []
 
-        def flush() -> None:  # reads what is batched, then copies into the entries that take a copy
+        def flush() -> None:  # reads what is batched, checks it, then copies into the entries that take a copy
             nonlocal pending_bytes
             pending_bytes = 0
             if names:
                 src.read_into(names, addresses)
                 names.clear()
                 addresses.clear()
+            for name, flat, want in to_check:
+                got = _native.data_checksum(flat)
+                if got != want:
+                    raise CorruptionError(f"{shard_paths[src.shard_of(name)]}: tensor {json.dumps(name)}: data "
+                                          f"checksum {got} does not match the index's {want} (the data is damaged)")
+            to_check.clear()
             for args in pending:
                 _copy_into(*args)
             pending.clear()
@@ -147,10 +157,10 @@ def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool, in
             out[name] = dest
             report["tensors"] += 1
             report["bytes"] += n
-            if fmt != "tsafe":
+            if fmt != "tsafe" and shard_paths is None:
                 report["unverifiable"] += 1
             elif verify:
-                report["verified"] += 1  # read_into raises on a mismatch
+                report["verified"] += 1  # read_into or flush raises on a mismatch
             if n == 0:
                 continue
             report["requests"] += 1
@@ -159,6 +169,8 @@ def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool, in
             else:
                 names.append(name)
                 addresses.append(flat.ctypes.data)
+                if shard_paths is not None and verify:
+                    to_check.append((name, flat, int(info["checksum"])))
             report["bytes_read"] += n
             if pending and (fmt == "tsafe" or pending_bytes >= _COPY_CHUNK):
                 flush()  # read already, or a chunk batched

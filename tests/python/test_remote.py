@@ -228,6 +228,10 @@ def test_checkpoint_at_a_url_is_opened_by_its_headers(s3, moto, tmp_path, fmt):
         assert torch.equal(f.get_tensor("w2"), torch.from_numpy(want["w2"]))
         assert _native.remote_bytes() - before == 5 << 20  # read once, into the tensor
         assert_same(f.get_tensors(), want)
+    got, report = ts.load(url, return_report=True)
+    assert_same(got, want)
+    # .tsafe shards carry checksums, checked as the tensors arrive.
+    assert (report["verified"], report["unverifiable"]) == ((6, 0) if fmt == "tsafe" else (0, 6)), report
     before = _native.remote_bytes()
     assert_same(ts.load(url, names=["w5"]), {"w5": want["w5"]})
     assert _native.remote_bytes() - before <= (5 << 20) + opened
@@ -309,6 +313,9 @@ def test_damaged_shards_at_a_url_are_named(s3, tmp_path):
         ts.verify(url)
     r = cli("verify", url)
     assert r.returncode != 0 and shard_url in r.stderr and '"w3"' in r.stderr, r.stdout + r.stderr
+    with pytest.raises(ts.CorruptionError, match=re.escape(f'{shard_url}: tensor "w3": data checksum')):
+        ts.load(url, framework="np")
+    assert ts.load(url, names=["w3"], verify=False)["w3"].shape == (1280, 1024)  # the caller's choice
 
     url, local, _ = five_mib_checkpoint(s3, tmp_path, "safetensors", "damaged-st")
     shard = "model-00003-of-00003.safetensors"

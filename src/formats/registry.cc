@@ -13,6 +13,7 @@
 #include "formats/gguf/internal.h"
 #include "formats/internal.h"
 #include "io/internal.h"
+#include "remote/remote_file.h"
 #include "tensorsafe/formats/btf.h"
 #include "tensorsafe/formats/gguf.h"
 #include "tensorsafe/formats/gguf_kv.h"
@@ -95,7 +96,19 @@ Status ForEachStInfo(const std::string& p, const std::function<bool(const Tensor
   }
   return Status::OK();
 }
-Result<Tensor> ReadStTensor(const std::string& p, std::string_view name) { return safetensors::ReadTensor(p, name); }
+// A local file's tensor views its mapping (`cat` of a large tensor reads
+// only what it shows); a URL's is fetched alone.
+Result<Tensor> TensorOf(Result<TensorSet> set, const std::string& p, std::string_view name) {
+  TS_RETURN_IF_ERROR(set.status());
+  for (Tensor& t : set->tensors) {
+    if (t.info.name == name) return std::move(t);
+  }
+  return NotFound(p + ": no tensor named " + internal::QuoteName(name));
+}
+Result<Tensor> ReadStTensor(const std::string& p, std::string_view name) {
+  if (!internal::IsRemotePath(p)) return TensorOf(safetensors::ReadFile(p), p, name);
+  return safetensors::ReadTensor(p, name);
+}
 
 // ---- npy ----
 constexpr std::string_view kNpyExt[] = {"npy"};
@@ -167,10 +180,11 @@ Result<std::string> EditGguf(const std::string& metadata_json, std::span<const s
   return gguf::EditKeyValues(metadata_json, parsed, dels);
 }
 std::vector<std::string> GgufWarnings(const TensorSet& s) { return gguf::internal::ConsumerWarnings(s.metadata_json); }
-// Data aligned to general.alignment, 32 when the key is absent (the reader
-// checked it).
-// From the header alone (gguf::ReadHeader), as for safetensors.
+
+// A URL's header alone (gguf::ReadHeader, doubling prefixes); a local file
+// mapped and parsed once, its data untouched.
 Result<TensorSet> GgufHeader(const std::string& p) {
+  if (!internal::IsRemotePath(p)) return gguf::ReadFile(p);
   TS_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, Env::Default()->OpenRead(p));
   return gguf::ReadHeader(*f);
 }
@@ -182,6 +196,7 @@ Status ForEachGgufInfo(const std::string& p, const std::function<bool(const Tens
   return Status::OK();
 }
 Result<Tensor> ReadGgufTensor(const std::string& p, std::string_view name) {
+  if (!internal::IsRemotePath(p)) return TensorOf(gguf::ReadFile(p), p, name);
   TS_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, Env::Default()->OpenRead(p));
   TS_ASSIGN_OR_RETURN(TensorSet set, gguf::ReadHeader(*f));
   for (Tensor& t : set.tensors) {
@@ -195,6 +210,8 @@ Result<Tensor> ReadGgufTensor(const std::string& p, std::string_view name) {
   return NotFound(p + ": no tensor named " + internal::QuoteName(name));
 }
 
+// Data aligned to general.alignment, 32 when the key is absent (the reader
+// checked it).
 Result<FileDescription> DescribeGguf(const std::string& path) {
   TS_ASSIGN_OR_RETURN(TensorSet set, GgufHeader(path));
   FileDescription l = internal::Describe(set);

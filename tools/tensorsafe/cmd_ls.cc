@@ -1,9 +1,12 @@
-// `tensorsafe ls FILE`: one line per tensor in file order. It walks the
-// tensors twice (widths, then lines); for a format with an index (.tsafe)
-// that streams the index, so memory does not grow with the tensor count.
+// `tensorsafe ls FILE`: one line per tensor in file order. It walks a
+// file's tensors twice (widths, then lines); for a format with an index
+// (.tsafe) that streams the index, so memory does not grow with the tensor
+// count. A URL is read once.
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "command.h"
 #include "exit_codes.h"
@@ -41,6 +44,20 @@ void Header(const Widths& w) {
 
 int Run(const std::string& path, Format from) {
   Widths w;
+  if (path.find("://") != std::string::npos) {
+    // A URL in one pass, its infos kept: a second would fetch its headers
+    // again. A file takes two, so that memory does not grow with its count.
+    std::vector<TensorInfo> infos;
+    Status s = ForEachTensorInfo(path, from, [&](const TensorInfo& t) {
+      w.Add(t);
+      infos.push_back(t);
+      return true;
+    });
+    if (!s.ok()) return Fail("ls", s);
+    Header(w);
+    for (const TensorInfo& t : infos) Line(w, t);
+    return kExitOk;
+  }
   Status s = ForEachTensorInfo(path, from, [&](const TensorInfo& t) {
     w.Add(t);
     return true;

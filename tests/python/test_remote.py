@@ -298,6 +298,20 @@ def test_forked_dataloader_workers_read_a_checkpoint_opened_at_a_url(s3, tmp_pat
         assert torch.cat(list(loader)).tolist() == [-i for i in range(len(want))]
 
 
+def test_many_small_tensors_at_a_url_load_in_few_requests(s3, tmp_path):
+    """2,048 tensors of 4 KiB: load reads them as one run of neighbours,
+    not one cached block's lookup (and a request for each missing one) per
+    tensor."""
+    want = {f"t{i:04d}": np.full((32, 32), i, np.float32) for i in range(2048)}
+    write("safetensors", str(tmp_path / "small.safetensors"), want)
+    url = upload(s3, tmp_path / "small.safetensors", "small/small.safetensors")
+    before = _native.remote_requests()
+    assert_same(ts.load(url, framework="np"), want)
+    # The format sniff and the open (the object's end, its first MiB), then
+    # the 8 MiB of data as one ranged read.
+    assert _native.remote_requests() - before <= 5
+
+
 def test_damaged_shards_at_a_url_are_named(s3, tmp_path):
     url, local, _ = five_mib_checkpoint(s3, tmp_path, "tsafe", "damaged-tsafe")
     shard = "model-00002-of-00003.tsafe"

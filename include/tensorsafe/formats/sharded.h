@@ -172,13 +172,16 @@ Status Verify(const Checkpoint& checkpoint);
 
 // Reads the data of checkpoint.set.tensors[tensors[i]] into outs[i] (each
 // exactly that tensor's data_length bytes) with positional reads of the
-// shard files (ranged reads of a shard at a URL), not through the mappings: a copy into fresh memory without
+// shard files, not through the mappings: a copy into fresh memory without
 // the page faults of a mapping, in pieces of at most 8 MiB spread over
-// `threads` threads (the caller's included; 0 = one per core, up to 4).
+// `threads` threads (the caller's included; 0 = one per core, up to 4). A
+// shard at a URL is read in runs of neighbouring tensors instead, one
+// ranged read each (gaps under 1 MiB read through, at most 64 MiB a run).
 // For safetensors and tsafe checkpoints and GGUF files (OpenFile), whose
-// tensors lie in their files as stored. Errors: kInvalidArgument (another format, sizes that differ,
-// lists of different lengths), kIOError / kCorruption (a shard shorter than
-// its index said: it changed since it was opened).
+// tensors lie in their files as stored. Errors: kInvalidArgument (another
+// format, sizes that differ, lists of different lengths), kIOError /
+// kCorruption (a shard shorter than its index said: it changed since it
+// was opened).
 Status ReadTensors(const Checkpoint& checkpoint, std::span<const std::size_t> tensors,
                    std::span<const std::span<std::byte>> outs, unsigned threads = 0);
 

@@ -386,6 +386,7 @@ Status ReadTensors(const Checkpoint& ck, std::span<const std::size_t> tensors,
     std::span<std::byte> out;
   };
   std::vector<Piece> pieces;
+  std::vector<internal::RemoteRead> remote;  // whole tensors of shards at URLs, read in runs
   std::vector<bool> needed(ck.shards.size(), false);
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     if (tensors[i] >= ck.set.tensors.size())
@@ -397,6 +398,10 @@ Status ReadTensors(const Checkpoint& ck, std::span<const std::size_t> tensors,
     }
     const std::uint32_t shard = ck.shard_of[tensors[i]];
     needed[shard] = true;
+    if (t.info.data_length != 0 && tensorsafe::internal::IsRemotePath(ck.shards[shard].path)) {
+      remote.push_back({shard, t.info.data_offset, outs[i]});
+      continue;
+    }
     for (std::uint64_t done = 0; done < t.info.data_length; done += kPiece) {
       const std::uint64_t n = std::min(kPiece, t.info.data_length - done);
       pieces.push_back({shard, t.info.data_offset + done, outs[i].subspan(done, n)});
@@ -412,10 +417,12 @@ Status ReadTensors(const Checkpoint& ck, std::span<const std::size_t> tensors,
     TS_ASSIGN_OR_RETURN(files[s], tensorsafe::Env::Default()->OpenRead(ck.shards[s].path));
   }
   if (threads == 0) threads = std::min(4u, std::max(1u, std::thread::hardware_concurrency()));
-  return tensorsafe::internal::ForEachItemOrError(pieces.size(), threads, [&](std::size_t i) {
+  TS_RETURN_IF_ERROR(tensorsafe::internal::ForEachItemOrError(pieces.size(), threads, [&](std::size_t i) {
     const Piece& p = pieces[i];
     return files[p.shard]->ReadAt(p.offset, p.out);
-  });
+  }));
+  if (remote.empty()) return Status::OK();
+  return internal::ReadRemoteRuns(files, std::move(remote), threads);
 }
 
 }  // namespace tensorsafe::sharded

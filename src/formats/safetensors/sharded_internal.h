@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,6 +53,20 @@ struct RemoteShard {
   std::string metadata_json;      // the file's ("" when none)
 };
 Result<RemoteShard> OpenRemoteShard(const std::string& path, Format format);
+
+// Bytes of a shard at a URL wanted in a caller's buffer.
+struct RemoteRead {
+  std::uint32_t shard;
+  std::uint64_t offset;
+  std::span<std::byte> out;
+};
+// Reads `reads` from `files` (by shard) as runs of neighbours, gaps under
+// 1 MiB read through and at most 64 MiB a run: one ranged read per run,
+// through a bounce buffer unless the run is one read, runs on `threads`
+// threads. Thousands of small tensors otherwise cost a request, or a
+// cached block's lookup and a thread's wait, each (sharded_remote.cc).
+Status ReadRemoteRuns(std::span<const std::shared_ptr<const RandomAccessFile>> files, std::vector<RemoteRead> reads,
+                      unsigned threads);
 
 // Writes one shard: `set` to `path` as options.format (temp + rename).
 using ShardWriter = std::function<Status(const std::string& path, const TensorSet& set)>;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <vector>
 
 #include "formats/safetensors/sharded_internal.h"
 #include "remote/remote_file.h"
@@ -110,6 +112,46 @@ Result<RemoteShard> OpenRemoteShard(const std::string& path, Format format) {
   out.infos = std::move(h.tensors);
   out.metadata_json = std::move(h.metadata_json);
   return out;
+}
+
+Status ReadRemoteRuns(std::span<const std::shared_ptr<const RandomAccessFile>> files, std::vector<RemoteRead> reads,
+                      unsigned threads) {
+  constexpr std::uint64_t kGap = std::uint64_t{1} << 20;
+  constexpr std::uint64_t kMaxRun = std::uint64_t{64} << 20;
+  std::sort(reads.begin(), reads.end(), [](const RemoteRead& a, const RemoteRead& b) {
+    return a.shard != b.shard ? a.shard < b.shard : a.offset < b.offset;
+  });
+  struct Run {
+    std::uint32_t shard;
+    std::uint64_t begin, end;
+    std::size_t first, last;  // into reads, [first, last)
+  };
+  std::vector<Run> runs;
+  for (std::size_t k = 0; k < reads.size(); ++k) {
+    const RemoteRead& r = reads[k];
+    const std::uint64_t end = r.offset + r.out.size();
+    if (!runs.empty() && runs.back().shard == r.shard && r.offset <= runs.back().end + kGap &&
+        std::max(end, runs.back().end) - runs.back().begin <= kMaxRun) {
+      runs.back().end = std::max(runs.back().end, end);
+      runs.back().last = k + 1;
+    } else {
+      runs.push_back({r.shard, r.offset, end, k, k + 1});
+    }
+  }
+  return tensorsafe::internal::ForEachItemOrError(runs.size(), threads, [&](std::size_t i) -> Status {
+    const Run& run = runs[i];
+    const RandomAccessFile& file = *files[run.shard];
+    if (run.last - run.first == 1 && reads[run.first].offset == run.begin) {
+      return file.ReadAt(run.begin, reads[run.first].out);  // one read: straight into its buffer
+    }
+    std::vector<std::byte> bounce(static_cast<std::size_t>(run.end - run.begin));
+    TS_RETURN_IF_ERROR(file.ReadAt(run.begin, bounce));
+    for (std::size_t k = run.first; k < run.last; ++k) {
+      const RemoteRead& r = reads[k];
+      if (!r.out.empty()) std::memcpy(r.out.data(), bounce.data() + (r.offset - run.begin), r.out.size());
+    }
+    return Status::OK();
+  });
 }
 
 }  // namespace internal

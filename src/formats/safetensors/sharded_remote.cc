@@ -4,8 +4,10 @@
 // of header tell.
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "formats/safetensors/sharded_internal.h"
@@ -55,6 +57,36 @@ class OneFileEnv final : public Env {
  private:
   std::shared_ptr<const RandomAccessFile> f_;
 };
+
+// Bytes [begin, end) of a shard that are wanted.
+struct Extent {
+  std::uint32_t shard;
+  std::uint64_t begin, end;
+};
+// One ranged read, covering extents [first, last).
+struct Run {
+  std::uint32_t shard;
+  std::uint64_t begin, end;
+  std::size_t first, last;
+};
+// Runs of neighbours among `extents` (sorted by shard, then begin): a gap
+// under 1 MiB costs less read through than as another request. A run grows
+// to at most `max_bytes`, unless one extent alone is larger.
+std::vector<Run> PlanRuns(std::span<const Extent> extents, std::uint64_t max_bytes) {
+  constexpr std::uint64_t kGap = std::uint64_t{1} << 20;
+  std::vector<Run> runs;
+  for (std::size_t k = 0; k < extents.size(); ++k) {
+    const Extent& x = extents[k];
+    if (!runs.empty() && runs.back().shard == x.shard && x.begin <= runs.back().end + kGap &&
+        std::max(x.end, runs.back().end) - runs.back().begin <= max_bytes) {
+      runs.back().end = std::max(runs.back().end, x.end);
+      runs.back().last = k + 1;
+    } else {
+      runs.push_back({x.shard, x.begin, x.end, k, k + 1});
+    }
+  }
+  return runs;
+}
 
 }  // namespace
 
@@ -116,28 +148,13 @@ Result<RemoteShard> OpenRemoteShard(const std::string& path, Format format) {
 
 Status ReadRemoteRuns(std::span<const std::shared_ptr<const RandomAccessFile>> files, std::vector<RemoteRead> reads,
                       unsigned threads) {
-  constexpr std::uint64_t kGap = std::uint64_t{1} << 20;
-  constexpr std::uint64_t kMaxRun = std::uint64_t{64} << 20;
   std::sort(reads.begin(), reads.end(), [](const RemoteRead& a, const RemoteRead& b) {
     return a.shard != b.shard ? a.shard < b.shard : a.offset < b.offset;
   });
-  struct Run {
-    std::uint32_t shard;
-    std::uint64_t begin, end;
-    std::size_t first, last;  // into reads, [first, last)
-  };
-  std::vector<Run> runs;
-  for (std::size_t k = 0; k < reads.size(); ++k) {
-    const RemoteRead& r = reads[k];
-    const std::uint64_t end = r.offset + r.out.size();
-    if (!runs.empty() && runs.back().shard == r.shard && r.offset <= runs.back().end + kGap &&
-        std::max(end, runs.back().end) - runs.back().begin <= kMaxRun) {
-      runs.back().end = std::max(runs.back().end, end);
-      runs.back().last = k + 1;
-    } else {
-      runs.push_back({r.shard, r.offset, end, k, k + 1});
-    }
-  }
+  std::vector<Extent> extents;
+  extents.reserve(reads.size());
+  for (const RemoteRead& r : reads) extents.push_back({r.shard, r.offset, r.offset + r.out.size()});
+  const std::vector<Run> runs = PlanRuns(extents, std::uint64_t{64} << 20);  // the bounce buffer's bound
   return tensorsafe::internal::ForEachItemOrError(runs.size(), threads, [&](std::size_t i) -> Status {
     const Run& run = runs[i];
     const RandomAccessFile& file = *files[run.shard];
@@ -198,45 +215,35 @@ Status FetchData(std::span<const ShardInfo> shards, std::span<const std::uint32_
     if (shard_of[a] != shard_of[b]) return shard_of[a] < shard_of[b];
     return tensors[a].info.data_offset < tensors[b].info.data_offset;
   });
-  // Runs of neighbours: a gap under 1 MiB costs less read through than as
-  // another request.
-  constexpr std::uint64_t kGap = std::uint64_t{1} << 20;
-  struct Run {
-    std::uint32_t shard;
-    std::uint64_t begin, end;
-    std::size_t first, last;  // into todo, [first, last)
-    std::shared_ptr<RunBuffer> buffer;
-  };
-  std::vector<Run> runs;
-  for (std::size_t k = 0; k < todo.size(); ++k) {
-    const Tensor& t = tensors[todo[k]];
-    const std::uint32_t s = shard_of[todo[k]];
-    const std::uint64_t b = t.info.data_offset, e = b + t.info.data_length;
-    if (!runs.empty() && runs.back().shard == s && b <= runs.back().end + kGap) {
-      runs.back().end = std::max(runs.back().end, e);
-      runs.back().last = k + 1;
-    } else {
-      runs.push_back({s, b, e, k, k + 1, nullptr});
-    }
+  // Runs of neighbours, each read into memory the tensors then keep: no bound.
+  std::vector<internal::Extent> extents;
+  extents.reserve(todo.size());
+  for (std::size_t i : todo) {
+    const TensorInfo& info = tensors[i].info;
+    extents.push_back({shard_of[i], info.data_offset, info.data_offset + info.data_length});
   }
-  for (Run& r : runs) {
+  const std::vector<internal::Run> runs = internal::PlanRuns(extents, UINT64_MAX);
+  std::vector<std::shared_ptr<RunBuffer>> buffers(runs.size());
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const internal::Run& r = runs[i];
     const std::uint64_t n = r.end - r.begin;
-    r.buffer = std::make_shared<RunBuffer>(r.begin, static_cast<std::size_t>(n));
-    if (r.buffer->data() == nullptr) {
+    buffers[i] = std::make_shared<RunBuffer>(r.begin, static_cast<std::size_t>(n));
+    if (buffers[i]->data() == nullptr) {
       return IOError(shards[r.shard].path + ": cannot allocate " + std::to_string(n) + " bytes to read into", ENOMEM);
     }
   }
   // A run of 4 MiB or more is itself read by parallel ranged GETs.
   TS_RETURN_IF_ERROR(
       tensorsafe::internal::ForEachItemOrError(runs.size(), threads != 0 ? threads : 4, [&](std::size_t i) {
-        const Run& r = runs[i];
-        return shards[r.shard].file->ReadAt(r.begin, {r.buffer->data(), static_cast<std::size_t>(r.end - r.begin)});
+        const internal::Run& r = runs[i];
+        return shards[r.shard].file->ReadAt(r.begin, {buffers[i]->data(), static_cast<std::size_t>(r.end - r.begin)});
       }));
-  for (const Run& r : runs) {
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const internal::Run& r = runs[i];
     for (std::size_t k = r.first; k < r.last; ++k) {
       Tensor& t = tensors[todo[k]];
-      t.data = {r.buffer->data() + (t.info.data_offset - r.begin), static_cast<std::size_t>(t.info.data_length)};
-      t.owner = r.buffer;
+      t.data = {buffers[i]->data() + (t.info.data_offset - r.begin), static_cast<std::size_t>(t.info.data_length)};
+      t.owner = buffers[i];
     }
   }
   return Status::OK();

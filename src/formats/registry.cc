@@ -96,18 +96,36 @@ Status ForEachStInfo(const std::string& p, const std::function<bool(const Tensor
   }
   return Status::OK();
 }
-// A local file's tensor views its mapping (`cat` of a large tensor reads
-// only what it shows); a URL's is fetched alone.
+// read_tensor of the formats read from their headers at URLs. A local
+// file's tensor views its mapping (`cat` of a large tensor reads only what
+// it shows); a URL's is fetched alone, after the header.
+Status NoTensor(const std::string& p, std::string_view name) {
+  return NotFound(p + ": no tensor named " + internal::QuoteName(name));
+}
 Result<Tensor> TensorOf(Result<TensorSet> set, const std::string& p, std::string_view name) {
   TS_RETURN_IF_ERROR(set.status());
   for (Tensor& t : set->tensors) {
     if (t.info.name == name) return std::move(t);
   }
-  return NotFound(p + ": no tensor named " + internal::QuoteName(name));
+  return NoTensor(p, name);
+}
+// The tensor `name` of `infos` (what `f`'s header says), its bytes read
+// alone into fresh memory.
+Result<Tensor> FetchTensor(const RandomAccessFile& f, std::vector<TensorInfo> infos, std::string_view name) {
+  for (TensorInfo& info : infos) {
+    if (info.name != name) continue;
+    auto bytes = std::make_shared<std::vector<std::byte>>(static_cast<std::size_t>(info.data_length));
+    TS_RETURN_IF_ERROR(f.ReadAt(info.data_offset, *bytes));
+    const std::span<const std::byte> data(*bytes);
+    return Tensor{std::move(info), data, std::move(bytes)};
+  }
+  return NoTensor(f.name(), name);
 }
 Result<Tensor> ReadStTensor(const std::string& p, std::string_view name) {
   if (!internal::IsRemotePath(p)) return TensorOf(safetensors::ReadFile(p), p, name);
-  return safetensors::ReadTensor(p, name);
+  TS_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, Env::Default()->OpenRead(p));
+  TS_ASSIGN_OR_RETURN(safetensors::Header h, safetensors::ReadHeader(*f));
+  return FetchTensor(*f, std::move(h.tensors), name);
 }
 
 // ---- npy ----
@@ -199,15 +217,10 @@ Result<Tensor> ReadGgufTensor(const std::string& p, std::string_view name) {
   if (!internal::IsRemotePath(p)) return TensorOf(gguf::ReadFile(p), p, name);
   TS_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f, Env::Default()->OpenRead(p));
   TS_ASSIGN_OR_RETURN(TensorSet set, gguf::ReadHeader(*f));
-  for (Tensor& t : set.tensors) {
-    if (t.info.name != name) continue;
-    auto bytes = std::make_shared<std::vector<std::byte>>(static_cast<std::size_t>(t.info.data_length));
-    TS_RETURN_IF_ERROR(f->ReadAt(t.info.data_offset, *bytes));
-    t.data = *bytes;
-    t.owner = std::move(bytes);
-    return std::move(t);
-  }
-  return NotFound(p + ": no tensor named " + internal::QuoteName(name));
+  std::vector<TensorInfo> infos;
+  infos.reserve(set.tensors.size());
+  for (Tensor& t : set.tensors) infos.push_back(std::move(t.info));
+  return FetchTensor(*f, std::move(infos), name);
 }
 
 // Data aligned to general.alignment, 32 when the key is absent (the reader

@@ -104,10 +104,6 @@ Result<Header> ParseHeader(std::span<const std::byte> file, const ReadOptions& o
 // (docs/REMOTE.md). Errors: the file's read errors, and ParseHeader's
 // prefixed with file.name().
 Result<Header> ReadHeader(const RandomAccessFile& file, const ReadOptions& options = {});
-// The tensor `name` of the file at `path`: its header, then its bytes
-// alone, read into fresh memory (a URL costs those two ranges, not the
-// object). Errors: ReadHeader's; kNotFound naming the file and the tensor.
-Result<Tensor> ReadTensor(const std::string& path, std::string_view name, const ReadOptions& options = {});
 // Decodes a whole file held in `bytes`. The tensors view `bytes` (no copy)
 // and share `owner`, which must keep `bytes` alive. Errors are those of
 // ParseHeader, prefixed with `display_name` when it is not empty.

@@ -6,7 +6,6 @@
 #include "io/internal.h"
 #include "tensorsafe/formats/safetensors.h"
 #include "util/endian.h"
-#include "util/text.h"
 
 namespace tensorsafe::safetensors {
 
@@ -51,19 +50,6 @@ Result<Header> ReadHeader(const RandomAccessFile& file, const ReadOptions& optio
   Result<Header> parsed = ParseHeader(prefix, size, options);
   if (!parsed.ok()) return parsed.status().WithContext(file.name());
   return parsed;
-}
-
-Result<Tensor> ReadTensor(const std::string& path, std::string_view name, const ReadOptions& options) {
-  TS_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, tensorsafe::internal::EnvOr(options.env)->OpenRead(path));
-  TS_ASSIGN_OR_RETURN(Header h, ReadHeader(*file, options));
-  for (TensorInfo& info : h.tensors) {
-    if (info.name != name) continue;
-    auto bytes = std::make_shared<std::vector<std::byte>>(static_cast<std::size_t>(info.data_length));
-    TS_RETURN_IF_ERROR(file->ReadAt(info.data_offset, *bytes));
-    std::span<const std::byte> data(*bytes);
-    return Tensor{std::move(info), data, std::move(bytes)};
-  }
-  return NotFound(path + ": no tensor named " + tensorsafe::internal::QuoteName(name));
 }
 
 }  // namespace tensorsafe::safetensors

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -99,7 +100,7 @@ class TensorSetView {
   }
 
   // Copies of tensors `order` with their bytes, those of shards at URLs
-  // fetched (in runs, the GIL released); nullopt when every one has them.
+  // fetched; nullopt when every one has them.
   std::optional<std::vector<Tensor>> Fetched(const std::vector<std::size_t>& order) const {
     if (std::none_of(order.begin(), order.end(), [&](std::size_t i) { return Unread(i); })) return std::nullopt;
     std::vector<Tensor> out;
@@ -110,13 +111,18 @@ class TensorSetView {
       out.push_back(ck_.set.tensors[i]);
       shards.push_back(ck_.shard_of[i]);
     }
+    Fetch(out, shards);
+    return out;
+  }
+
+  // sharded::FetchData (runs of neighbours) with the GIL released.
+  void Fetch(std::span<Tensor> tensors, std::span<const std::uint32_t> shards) const {
     Status s;
     {
       py::gil_scoped_release nogil;
-      s = sharded::FetchData(ck_.shards, shards, out);
+      s = sharded::FetchData(ck_.shards, shards, tensors);
     }
     Check(s);
-    return out;
   }
 
   std::size_t size() const { return ck_.set.tensors.size(); }
@@ -164,15 +170,9 @@ class TensorSetView {
     t.info.data_length = count * row_bytes;
     if (Unread(i)) {
       t.data = {};
-      std::vector<Tensor> one{std::move(t)};
       const std::uint32_t shard[1] = {ck_.shard_of[i]};
-      Status s;
-      {
-        py::gil_scoped_release nogil;
-        s = sharded::FetchData(ck_.shards, shard, one);
-      }
-      Check(s);
-      return MakeBuffer(one[0]);
+      Fetch({&t, 1}, shard);
+      return MakeBuffer(t);
     }
     t.data = t.data.subspan(static_cast<std::size_t>(first * row_bytes), static_cast<std::size_t>(count * row_bytes));
     return MakeBuffer(t);

@@ -290,10 +290,6 @@ class safe_open:  # noqa: N801 - the name safetensors uses
         # PyTorch checkpoint's tensor views the file when its offset is not 0
         # (copies have offset 0: formats/pytorch.md).
         views_file = self._fmt in ("tsafe", "safetensors") or (self._fmt == "pytorch" and buf.offset != 0)
-        if (self._backend == "pread" and self._view is not None and buf.nbytes
-                and self._fmt in ("tsafe", "safetensors")):
-            return self._read_fresh([{"name": buf.name, "dtype": dname, "shape": buf.shape, "nbytes": buf.nbytes}])[
-                buf.name]
         if self._backend != "mmap" or not buf.nbytes or not views_file:
             _arrays.torch_dtype(dname)  # UnsupportedError before any copy
             return _arrays.torch_from_numpy(np.array(buf.numpy(True)), dname, buf.shape)

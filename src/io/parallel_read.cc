@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "util/hash.h"
 #include "util/parallel_for.h"
 
 namespace tensorsafe::internal {
@@ -24,6 +25,19 @@ Status ReadAtParallel(const RandomAccessFile& f, std::uint64_t offset, std::span
     const std::size_t begin = i * kPiece;
     return f.ReadAt(offset + begin, out.subspan(begin, std::min(kPiece, out.size() - begin)));
   });
+}
+
+Result<std::uint64_t> HashAt(const RandomAccessFile& f, std::uint64_t offset, std::uint64_t length, std::size_t piece,
+                             std::vector<std::byte>& buffer) {
+  StreamingHash hash;
+  buffer.resize(static_cast<std::size_t>(std::min<std::uint64_t>(length, piece)));
+  for (std::uint64_t done = 0; done < length;) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(length - done, buffer.size()));
+    TS_RETURN_IF_ERROR(f.ReadAt(offset + done, {buffer.data(), n}));
+    hash.Update({buffer.data(), n});
+    done += n;
+  }
+  return hash.Digest();
 }
 
 }  // namespace tensorsafe::internal

@@ -1,9 +1,10 @@
-// Large positional reads split across threads.
+// Large positional reads: split across threads, or hashed piece by piece.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "tensorsafe/env.h"
 
@@ -17,5 +18,11 @@ namespace tensorsafe::internal {
 // its pieces. On failure, the error of the failing piece at the lowest
 // offset; `out` then holds unspecified bytes.
 Status ReadAtParallel(const RandomAccessFile& f, std::uint64_t offset, std::span<std::byte> out, unsigned threads = 0);
+
+// XXH3-64 of the `length` bytes of `f` at `offset`, read `piece` bytes at a
+// time into `buffer` (the caller's, kept across calls): a tensor checked
+// without holding it whole. Errors: f.ReadAt's.
+Result<std::uint64_t> HashAt(const RandomAccessFile& f, std::uint64_t offset, std::uint64_t length, std::size_t piece,
+                             std::vector<std::byte>& buffer);
 
 }  // namespace tensorsafe::internal

@@ -173,17 +173,7 @@ Status Reader::Impl::Verify(std::vector<std::string>* damaged) const {
     if (file_ == nullptr) {
       got = internal::Hash64(bytes_.subspan(e.data_offset, e.data_length));
     } else {
-      internal::StreamingHash h;
-      std::uint64_t off = e.data_offset, left = e.data_length;
-      buf.resize(std::min<std::uint64_t>(left, 1 << 20));
-      while (left > 0) {
-        const std::size_t k = static_cast<std::size_t>(std::min<std::uint64_t>(left, buf.size()));
-        TS_RETURN_IF_ERROR(file_->ReadAt(off, {buf.data(), k}));
-        h.Update({buf.data(), k});
-        off += k;
-        left -= k;
-      }
-      got = h.Digest();
+      TS_ASSIGN_OR_RETURN(got, internal::HashAt(*file_, e.data_offset, e.data_length, 1 << 20, buf));
     }
     if (got != e.data_checksum) {
       if (first.ok()) {

@@ -189,6 +189,9 @@ Result<ConvertStats> Convert(const std::string& in_path, const std::string& out_
     }
     return InvalidArgument("discard names (--discard-name) apply to " + takers + " inputs only");
   }
+  if (opt.env == nullptr && internal::OpensFromHeaderAtUrl(in_path, o.from)) {
+    return internal::ConvertSharded(in_path, out_path, o);
+  }
   FormatReadOptions ro;
   ro.env = opt.env;
   ro.target = o.to;

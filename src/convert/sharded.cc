@@ -17,6 +17,7 @@
 #include "convert/internal.h"
 #include "formats/internal.h"
 #include "formats/safetensors/sharded_internal.h"
+#include "remote/remote_file.h"
 #include "tensorsafe/formats/sharded.h"
 #include "util/hash.h"
 #include "util/text.h"
@@ -34,6 +35,13 @@ bool IsDir(const std::string& path) {
 bool IsShardedOutput(const std::string& out, const ConvertOptions& opt) {
   if (sharded::IsIndexName(out) || (!out.empty() && out.back() == '/') || IsDir(out)) return true;
   return opt.max_shard_size != 0 && DetectFormatFromBytes({}, out) == Format::kUnknown;
+}
+
+// The directory a file is written in: where bytes fetched from a URL wait
+// (a scratch file) until they are written.
+std::string DirOf(const std::string& path) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  return dir.empty() ? "." : dir;
 }
 
 std::uint64_t FileSize(const std::string& path) {
@@ -90,6 +98,10 @@ bool IsShardedConversion(const std::string& in, const std::string& out, const Co
   return sharded::IsShardedPath(in) || opt.max_shard_size != 0 || IsShardedOutput(out, opt);
 }
 
+bool OpensFromHeaderAtUrl(const std::string& in, Format from) {
+  return IsRemotePath(in) && (from == Format::kSafetensors || from == Format::kTsafe || from == Format::kGguf);
+}
+
 Result<ConvertStats> ConvertSharded(const std::string& in_arg, const std::string& out, const ConvertOptions& opt) {
   ConvertStats stats;
   std::string in = in_arg;
@@ -108,6 +120,17 @@ Result<ConvertStats> ConvertSharded(const std::string& in_arg, const std::string
         return Unsupported(in + ": the shards' metadata disagree on " + keys +
                            " (or the index's metadata does); --drop-metadata writes the metadata they agree on");
       }
+    }
+  }
+  // One file at a URL opens from its header, as a checkpoint of one shard,
+  // so that its bytes are fetched as the output needs them.
+  if (!ck && IsRemotePath(in)) {
+    Format f = opt.from;
+    if (f == Format::kUnknown) {
+      TS_ASSIGN_OR_RETURN(f, DetectFormat(in));
+    }
+    if (OpensFromHeaderAtUrl(in, f)) {
+      TS_ASSIGN_OR_RETURN(ck, sharded::OpenFile(in, f));
     }
   }
   TensorSet set;
@@ -147,7 +170,11 @@ Result<ConvertStats> ConvertSharded(const std::string& in_arg, const std::string
       ck && IsShardedOutput(out, opt) &&
       std::any_of(ck->shards.begin(), ck->shards.end(), [](const sharded::ShardInfo& s) { return s.file != nullptr; });
   const bool check = InfoOf(stats.from).caps.checksums && opt.verify;
-  if (ck && !fetch_per_shard) TS_RETURN_IF_ERROR(sharded::FetchData(ck->shards, shard_of, set.tensors));
+  if (ck && !fetch_per_shard) {
+    sharded::FetchOptions fo;
+    if (!IsShardedOutput(out, opt)) fo.scratch_dir = DirOf(out);
+    TS_RETURN_IF_ERROR(sharded::FetchData(ck->shards, shard_of, set.tensors, fo));
+  }
   if (check && !fetch_per_shard) TS_RETURN_IF_ERROR(CheckChecksums(set.tensors, in));
   stats.tensor_count = set.tensors.size();
   for (const Tensor& t : set.tensors) stats.data_bytes += t.data.empty() ? t.info.data_length : t.data.size();
@@ -231,7 +258,9 @@ Result<ConvertStats> ConvertSharded(const std::string& in_arg, const std::string
       std::vector<std::uint32_t> from;
       from.reserve(fetched.tensors.size());
       for (const Tensor& t : fetched.tensors) from.push_back(input_shard.at(t.info.name));
-      TS_RETURN_IF_ERROR(sharded::FetchData(ck->shards, from, fetched.tensors));
+      sharded::FetchOptions fo;
+      fo.scratch_dir = DirOf(path);
+      TS_RETURN_IF_ERROR(sharded::FetchData(ck->shards, from, fetched.tensors, fo));
       if (check) TS_RETURN_IF_ERROR(CheckChecksums(fetched.tensors, in));
     }
     auto written = ConvertSet(fetch_per_shard ? std::move(fetched) : shard, path, shard_opt);

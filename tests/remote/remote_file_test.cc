@@ -201,6 +201,28 @@ TEST_F(RemoteFileTest, ShardedCheckpointOpensByItsHeadersAndFetchesOnlyWhatIsRea
     EXPECT_EQ(std::memcmp(one[0].data.data(), values[3].data(), 5u << 20), 0);
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(one[0].data.data()) % 4096, one[0].info.data_offset % 4096);
 
+    // The same into a scratch file (convert's path): equal bytes, aligned as
+    // in the file, and nothing left in the directory.
+    std::vector<Tensor> two{ck->set.tensors[3], ck->set.tensors[4]};
+    const std::uint32_t shards[2] = {ck->shard_of[3], ck->shard_of[4]};
+    const fs::path scratch = tmp_->path() / ("scratch-" + std::string(FormatName(format)));
+    fs::create_directory(scratch);
+    sharded::FetchOptions fo;
+    fo.scratch_dir = scratch.string();
+    ASSERT_TRUE(sharded::FetchData(ck->shards, shards, two, fo).ok());
+    for (std::size_t k = 0; k < 2; ++k) {
+      ASSERT_EQ(two[k].data.size(), 5u << 20);
+      EXPECT_EQ(std::memcmp(two[k].data.data(), values[3 + k].data(), 5u << 20), 0);
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(two[k].data.data()) % 4096, two[k].info.data_offset % 4096);
+    }
+    EXPECT_TRUE(fs::is_empty(scratch));
+    fo.scratch_dir = (scratch / "absent").string();
+    std::vector<Tensor> three{ck->set.tensors[3]};
+    const Status no_dir = sharded::FetchData(ck->shards, shard, three, fo);
+    EXPECT_EQ(no_dir.code(), StatusCode::kIOError) << no_dir.ToString();
+    EXPECT_NE(no_dir.message().find("cannot create a scratch file"), std::string::npos) << no_dir.ToString();
+    EXPECT_NE(no_dir.message().find(ck->shards[shard[0]].path), std::string::npos) << no_dir.ToString();
+
     // The same through positional reads, and everything through the table.
     std::vector<float> got(values[5].size());
     const std::size_t which[1] = {5};

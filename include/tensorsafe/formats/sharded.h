@@ -155,15 +155,25 @@ Result<Checkpoint> Open(const std::string& path, const ReadOptions& options = {}
 // Errors: the format's reader's, prefixed with the path.
 Result<Checkpoint> OpenFile(const std::string& path, Format format);
 
+struct FetchOptions {
+  unsigned threads = 0;  // runs read at once (0: 4)
+  // Where the bytes go: fresh memory when empty; else one unlinked scratch
+  // file created in this directory, its blocks reserved up front and
+  // mapped, so that memory stays bounded by the page cache rather than by
+  // the data's size (a checkpoint at a URL converted into one local file).
+  std::string scratch_dir;
+};
+
 // Reads the bytes of those of `tensors` that hold none (tensors of a shard
 // at a URL: ShardInfo::file), shard_of[i] naming the shard of tensors[i] in
-// `shards`: into fresh memory aligned as in the file, one ranged read per
-// run of neighbouring tensors (gaps under 1 MiB are read through), runs
-// spread over `threads` threads (0: 4). The tensors then view that memory
-// and keep it alive. Errors: the shard file's (kIOError, kCorruption when
-// the object is shorter than its header said).
+// `shards`: into memory aligned as in the file, one ranged read per run of
+// neighbouring tensors (gaps under 1 MiB are read through), runs read on
+// several threads. The tensors then view that memory and keep it alive.
+// Errors: the shard file's (kIOError, kCorruption when the object is
+// shorter than its header said); kIOError when the scratch file cannot be
+// created or its space reserved (ENOSPC).
 Status FetchData(std::span<const ShardInfo> shards, std::span<const std::uint32_t> shard_of, std::span<Tensor> tensors,
-                 unsigned threads = 0);
+                 const FetchOptions& options = {});
 
 // Every check Open defers: each .tsafe shard's data checksums (safetensors
 // shards have none; Open checked all the rest), read in 8 MiB pieces from a

@@ -11,12 +11,14 @@
 #include <vector>
 
 #include "formats/safetensors/sharded_internal.h"
+#include "io/scratch.h"
 #include "remote/remote_file.h"
 #include "tensorsafe/env.h"
 #include "tensorsafe/formats/gguf.h"
 #include "tensorsafe/formats/safetensors.h"
 #include "tensorsafe/options.h"
 #include "tensorsafe/reader.h"
+#include "util/checked_math.h"
 #include "util/hash.h"
 #include "util/parallel_for.h"
 
@@ -197,7 +199,7 @@ class RunBuffer {
 }  // namespace
 
 Status FetchData(std::span<const ShardInfo> shards, std::span<const std::uint32_t> shard_of, std::span<Tensor> tensors,
-                 unsigned threads) {
+                 const FetchOptions& options) {
   if (shard_of.size() != tensors.size()) {
     return InvalidArgument("FetchData: " + std::to_string(tensors.size()) + " tensors but " +
                            std::to_string(shard_of.size()) + " shard numbers");
@@ -223,27 +225,54 @@ Status FetchData(std::span<const ShardInfo> shards, std::span<const std::uint32_
     extents.push_back({shard_of[i], info.data_offset, info.data_offset + info.data_length});
   }
   const std::vector<internal::Run> runs = internal::PlanRuns(extents, UINT64_MAX);
-  std::vector<std::shared_ptr<RunBuffer>> buffers(runs.size());
-  for (std::size_t i = 0; i < runs.size(); ++i) {
-    const internal::Run& r = runs[i];
-    const std::uint64_t n = r.end - r.begin;
-    buffers[i] = std::make_shared<RunBuffer>(r.begin, static_cast<std::size_t>(n));
-    if (buffers[i]->data() == nullptr) {
-      return IOError(shards[r.shard].path + ": cannot allocate " + std::to_string(n) + " bytes to read into", ENOMEM);
+  // Each run's memory, and what keeps it alive.
+  std::vector<std::span<std::byte>> into(runs.size());
+  std::vector<std::shared_ptr<const void>> owners(runs.size());
+  if (!options.scratch_dir.empty() && !runs.empty()) {
+    // One scratch file, each run at its file offset modulo 4096 as RunBuffer places it.
+    constexpr std::uint64_t kPage = 4096;
+    std::vector<std::uint64_t> at(runs.size());
+    std::uint64_t total = 0;
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      at[i] = total + runs[i].begin % kPage;
+      const auto end = tensorsafe::internal::CheckedAdd(at[i], runs[i].end - runs[i].begin);
+      const auto next = end ? tensorsafe::internal::AlignUp(*end, kPage) : std::nullopt;
+      if (!next) return OutOfRange("FetchData: the tensors' sizes overflow 64 bits");
+      total = *next;
+    }
+    auto scratch = tensorsafe::internal::ScratchRegion::Create(options.scratch_dir, total);
+    if (!scratch.ok()) {
+      return scratch.status().WithContext("fetching " + std::to_string(todo.size()) +
+                                          (todo.size() == 1 ? " tensor of " : " tensors of ") +
+                                          shards[runs[0].shard].path);
+    }
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      into[i] = (*scratch)->bytes().subspan(at[i], static_cast<std::size_t>(runs[i].end - runs[i].begin));
+      owners[i] = *scratch;
+    }
+  } else {
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      const internal::Run& r = runs[i];
+      const std::uint64_t n = r.end - r.begin;
+      auto buffer = std::make_shared<RunBuffer>(r.begin, static_cast<std::size_t>(n));
+      if (buffer->data() == nullptr) {
+        return IOError(shards[r.shard].path + ": cannot allocate " + std::to_string(n) + " bytes to read into", ENOMEM);
+      }
+      into[i] = {buffer->data(), static_cast<std::size_t>(n)};
+      owners[i] = std::move(buffer);
     }
   }
   // A run of 4 MiB or more is itself read by parallel ranged GETs.
-  TS_RETURN_IF_ERROR(
-      tensorsafe::internal::ForEachItemOrError(runs.size(), threads != 0 ? threads : 4, [&](std::size_t i) {
-        const internal::Run& r = runs[i];
-        return shards[r.shard].file->ReadAt(r.begin, {buffers[i]->data(), static_cast<std::size_t>(r.end - r.begin)});
-      }));
+  TS_RETURN_IF_ERROR(tensorsafe::internal::ForEachItemOrError(
+      runs.size(), options.threads != 0 ? options.threads : 4,
+      [&](std::size_t i) { return shards[runs[i].shard].file->ReadAt(runs[i].begin, into[i]); }));
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const internal::Run& r = runs[i];
     for (std::size_t k = r.first; k < r.last; ++k) {
       Tensor& t = tensors[todo[k]];
-      t.data = {buffers[i]->data() + (t.info.data_offset - r.begin), static_cast<std::size_t>(t.info.data_length)};
-      t.owner = buffers[i];
+      t.data = into[i].subspan(static_cast<std::size_t>(t.info.data_offset - r.begin),
+                               static_cast<std::size_t>(t.info.data_length));
+      t.owner = owners[i];
     }
   }
   return Status::OK();

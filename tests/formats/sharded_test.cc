@@ -284,6 +284,43 @@ TEST(ShardedOpen, EachShardCheckHasItsError) {
   }
 }
 
+// Open reads each header by positional reads, 64 KiB first: a longer
+// header takes a second read, and a shard too short for its 8-byte length
+// or for the length it gives is named.
+TEST(ShardedOpen, HeadersOfAnyLengthAreRead) {
+  TempDir dir;
+  std::vector<Tensor> tensors;
+  std::string map;
+  for (int i = 0; i < 1500; ++i) {  // about 100 KB of header
+    const std::string name = "model.layers." + std::to_string(i) + ".self_attn.q_proj.weight";
+    tensors.push_back(MakeTensor(name, DType::kI32, {1}, Raw<std::int32_t>({i})));
+    map += std::string(map.empty() ? "" : ", ") + "\"" + name + "\": \"model-00001-of-00002.safetensors\"";
+  }
+  ASSERT_TRUE(safetensors::WriteFile(dir.File("model-00001-of-00002.safetensors"), Set(tensors, "")).ok());
+  ASSERT_GT(std::filesystem::file_size(dir.File("model-00001-of-00002.safetensors")), 64u << 10);
+  WriteFileBytes(dir.File("model-00002-of-00002.safetensors"), std::string("\x10\0\0\0\0\0\0\0{}", 10));
+  WriteFileBytes(dir.File("model.safetensors.index.json"), "{\"weight_map\": {" + map + "}}");
+  auto ck = sharded::Open(dir.path().string());
+  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  ASSERT_EQ(ck->set.tensors.size(), 1500u);
+  for (const Tensor& t : ck->set.tensors) {
+    const int i = std::stoi(t.info.name.substr(13));
+    ASSERT_EQ(t.data.size(), 4u);
+    EXPECT_EQ(std::memcmp(t.data.data(), &i, 4), 0) << t.info.name;
+  }
+  // A second shard, given a tensor by the index, says its header is 16
+  // bytes in a file of 10; then it is 5 bytes long.
+  map += ", \"x\": \"model-00002-of-00002.safetensors\"";
+  WriteFileBytes(dir.File("model.safetensors.index.json"), "{\"weight_map\": {" + map + "}}");
+  EXPECT_STATUS(sharded::Open(dir.path().string()), StatusCode::kCorruption,
+                dir.File("model-00002-of-00002.safetensors") +
+                    ": header length 16 runs past the end of the file: 8 + 16 > file size 10");
+  WriteFileBytes(dir.File("model-00002-of-00002.safetensors"), std::string("\x10\0\0\0\0", 5));
+  EXPECT_STATUS(
+      sharded::Open(dir.path().string()), StatusCode::kCorruption,
+      dir.File("model-00002-of-00002.safetensors") + ": file is 5 bytes, too short for the 8-byte header length");
+}
+
 TEST(ShardedOpen, ResolvesDirectories) {
   TempDir dir;
   EXPECT_STATUS(sharded::ResolveCheckpoint(dir.path().string()), StatusCode::kNotFound,

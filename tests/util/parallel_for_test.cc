@@ -64,6 +64,10 @@ TEST(ForEachItemOrError, TheLowestFailedItemIsReturned) {
         return IOError("item 10 failed", EIO);
       }
       if (i == 30) return IOError("item 30 failed", EIO);
+      // The others take a while, as real items do: 100 of them on 4 threads
+      // take 25 ms, far longer than item 30's thread may be descheduled
+      // (instant items let 143 start before its failure was seen).
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
       return Status::OK();
     });
     EXPECT_EQ(s.code(), StatusCode::kIOError) << threads;

@@ -91,12 +91,15 @@ class Env {
   // 0644 (subject to umask). *tmp_path receives its name. Past its first MiB
   // the file reserves blocks ahead of its appends (fallocate, size kept)
   // while the filesystem has over 1 GiB free; Sync and Close give back what
-  // was not written.
+  // was not written. A `final_path` that is an s3:// URL (or one the
+  // UrlHandler stores) gets a local file under $TMPDIR, which Rename then
+  // stores there whole (docs/REMOTE.md); an http(s) URL is kUnsupported.
   virtual Result<std::unique_ptr<WritableFile>> NewTempFile(const std::string& final_path, std::string* tmp_path);
   // Wraps an fd the caller owns (not closed).
   virtual std::unique_ptr<WritableFile> WrapFd(int fd, std::string name);
   // Opens an existing file for positional writes (the updater): Append
   // writes at the append position (initially the file size) with pwrite.
+  // kUnsupported for a URL: objects are replaced whole.
   virtual Result<std::unique_ptr<WritableFile>> OpenForUpdate(const std::string& path);
   virtual Result<std::unique_ptr<RandomAccessFile>> OpenRead(const std::string& path);
   virtual Result<std::shared_ptr<MappedRegion>> Map(const std::string& path);
@@ -111,7 +114,10 @@ class Env {
     std::unique_ptr<RandomAccessFile> file;
   };
   virtual Result<MappedFile> MapWithFile(const std::string& path);
+  // Renames `from` over `to`; with `to` a URL, stores the local file
+  // `from` there (one PUT, or a multipart upload) and removes it.
   virtual Status Rename(const std::string& from, const std::string& to);
+  // Removes a file, or the object at a URL; OK when there is none.
   virtual Status Remove(const std::string& path);
   // fsyncs the directory that holds `path`, making a rename durable.
   virtual Status SyncDirOf(const std::string& path);

@@ -41,9 +41,7 @@ Result<TensorSet> CastForConvert(const TensorSet& set, DType dtype, const std::s
     total = *end;
   }
   if (jobs.empty()) return out;
-  std::string dir = std::filesystem::path(out_path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  TS_ASSIGN_OR_RETURN(auto scratch, ScratchRegion::Create(dir, total));
+  TS_ASSIGN_OR_RETURN(auto scratch, ScratchRegion::Create(ScratchDirFor(out_path), total));
   for (Job& j : jobs) {
     const std::span<std::byte> dst = scratch->bytes().subspan(j.offset, j.info.data_length);
     TS_RETURN_IF_ERROR(gguf::DequantizeInto(set.tensors[j.index], dtype, dst));

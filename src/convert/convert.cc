@@ -12,6 +12,8 @@
 #include "convert/sharded.h"
 #include "formats/internal.h"
 #include "io/internal.h"
+#include "remote/object_store.h"
+#include "remote/remote_file.h"
 #include "tensorsafe/convert.h"
 #include "tensorsafe/env.h"
 #include "util/hash.h"
@@ -155,8 +157,12 @@ Result<ConvertStats> ConvertSet(TensorSet set, const std::string& out_path, cons
   }
   stats.tensor_count = set.tensors.size();
   for (const Tensor& t : set.tensors) stats.data_bytes += t.data.size();
-  std::error_code ec;
-  stats.file_size = std::filesystem::file_size(out_path, ec);
+  if (IsRemotePath(out_path)) {
+    TS_ASSIGN_OR_RETURN(stats.file_size, ObjectSize(out_path));
+  } else {
+    std::error_code ec;
+    stats.file_size = std::filesystem::file_size(out_path, ec);
+  }
   return stats;
 }
 

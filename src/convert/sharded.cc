@@ -17,6 +17,8 @@
 #include "convert/internal.h"
 #include "formats/internal.h"
 #include "formats/safetensors/sharded_internal.h"
+#include "io/scratch.h"
+#include "remote/object_store.h"
 #include "remote/remote_file.h"
 #include "tensorsafe/formats/sharded.h"
 #include "util/hash.h"
@@ -37,14 +39,11 @@ bool IsShardedOutput(const std::string& out, const ConvertOptions& opt) {
   return opt.max_shard_size != 0 && DetectFormatFromBytes({}, out) == Format::kUnknown;
 }
 
-// The directory a file is written in: where bytes fetched from a URL wait
-// (a scratch file) until they are written.
-std::string DirOf(const std::string& path) {
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  return dir.empty() ? "." : dir;
-}
-
 std::uint64_t FileSize(const std::string& path) {
+  if (IsRemotePath(path)) {
+    Result<std::uint64_t> size = ObjectSize(path);
+    return size.ok() ? *size : 0;
+  }
   std::error_code ec;
   const auto n = std::filesystem::file_size(path, ec);
   return ec ? 0 : n;
@@ -172,7 +171,7 @@ Result<ConvertStats> ConvertSharded(const std::string& in_arg, const std::string
   const bool check = InfoOf(stats.from).caps.checksums && opt.verify;
   if (ck && !fetch_per_shard) {
     sharded::FetchOptions fo;
-    if (!IsShardedOutput(out, opt)) fo.scratch_dir = DirOf(out);
+    if (!IsShardedOutput(out, opt)) fo.scratch_dir = ScratchDirFor(out);
     TS_RETURN_IF_ERROR(sharded::FetchData(ck->shards, shard_of, set.tensors, fo));
   }
   if (check && !fetch_per_shard) TS_RETURN_IF_ERROR(CheckChecksums(set.tensors, in));
@@ -259,7 +258,7 @@ Result<ConvertStats> ConvertSharded(const std::string& in_arg, const std::string
       from.reserve(fetched.tensors.size());
       for (const Tensor& t : fetched.tensors) from.push_back(input_shard.at(t.info.name));
       sharded::FetchOptions fo;
-      fo.scratch_dir = DirOf(path);
+      fo.scratch_dir = ScratchDirFor(path);
       TS_RETURN_IF_ERROR(sharded::FetchData(ck->shards, from, fetched.tensors, fo));
       if (check) TS_RETURN_IF_ERROR(CheckChecksums(fetched.tensors, in));
     }
@@ -267,11 +266,11 @@ Result<ConvertStats> ConvertSharded(const std::string& in_arg, const std::string
     before += current;
     if (!written.ok()) return written.status();
     for (std::string& w : written->warnings) stats.warnings.push_back(std::move(w));
+    stats.file_size += written->file_size;
     return Status::OK();
   };
   auto written = sharded::internal::WriteShardedWith(so.dir, set, wo, {}, write, fixed, shard_metadata, index_metadata);
   if (!written.ok()) return written.status();
-  for (const std::string& f : written->files) stats.file_size += FileSize((std::filesystem::path(so.dir) / f).string());
   if (!written->index_path.empty()) stats.file_size += FileSize(written->index_path);
   if (opt.progress) {
     ConvertProgress q;

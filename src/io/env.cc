@@ -15,6 +15,7 @@
 #include <limits>
 #include <vector>
 
+#include "remote/object_store.h"
 #include "remote/remote_file.h"
 
 namespace tensorsafe {
@@ -253,6 +254,13 @@ Env* Env::Default() {
 }
 
 Result<std::unique_ptr<WritableFile>> Env::NewTempFile(const std::string& final_path, std::string* tmp_path) {
+  // A file bound for a URL is written locally, under $TMPDIR, and stored
+  // whole by Rename: a reader of the URL sees the old object or the new one.
+  std::string stem = final_path;
+  if (internal::IsRemotePath(final_path)) {
+    TS_RETURN_IF_ERROR(internal::CheckStorableUrl(final_path));
+    stem = internal::LocalTempDir() + "/tensorsafe-upload-" + final_path.substr(final_path.rfind('/') + 1);
+  }
   // Not mkostemp: it makes mode 0600, and fixing that needs the umask, which
   // only a process-wide umask() call reveals. O_EXCL with 0666 applies the
   // umask as any new file gets it.
@@ -263,7 +271,7 @@ Result<std::unique_ptr<WritableFile>> Env::NewTempFile(const std::string& final_
                             static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
                             (counter.fetch_add(1) * 0x9e3779b97f4a7c15ull);
     std::snprintf(suffix, sizeof suffix, ".tmp-%012llx", static_cast<unsigned long long>(r & 0xffffffffffffull));
-    std::string name = final_path + suffix;
+    std::string name = stem + suffix;
     // Read and write: MapForWrite's shared mapping needs both.
     int fd = ::open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0) {
@@ -284,6 +292,7 @@ std::unique_ptr<WritableFile> Env::WrapFd(int fd, std::string name) {
 }
 
 Result<std::unique_ptr<WritableFile>> Env::OpenForUpdate(const std::string& path) {
+  if (internal::IsRemotePath(path)) return internal::NotUpdatableInPlace(path);
   int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus("cannot open for update", path, errno);
   struct stat st;
@@ -346,6 +355,11 @@ Result<Env::MappedFile> Env::MapWithFile(const std::string& path) {
 }
 
 Status Env::Rename(const std::string& from, const std::string& to) {
+  if (internal::IsRemotePath(to)) {  // the local file NewTempFile made, stored and removed
+    Status s = internal::PutObjectFromFile(to, from);
+    ::unlink(from.c_str());
+    return s;
+  }
   if (::rename(from.c_str(), to.c_str()) != 0) {
     return ErrnoStatus("cannot rename to " + to, from, errno);
   }
@@ -353,11 +367,13 @@ Status Env::Rename(const std::string& from, const std::string& to) {
 }
 
 Status Env::Remove(const std::string& path) {
+  if (internal::IsRemotePath(path)) return internal::DeleteObject(path);
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("unlink", path, errno);
   return Status::OK();
 }
 
 Status Env::SyncDirOf(const std::string& path) {
+  if (internal::IsRemotePath(path)) return Status::OK();  // a stored object is durable when its PUT returns
   std::string dir = DirOf(path);
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus("cannot open directory", dir, errno);

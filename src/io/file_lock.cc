@@ -9,6 +9,9 @@
 #include <cstring>
 #include <thread>
 
+#include "remote/object_store.h"
+#include "remote/remote_file.h"
+
 namespace tensorsafe::internal {
 
 FileLock& FileLock::operator=(FileLock&& o) noexcept {
@@ -25,6 +28,7 @@ FileLock::~FileLock() {
 }
 
 Result<FileLock> FileLock::Acquire(const std::string& path, std::chrono::milliseconds timeout) {
+  if (IsRemotePath(path)) return NotUpdatableInPlace(path);  // the only callers update files in place
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -7,6 +7,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+
+#include "remote/object_store.h"
+#include "remote/remote_file.h"
 
 namespace tensorsafe::internal {
 namespace {
@@ -25,6 +29,12 @@ int OpenUnlinked(const std::string& dir) {
 }
 
 }  // namespace
+
+std::string ScratchDirFor(const std::string& path) {
+  if (IsRemotePath(path)) return LocalTempDir();
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  return dir.empty() ? "." : dir;
+}
 
 Result<std::shared_ptr<ScratchRegion>> ScratchRegion::Create(const std::string& dir, std::uint64_t size) {
   if (size == 0) return std::shared_ptr<ScratchRegion>(new ScratchRegion(nullptr, 0));

@@ -14,6 +14,10 @@
 
 namespace tensorsafe::internal {
 
+// Where scratch for the output `path` goes: its directory, or $TMPDIR when
+// it is a URL (written locally first, then stored: docs/REMOTE.md).
+std::string ScratchDirFor(const std::string& path);
+
 class ScratchRegion {
  public:
   // `size` bytes of zeroed, writable memory in a temporary file created in

@@ -323,6 +323,48 @@ TEST_F(RemoteFileTest, MissingObjectNamesTheUrl) {
               HasSubstr("S3 GET s3://models/absent.tsafe last 1048576 bytes: HTTP 404 NoSuchKey"));
 }
 
+// A file written to a URL goes to a local temporary file under $TMPDIR,
+// stored whole when it is published: the object holds the bytes of a local
+// write, a failed store leaves no object and no local file, and an object
+// is never updated in place.
+TEST_F(RemoteFileTest, FilesArePublishedAtUrlsWhole) {
+  const fs::path tmpdir = tmp_->path() / "tmpdir";
+  fs::create_directories(tmpdir);
+  ::setenv("TMPDIR", tmpdir.c_str(), 1);
+  TensorSet set;
+  const std::int32_t v[4] = {1, -2, 3, -4};
+  Tensor t;
+  t.info.name = "v";
+  t.info.dtype = DType::kI32;
+  t.info.shape = {4};
+  t.info.data_length = 16;
+  t.data = std::as_bytes(std::span(v));
+  set.tensors.push_back(t);
+  const std::string local = (tmp_->path() / "published.tsafe").string();
+  ASSERT_TRUE(WriteTensorSet(local, set, Format::kTsafe).ok());
+  const s3::S3Location loc{"models", "published/w.tsafe"};
+  ASSERT_TRUE(WriteTensorSet(loc.Url(), set, Format::kTsafe).ok());
+  auto stored = client_->GetObject(loc);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(*stored, Slurp(local));
+  EXPECT_TRUE(fs::is_empty(tmpdir));
+
+  const Status no_bucket = WriteTensorSet("s3://absent-bucket/w.tsafe", set, Format::kTsafe);
+  EXPECT_EQ(no_bucket.code(), StatusCode::kNotFound) << no_bucket.ToString();
+  EXPECT_THAT(no_bucket.message(), HasSubstr("s3://absent-bucket/w.tsafe"));
+  EXPECT_TRUE(fs::is_empty(tmpdir));
+  const Status http = WriteTensorSet("http://127.0.0.1:9/w.tsafe", set, Format::kTsafe);
+  EXPECT_EQ(http.code(), StatusCode::kUnsupported) << http.ToString();
+  auto update = Env::Default()->OpenForUpdate(loc.Url());
+  EXPECT_EQ(update.status().code(), StatusCode::kUnsupported);
+  EXPECT_THAT(update.status().message(), HasSubstr("replaced whole, not updated in place"));
+
+  ASSERT_TRUE(Env::Default()->Remove(loc.Url()).ok());
+  EXPECT_EQ(client_->GetObject(loc).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(Env::Default()->Remove(loc.Url()).ok());  // none there: OK
+  ::unsetenv("TMPDIR");
+}
+
 TEST(RemoteHttpFileTest, SafetensorsOverHttp) {
   tensorsafe::testing::TempDir tmp;
   fs::create_directories(tmp.path() / "www");

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "remote/object_store.h"
 #include "remote/remote_file.h"
 #include "remote/s3_client.h"
 #include "tensorsafe/dataset/index.h"
@@ -46,17 +47,6 @@ struct Store {
     if (found.code() == StatusCode::kNotFound) return Status::OK();
     return found;
   }
-  Status Put(const std::string& url, const std::string& path) const {
-    if (handler != nullptr) return handler->PutUrl(url, path);
-    TS_ASSIGN_OR_RETURN(s3::S3Location loc, s3::ParseS3Url(url));
-    TS_ASSIGN_OR_RETURN(auto region, Env::Default()->Map(path));
-    return client->Put(loc, region->bytes());
-  }
-  Status Delete(const std::string& url) const {
-    if (handler != nullptr) return handler->RemoveUrl(url);
-    TS_ASSIGN_OR_RETURN(s3::S3Location loc, s3::ParseS3Url(url));
-    return client->Delete(loc);
-  }
 };
 
 }  // namespace
@@ -82,10 +72,7 @@ Result<std::unique_ptr<DatasetUploader>> DatasetUploader::Start(const std::strin
   TS_ASSIGN_OR_RETURN(Store store, Store::For(base));
   TS_RETURN_IF_ERROR(store.CheckAbsent(base + std::string(kIndexFileName),
                                        "the prefix already holds a dataset; write parts to new prefixes"));
-  std::error_code ec;
-  fs::path tmp = fs::temp_directory_path(ec);
-  if (ec) tmp = "/tmp";
-  std::string tmpl = (tmp / "tensorsafe-upload-XXXXXX").string();
+  std::string tmpl = (fs::path(tensorsafe::internal::LocalTempDir()) / "tensorsafe-upload-XXXXXX").string();
   if (::mkdtemp(tmpl.data()) == nullptr) return IOError(tmpl + ": mkdtemp: " + std::strerror(errno), errno);
   return std::unique_ptr<DatasetUploader>(new DatasetUploader(std::move(base), std::move(tmpl)));
 }
@@ -98,11 +85,10 @@ DatasetUploader::~DatasetUploader() {
 Status DatasetUploader::Upload(const std::string& name) {
   const std::string path = (fs::path(staging_) / name).string();
   const std::string url = base_ + name;
-  TS_ASSIGN_OR_RETURN(Store store, Store::For(url));
   // Recorded first: a PUT that fails after the server stored the object
   // (a multipart upload aborted late, a lost response) is still deleted.
   uploaded_.push_back(url);
-  TS_RETURN_IF_ERROR(store.Put(url, path));
+  TS_RETURN_IF_ERROR(tensorsafe::internal::PutObjectFromFile(url, path));
   std::error_code ec;
   fs::remove(path, ec);
   return Status::OK();
@@ -112,15 +98,14 @@ Status DatasetUploader::Commit() {
   const std::string index_url = base_ + std::string(kIndexFileName);
   TS_ASSIGN_OR_RETURN(Store store, Store::For(index_url));
   TS_RETURN_IF_ERROR(store.CheckAbsent(index_url, "index.json appeared while writing (another writer?)"));
-  return store.Put(index_url, (fs::path(staging_) / kIndexFileName).string());
+  return tensorsafe::internal::PutObjectFromFile(index_url, (fs::path(staging_) / kIndexFileName).string());
 }
 
 Status DatasetUploader::Abandon() {
   Status first;
   for (const std::string& url : uploaded_) {
-    Result<Store> store = Store::For(url);
-    Status s = store.ok() ? store->Delete(url) : store.status();
-    if (!s.ok() && s.code() != StatusCode::kNotFound && first.ok()) first = s;
+    Status s = tensorsafe::internal::DeleteObject(url);
+    if (!s.ok() && first.ok()) first = s;
   }
   uploaded_.clear();
   return first;

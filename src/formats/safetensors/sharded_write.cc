@@ -12,6 +12,8 @@
 
 #include "formats/safetensors/sharded_internal.h"
 #include "io/atomic_file.h"
+#include "remote/object_store.h"
+#include "remote/remote_file.h"
 #include "tensorsafe/env.h"
 #include "tensorsafe/formats/registry.h"
 #include "tensorsafe/formats/sharded.h"
@@ -277,13 +279,20 @@ Result<WriteStats> WriteShardedWith(const std::string& dir, const TensorSet& set
     for (std::size_t i = 0; i < set.tensors.size(); ++i) plan.shards[0][i] = i;
   }
 
+  // A URL is a prefix of objects (docs/REMOTE.md): each file is stored as
+  // it is written, the index last, and nothing is made for the "directory".
+  const bool at_url = tensorsafe::internal::IsRemotePath(dir);
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return IOError(dir + ": cannot create the directory: " + ec.message(), ec.value());
+  if (at_url) {
+    TS_RETURN_IF_ERROR(tensorsafe::internal::CheckStorableUrl(dir));
+  } else {
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return IOError(dir + ": cannot create the directory: " + ec.message(), ec.value());
+  }
   const std::string index_name = pattern.Name("") + ".index.json";
   const std::string index_path = (std::filesystem::path(dir) / index_name).string();
   tensorsafe::Env* env = tensorsafe::Env::Default();
-  if (o.remove_stale && std::filesystem::exists(index_path, ec)) {
+  if (o.remove_stale && (at_url || std::filesystem::exists(index_path, ec))) {
     // First, so a failure below never leaves an old index over new shards.
     TS_RETURN_IF_ERROR(env->Remove(index_path));
   }
@@ -329,8 +338,18 @@ Result<WriteStats> WriteShardedWith(const std::string& dir, const TensorSet& set
   if (o.remove_stale) {
     std::set<std::string> keep(stats.files.begin(), stats.files.end());
     if (indexed) keep.insert(index_name);
-    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-      const std::string name = entry.path().filename().string();
+    std::vector<std::string> present;
+    if (at_url) {
+      const std::string prefix = (std::filesystem::path(dir) / pattern.prefix).string();
+      TS_ASSIGN_OR_RETURN(std::vector<std::string> urls, tensorsafe::internal::ListObjects(prefix));
+      for (std::string& u : urls) {
+        if (u.find('/', prefix.size()) == std::string::npos) present.push_back(std::move(u));  // not deeper
+      }
+    } else {
+      for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) present.push_back(entry.path().string());
+    }
+    for (const std::string& path : present) {
+      const std::string name = path.substr(path.rfind('/') + 1);
       if (keep.count(name) || name.size() < pattern.prefix.size() + pattern.suffix.size() ||
           name.compare(0, pattern.prefix.size(), pattern.prefix) != 0) {
         continue;
@@ -344,7 +363,7 @@ Result<WriteStats> WriteShardedWith(const std::string& dir, const TensorSet& set
         continue;
       }
       rest.remove_suffix(pattern.suffix.size());
-      if (IsShardMiddle(rest)) TS_RETURN_IF_ERROR(env->Remove(entry.path().string()));
+      if (IsShardMiddle(rest)) TS_RETURN_IF_ERROR(env->Remove(path));
     }
   }
   return stats;

@@ -426,6 +426,8 @@ def save_sharded(state_dict: Dict[str, torch.Tensor], save_directory: PathLike, 
     overlapping go to the same shard. Shards carry ``{"format": "pt"}``.
     Files of an earlier save with the same pattern that this one did not
     write are removed (the hub's cleanup); the index is replaced last.
+    ``save_directory`` may be an ``s3://`` (or fsspec) prefix: each file is
+    stored whole as it is written, the index last (docs/REMOTE.md).
 
     Args:
         max_shard_size: bytes per shard, an int or a string ("5GB", "200KB",

@@ -39,6 +39,19 @@ std::string Slurp(const fs::path& p) {
   return ss.str();
 }
 
+// A set of one 1-D tensor viewing `bytes` (4-byte elements).
+TensorSet OneTensor(const std::string& name, DType dtype, std::span<const std::byte> bytes) {
+  Tensor t;
+  t.info.name = name;
+  t.info.dtype = dtype;
+  t.info.shape = {bytes.size() / 4};
+  t.info.data_length = bytes.size();
+  t.data = bytes;
+  TensorSet set;
+  set.tensors.push_back(std::move(t));
+  return set;
+}
+
 class RemoteFileTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -331,15 +344,8 @@ TEST_F(RemoteFileTest, FilesArePublishedAtUrlsWhole) {
   const fs::path tmpdir = tmp_->path() / "tmpdir";
   fs::create_directories(tmpdir);
   ::setenv("TMPDIR", tmpdir.c_str(), 1);
-  TensorSet set;
   const std::int32_t v[4] = {1, -2, 3, -4};
-  Tensor t;
-  t.info.name = "v";
-  t.info.dtype = DType::kI32;
-  t.info.shape = {4};
-  t.info.data_length = 16;
-  t.data = std::as_bytes(std::span(v));
-  set.tensors.push_back(t);
+  const TensorSet set = OneTensor("v", DType::kI32, std::as_bytes(std::span(v)));
   const std::string local = (tmp_->path() / "published.tsafe").string();
   ASSERT_TRUE(WriteTensorSet(local, set, Format::kTsafe).ok());
   const s3::S3Location loc{"models", "published/w.tsafe"};
@@ -369,15 +375,8 @@ TEST(RemoteHttpFileTest, SafetensorsOverHttp) {
   tensorsafe::testing::TempDir tmp;
   fs::create_directories(tmp.path() / "www");
   // A small file from the format table, served by nginx.
-  TensorSet set;
   const float v[3] = {1, 2, 3};
-  Tensor t;
-  t.info.name = "x";
-  t.info.dtype = DType::kF32;
-  t.info.shape = {3};
-  t.info.data_length = 12;
-  t.data = std::as_bytes(std::span(v));
-  set.tensors.push_back(t);
+  const TensorSet set = OneTensor("x", DType::kF32, std::as_bytes(std::span(v)));
   const std::string local = (tmp.path() / "www" / "w.safetensors").string();
   ASSERT_TRUE(WriteTensorSet(local, set, Format::kSafetensors).ok());
   tensorsafe::testing::NginxServer nginx((tmp.path() / "www").string());

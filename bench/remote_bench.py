@@ -10,6 +10,10 @@ boto3, against one local S3 server (moto_server on 127.0.0.1) in one run
                 StreamingDataset(remote="s3://...") on the MDS copy (its
                 S3_ENDPOINT_URL points it at the server; batch_size=256, as
                 bench/dataset_python_bench.py explains).
+  file save     the same file stored at a URL (moto only: nginx takes no
+                uploads): tensorsafe.numpy.save_file(url) against
+                safetensors' save_file to a local file + boto3 upload_file
+                (the same bytes, checked).
   file load     one safetensors file of --file-mib MiB (16 f32 tensors):
                 tensorsafe.numpy.load_file(url) into memory, against boto3's
                 download_file (default TransferConfig: 10 threads, 8 MiB
@@ -230,13 +234,43 @@ def file_load(client, work, mib, repeat):
     return nbytes, rows
 
 
+def file_save(client, work, mib, repeat):
+    """The same file stored at a URL: tensorsafe.numpy.save_file(url) (written
+    under $TMPDIR, then one multipart upload) against safetensors'
+    save_file to a local file and boto3's upload_file of it."""
+    import safetensors.numpy as stn
+
+    rng = np.random.default_rng(4)
+    per = (mib << 20) // 16 // 4
+    tensors = {f"layer{i}.w": rng.standard_normal(per, dtype=np.float32) for i in range(16)}
+    nbytes = sum(t.nbytes for t in tensors.values())
+    local = os.path.join(work, "save.safetensors")
+    rows = {}
+
+    def ts_save():
+        tsn.save_file(tensors, f"s3://{BUCKET}/bench/saved-ts.safetensors")
+
+    def st_then_upload():
+        stn.save_file(tensors, local)
+        client.upload_file(local, BUCKET, "bench/saved-st.safetensors")
+        os.remove(local)
+
+    rows["tensorsafe.numpy.save_file(s3 URL)"] = best(repeat, ts_save)
+    rows["safetensors save_file + boto3 upload_file"] = best(repeat, st_then_upload)
+    same = (client.get_object(Bucket=BUCKET, Key="bench/saved-ts.safetensors")["Body"].read()
+            == client.get_object(Bucket=BUCKET, Key="bench/saved-st.safetensors")["Body"].read())
+    assert same, "the two objects differ"
+    return nbytes, rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="20,000 x 1 KiB, 200 x 1 MiB, a 128 MiB file")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--file-mib", type=int, default=None, help="the tensor file's size (default 1024; --quick 128)")
     ap.add_argument("--out", default=None, help="write the markdown report here")
-    ap.add_argument("--only", default="datasets,file", help="datasets, file or both (comma-separated)")
+    ap.add_argument("--only", default="datasets,file,save",
+                    help="datasets, file (load), save (moto only), comma-separated")
     ap.add_argument("--server", choices=("moto", "nginx"), default="moto")
     ap.add_argument("--sizes", default="1k,1m", help="the datasets' sample sizes: 1k, 1m or both")
     args = ap.parse_args()
@@ -297,6 +331,13 @@ def main():
                 lines.append(f"| {label} | {name} | {t:.2f} s | {nbytes / t / (1 << 20):.0f} MiB/s | "
                              f"**{base / t:.2f}x** |")
         if rows:
+            print("\n".join(lines[-len(rows):]), flush=True)
+        if "save" in only and SERVER is None:  # nginx takes no uploads
+            nbytes, rows = file_save(client, work, file_mib, args.repeat)
+            base = rows["safetensors save_file + boto3 upload_file"]
+            for k, (name, t) in enumerate(rows.items()):
+                lines.append(f"| {f'{nbytes >> 20} MiB safetensors, save' if k == 0 else ''} | {name} | "
+                             f"{t:.2f} s | {nbytes / t / (1 << 20):.0f} MiB/s | **{base / t:.2f}x** |")
             print("\n".join(lines[-len(rows):]), flush=True)
     finally:
         server.stop()

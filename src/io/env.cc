@@ -253,6 +253,31 @@ Env* Env::Default() {
   return &env;
 }
 
+namespace {
+
+// The local file a file bound for a URL is written to: durable once the
+// upload returns, so syncing it to this disk first would only cost time
+// (256 MiB: about 1 s here).
+class StagingFile final : public WritableFile {
+ public:
+  explicit StagingFile(std::unique_ptr<WritableFile> f) : f_(std::move(f)) {}
+  Status Append(std::span<const std::byte> b) override { return f_->Append(b); }
+  bool seekable() const override { return f_->seekable(); }
+  Status WriteAt(std::uint64_t o, std::span<const std::byte> b) override { return f_->WriteAt(o, b); }
+  Status Sync() override { return Status::OK(); }
+  Status Close() override { return f_->Close(); }
+  std::uint64_t position() const override { return f_->position(); }
+  const std::string& name() const override { return f_->name(); }
+  Status SetAppendPosition(std::uint64_t pos) override { return f_->SetAppendPosition(pos); }
+  Status Truncate(std::uint64_t size) override { return f_->Truncate(size); }
+  Result<std::span<std::byte>> MapForWrite(std::uint64_t size) override { return f_->MapForWrite(size); }
+
+ private:
+  std::unique_ptr<WritableFile> f_;
+};
+
+}  // namespace
+
 Result<std::unique_ptr<WritableFile>> Env::NewTempFile(const std::string& final_path, std::string* tmp_path) {
   // A file bound for a URL is written locally, under $TMPDIR, and stored
   // whole by Rename: a reader of the URL sees the old object or the new one.
@@ -279,9 +304,10 @@ Result<std::unique_ptr<WritableFile>> Env::NewTempFile(const std::string& final_
       return ErrnoStatus("cannot create temporary file", name, errno);
     }
     *tmp_path = name;
-    return std::unique_ptr<WritableFile>(std::make_unique<FdWritableFile>(fd, *tmp_path, /*owned=*/true,
-                                                                          /*seekable=*/true,
-                                                                          /*positional=*/false, /*preallocate=*/true));
+    auto file = std::make_unique<FdWritableFile>(fd, *tmp_path, /*owned=*/true, /*seekable=*/true,
+                                                 /*positional=*/false, /*preallocate=*/true);
+    if (stem != final_path) return std::unique_ptr<WritableFile>(std::make_unique<StagingFile>(std::move(file)));
+    return std::unique_ptr<WritableFile>(std::move(file));
   }
   return IOError(final_path + ": cannot create a temporary file: 100 names taken", EEXIST);
 }

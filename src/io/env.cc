@@ -284,7 +284,8 @@ Result<std::unique_ptr<WritableFile>> Env::NewTempFile(const std::string& final_
   std::string stem = final_path;
   if (internal::IsRemotePath(final_path)) {
     TS_RETURN_IF_ERROR(internal::CheckStorableUrl(final_path));
-    stem = internal::LocalTempDir() + "/tensorsafe-upload-" + final_path.substr(final_path.rfind('/') + 1);
+    // The key's last segment, cut short: a key may be longer than a file name.
+    stem = internal::LocalTempDir() + "/tensorsafe-upload-" + final_path.substr(final_path.rfind('/') + 1, 100);
   }
   // Not mkostemp: it makes mode 0600, and fixing that needs the umask, which
   // only a process-wide umask() call reveals. O_EXCL with 0666 applies the

@@ -164,3 +164,10 @@ def test_fsspec_urls_are_written_through_the_handler(tmp_path, tmpdir_env):
     assert mem.ls("/w/ck", detail=False) == ["/w/ck/model.safetensors"]
     assert all(torch.equal(v, sd[k]) for k, v in ts.load("memory://w/ck/").items())
     assert os.listdir(tmpdir_env) == []
+
+
+def test_a_long_key_is_written(s3, tmpdir_env):
+    url = f"s3://{BUCKET}/long/" + "k" * 400 + ".safetensors"  # past a file name's 255 bytes
+    tsn.save_file(arrays(), url)
+    assert set(tsn.load_file(url)) == set(arrays())
+    assert os.listdir(tmpdir_env) == []

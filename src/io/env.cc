@@ -57,7 +57,7 @@ constexpr std::uint64_t kPreallocMaxStep = std::uint64_t{128} << 20;
 // Free space below which nothing is reserved (beside 8x the step).
 constexpr std::uint64_t kPreallocMinFree = std::uint64_t{1} << 30;
 
-class FdWritableFile final : public WritableFile {
+class FdWritableFile : public WritableFile {
  public:
   FdWritableFile(int fd, std::string name, bool owned, bool seekable, bool positional = false, bool preallocate = false)
       : fd_(fd),
@@ -257,23 +257,11 @@ namespace {
 
 // The local file a file bound for a URL is written to: durable once the
 // upload returns, so syncing it to this disk first would only cost time
-// (256 MiB: about 1 s here).
-class StagingFile final : public WritableFile {
+// (0.3 s of a 256 MiB save here).
+class StagingFile final : public FdWritableFile {
  public:
-  explicit StagingFile(std::unique_ptr<WritableFile> f) : f_(std::move(f)) {}
-  Status Append(std::span<const std::byte> b) override { return f_->Append(b); }
-  bool seekable() const override { return f_->seekable(); }
-  Status WriteAt(std::uint64_t o, std::span<const std::byte> b) override { return f_->WriteAt(o, b); }
+  using FdWritableFile::FdWritableFile;
   Status Sync() override { return Status::OK(); }
-  Status Close() override { return f_->Close(); }
-  std::uint64_t position() const override { return f_->position(); }
-  const std::string& name() const override { return f_->name(); }
-  Status SetAppendPosition(std::uint64_t pos) override { return f_->SetAppendPosition(pos); }
-  Status Truncate(std::uint64_t size) override { return f_->Truncate(size); }
-  Result<std::span<std::byte>> MapForWrite(std::uint64_t size) override { return f_->MapForWrite(size); }
-
- private:
-  std::unique_ptr<WritableFile> f_;
 };
 
 }  // namespace
@@ -305,10 +293,14 @@ Result<std::unique_ptr<WritableFile>> Env::NewTempFile(const std::string& final_
       return ErrnoStatus("cannot create temporary file", name, errno);
     }
     *tmp_path = name;
-    auto file = std::make_unique<FdWritableFile>(fd, *tmp_path, /*owned=*/true, /*seekable=*/true,
-                                                 /*positional=*/false, /*preallocate=*/true);
-    if (stem != final_path) return std::unique_ptr<WritableFile>(std::make_unique<StagingFile>(std::move(file)));
-    return std::unique_ptr<WritableFile>(std::move(file));
+    if (stem != final_path) {
+      return std::unique_ptr<WritableFile>(std::make_unique<StagingFile>(fd, *tmp_path, /*owned=*/true,
+                                                                         /*seekable=*/true, /*positional=*/false,
+                                                                         /*preallocate=*/true));
+    }
+    return std::unique_ptr<WritableFile>(std::make_unique<FdWritableFile>(fd, *tmp_path, /*owned=*/true,
+                                                                          /*seekable=*/true,
+                                                                          /*positional=*/false, /*preallocate=*/true));
   }
   return IOError(final_path + ": cannot create a temporary file: 100 names taken", EEXIST);
 }

@@ -99,9 +99,9 @@ Result<Header> ParseHeader(std::span<const std::byte> prefix, std::uint64_t file
 // The same, for a whole file in memory.
 Result<Header> ParseHeader(std::span<const std::byte> file, const ReadOptions& options = {});
 
-// Reads the header of `file` and parses it (ParseHeader): 8 bytes, then the
-// N bytes of the header, never the data. What a file at a URL costs to open
-// (docs/REMOTE.md). Errors: the file's read errors, and ParseHeader's
+// Reads the header of `file` and parses it (ParseHeader): its first 64 KiB,
+// then the rest of a longer header; no more of the data than those 64 KiB
+// may hold. What a file at a URL costs to open (docs/REMOTE.md). Errors: the file's read errors, and ParseHeader's
 // prefixed with file.name().
 Result<Header> ReadHeader(const RandomAccessFile& file, const ReadOptions& options = {});
 // Decodes a whole file held in `bytes`. The tensors view `bytes` (no copy)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "formats/safetensors/internal.h"
 #include "io/internal.h"
 #include "tensorsafe/formats/safetensors.h"
 #include "util/endian.h"
@@ -34,20 +35,28 @@ Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& options) 
   return Decode(bytes, std::move(region), path, options);
 }
 
-Result<Header> ReadHeader(const RandomAccessFile& file, const ReadOptions& options) {
+namespace internal {
+
+Result<std::vector<std::byte>> ReadHeaderPrefix(const RandomAccessFile& file, const ReadOptions& options) {
   const std::uint64_t size = file.size();
-  std::vector<std::byte> prefix(static_cast<std::size_t>(std::min<std::uint64_t>(size, 8)));
+  std::vector<std::byte> prefix(static_cast<std::size_t>(std::min<std::uint64_t>(size, 64 << 10)));
   TS_RETURN_IF_ERROR(file.ReadAt(0, prefix));
-  if (prefix.size() == 8) {
-    const std::uint64_t n = tensorsafe::internal::Load64(prefix.data());
-    // Only a length ParseHeader would accept is read; any other gets its
-    // error from the 8 bytes.
-    if (n <= options.max_header_bytes && n <= size - 8) {
-      prefix.resize(static_cast<std::size_t>(8 + n));
-      TS_RETURN_IF_ERROR(file.ReadAt(8, std::span(prefix).subspan(8)));
-    }
-  }
-  Result<Header> parsed = ParseHeader(prefix, size, options);
+  if (prefix.size() < 8) return prefix;
+  const std::uint64_t n = tensorsafe::internal::Load64(prefix.data());
+  // Only a length ParseHeader would accept is read on; any other gets its
+  // error from the bytes read.
+  if (n > options.max_header_bytes || n > size - 8) return prefix;
+  const std::size_t had = prefix.size();
+  prefix.resize(static_cast<std::size_t>(8 + n));
+  if (prefix.size() > had) TS_RETURN_IF_ERROR(file.ReadAt(had, std::span(prefix).subspan(had)));
+  return prefix;
+}
+
+}  // namespace internal
+
+Result<Header> ReadHeader(const RandomAccessFile& file, const ReadOptions& options) {
+  TS_ASSIGN_OR_RETURN(std::vector<std::byte> prefix, internal::ReadHeaderPrefix(file, options));
+  Result<Header> parsed = ParseHeader(prefix, file.size(), options);
   if (!parsed.ok()) return parsed.status().WithContext(file.name());
   return parsed;
 }

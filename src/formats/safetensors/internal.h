@@ -114,6 +114,12 @@ struct HeaderEntries {
 // every error, reads the header instead.
 bool ScanCommonHeader(std::string_view header, HeaderEntries& out);
 
+// A file's first bytes through its header (fewer when the length they
+// give passes the file or options.max_header_bytes: ParseHeader then says
+// what is wrong), in one read when the header fits in 64 KiB, else two.
+// ReadHeader parses them; sharded::Open first checks the magic in them.
+Result<std::vector<std::byte>> ReadHeaderPrefix(const RandomAccessFile& file, const ReadOptions& options);
+
 // ParseHeader with the fast path on or off (tests compare the two).
 Result<Header> ParseHeaderWith(std::span<const std::byte> prefix, std::uint64_t file_size, const ReadOptions& options,
                                bool fast_path);

@@ -14,6 +14,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "formats/safetensors/internal.h"
 #include "formats/safetensors/sharded_internal.h"
 #include "io/parallel_read.h"
 #include "remote/remote_file.h"
@@ -21,7 +22,6 @@
 #include "tensorsafe/formats/safetensors.h"
 #include "tensorsafe/formats/sharded.h"
 #include "tensorsafe/reader.h"
-#include "util/endian.h"
 #include "util/hash.h"
 #include "util/parallel_for.h"
 #include "util/text.h"
@@ -180,23 +180,6 @@ Status NotOfFormat(const Index& idx, const std::string& shard, Format is) {
       ", not " + std::string(FormatName(idx.format)));
 }
 
-// A safetensors file's first bytes through its header (fewer when the
-// length they give is past the file or the limit: ParseHeader then says
-// what is wrong), in one read when the header fits in 64 KiB, else two.
-Result<std::vector<std::byte>> ReadHeaderBytes(const RandomAccessFile& file) {
-  const safetensors::ReadOptions limits;
-  const std::uint64_t size = file.size();
-  std::vector<std::byte> prefix(static_cast<std::size_t>(std::min<std::uint64_t>(size, 64 << 10)));
-  TS_RETURN_IF_ERROR(file.ReadAt(0, prefix));
-  if (prefix.size() < 8) return prefix;
-  const std::uint64_t n = tensorsafe::internal::Load64(prefix.data());
-  if (n > limits.max_header_bytes || n > size - 8) return prefix;
-  const std::size_t had = prefix.size();
-  prefix.resize(static_cast<std::size_t>(8 + n));
-  if (prefix.size() > had) TS_RETURN_IF_ERROR(file.ReadAt(had, std::span(prefix).subspan(had)));
-  return prefix;
-}
-
 // One shard of Open: mapped, parsed, its names checked against the index,
 // and its tensors moved to `out`, expected[s] slots (the checks prove that
 // the shard holds that many). Runs on a helper thread: touches only its own
@@ -238,7 +221,7 @@ Status OpenShard(const Index& idx, std::uint32_t s, const SharedTable& table, co
     // would cost a fault each to map and their entries to unmap at close
     // (a tenth of opening 100 shards of 1,000 tensors); the tensors view
     // the mapping, untouched until read.
-    TS_ASSIGN_OR_RETURN(std::vector<std::byte> prefix, ReadHeaderBytes(*mapped->file));
+    TS_ASSIGN_OR_RETURN(std::vector<std::byte> prefix, safetensors::internal::ReadHeaderPrefix(*mapped->file, {}));
     const Format f =
         DetectFormatFromBytes(std::span(prefix).first(std::min<std::size_t>(prefix.size(), 16)), info.path);
     if (f != Format::kSafetensors && f != Format::kUnknown) return NotOfFormat(idx, info.name, f);

@@ -121,29 +121,25 @@ Result<ConvertStats> ConvertSharded(const std::string& in_arg, const std::string
       }
     }
   }
-  // One file at a URL opens from its header, as a checkpoint of one shard,
-  // so that its bytes are fetched as the output needs them.
-  if (!ck && IsRemotePath(in)) {
-    Format f = opt.from;
-    if (f == Format::kUnknown) {
-      TS_ASSIGN_OR_RETURN(f, DetectFormat(in));
-    }
-    if (OpensFromHeaderAtUrl(in, f)) {
-      TS_ASSIGN_OR_RETURN(ck, sharded::OpenFile(in, f));
-    }
-  }
   TensorSet set;
   std::vector<std::uint32_t> shard_of;
-  if (ck) {
-    stats.from = ck->index.format;
-    set = std::move(ck->set);
-    shard_of = std::move(ck->shard_of);
-  } else {
+  if (!ck) {
     stats.from = opt.from;
     if (stats.from == Format::kUnknown) {
       TS_ASSIGN_OR_RETURN(stats.from, DetectFormat(in));
     }
-    TS_ASSIGN_OR_RETURN(set, ReadTensorSet(in, stats.from));
+    // One file at a URL opens from its header, as a checkpoint of one
+    // shard, so that its bytes are fetched as the output needs them.
+    if (OpensFromHeaderAtUrl(in, stats.from)) {
+      TS_ASSIGN_OR_RETURN(ck, sharded::OpenFile(in, stats.from));
+    } else {
+      TS_ASSIGN_OR_RETURN(set, ReadTensorSet(in, stats.from));
+    }
+  }
+  if (ck) {
+    stats.from = ck->index.format;
+    set = std::move(ck->set);
+    shard_of = std::move(ck->shard_of);
   }
   if (!opt.tensors.empty()) {
     std::map<std::string_view, std::size_t> index;
@@ -165,20 +161,21 @@ Result<ConvertStats> ConvertSharded(const std::string& in_arg, const std::string
   // Shards at URLs were opened from their headers: only the tensors chosen
   // are fetched, and into a sharded output one output shard at a time (the
   // memory of one shard, not of the model).
+  const bool sharded_out = IsShardedOutput(out, opt);
   const bool fetch_per_shard =
-      ck && IsShardedOutput(out, opt) &&
+      ck && sharded_out &&
       std::any_of(ck->shards.begin(), ck->shards.end(), [](const sharded::ShardInfo& s) { return s.file != nullptr; });
   const bool check = InfoOf(stats.from).caps.checksums && opt.verify;
   if (ck && !fetch_per_shard) {
     sharded::FetchOptions fo;
-    if (!IsShardedOutput(out, opt)) fo.scratch_dir = ScratchDirFor(out);
+    if (!sharded_out) fo.scratch_dir = ScratchDirFor(out);
     TS_RETURN_IF_ERROR(sharded::FetchData(ck->shards, shard_of, set.tensors, fo));
   }
   if (check && !fetch_per_shard) TS_RETURN_IF_ERROR(CheckChecksums(set.tensors, in));
   stats.tensor_count = set.tensors.size();
   for (const Tensor& t : set.tensors) stats.data_bytes += t.data.empty() ? t.info.data_length : t.data.size();
 
-  if (!IsShardedOutput(out, opt)) {
+  if (!sharded_out) {
     if (opt.max_shard_size != 0) {
       return InvalidArgument(out +
                              ": a shard size (max_shard_size, --max-shard-size) splits the output into "

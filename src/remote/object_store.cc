@@ -10,6 +10,28 @@
 
 namespace tensorsafe::internal {
 
+namespace {
+
+// Where an object at a URL lives: the handler's, or a bucket and key of
+// the process's S3 client.
+struct Store {
+  std::shared_ptr<UrlHandler> handler;
+  std::shared_ptr<s3::S3Client> client;
+  s3::S3Location loc;
+};
+
+Result<Store> StoreFor(const std::string& url) {
+  TS_RETURN_IF_ERROR(CheckStorableUrl(url));
+  Store st;
+  st.handler = HandlerFor(url);
+  if (st.handler != nullptr) return st;
+  TS_ASSIGN_OR_RETURN(st.loc, s3::ParseS3Url(url));
+  TS_ASSIGN_OR_RETURN(st.client, SharedS3Client());
+  return st;
+}
+
+}  // namespace
+
 Status CheckStorableUrl(const std::string& url) {
   if (s3::IsS3Url(url)) return s3::ParseS3Url(url).status();
   if (HandlerFor(url) != nullptr) return Status::OK();  // the handler says what it cannot do
@@ -19,40 +41,30 @@ Status CheckStorableUrl(const std::string& url) {
 }
 
 Status PutObjectFromFile(const std::string& url, const std::string& path) {
-  TS_RETURN_IF_ERROR(CheckStorableUrl(url));
-  if (std::shared_ptr<UrlHandler> h = HandlerFor(url)) return h->PutUrl(url, path);
-  TS_ASSIGN_OR_RETURN(s3::S3Location loc, s3::ParseS3Url(url));
-  TS_ASSIGN_OR_RETURN(std::shared_ptr<s3::S3Client> client, SharedS3Client());
+  TS_ASSIGN_OR_RETURN(Store st, StoreFor(url));
+  if (st.handler != nullptr) return st.handler->PutUrl(url, path);
   // The upload reads the file through its mapping: the page cache, not a
   // copy in memory.
   TS_ASSIGN_OR_RETURN(std::shared_ptr<MappedRegion> region, Env::Default()->Map(path));
-  return client->Put(loc, region->bytes());
+  return st.client->Put(st.loc, region->bytes());
 }
 
 Status DeleteObject(const std::string& url) {
-  TS_RETURN_IF_ERROR(CheckStorableUrl(url));
-  if (std::shared_ptr<UrlHandler> h = HandlerFor(url)) {
-    Status s = h->RemoveUrl(url);
-    return s.code() == StatusCode::kNotFound ? Status::OK() : s;
-  }
-  TS_ASSIGN_OR_RETURN(s3::S3Location loc, s3::ParseS3Url(url));
-  TS_ASSIGN_OR_RETURN(std::shared_ptr<s3::S3Client> client, SharedS3Client());
-  Status s = client->Delete(loc);
+  TS_ASSIGN_OR_RETURN(Store st, StoreFor(url));
+  Status s = st.handler != nullptr ? st.handler->RemoveUrl(url) : st.client->Delete(st.loc);
   return s.code() == StatusCode::kNotFound ? Status::OK() : s;
 }
 
 Result<std::vector<std::string>> ListObjects(const std::string& prefix) {
-  TS_RETURN_IF_ERROR(CheckStorableUrl(prefix));
+  TS_ASSIGN_OR_RETURN(Store st, StoreFor(prefix));
   std::vector<std::string> out;
-  if (std::shared_ptr<UrlHandler> h = HandlerFor(prefix)) {
-    TS_ASSIGN_OR_RETURN(std::vector<UrlHandler::Entry> entries, h->ListUrl(prefix));
+  if (st.handler != nullptr) {
+    TS_ASSIGN_OR_RETURN(std::vector<UrlHandler::Entry> entries, st.handler->ListUrl(prefix));
     for (UrlHandler::Entry& e : entries) out.push_back(std::move(e.url));
     return out;
   }
-  TS_ASSIGN_OR_RETURN(s3::S3Location loc, s3::ParseS3Url(prefix));
-  TS_ASSIGN_OR_RETURN(std::shared_ptr<s3::S3Client> client, SharedS3Client());
-  TS_ASSIGN_OR_RETURN(std::vector<s3::ListEntry> entries, client->List(loc.bucket, loc.key));
-  for (const s3::ListEntry& e : entries) out.push_back("s3://" + loc.bucket + "/" + e.key);
+  TS_ASSIGN_OR_RETURN(std::vector<s3::ListEntry> entries, st.client->List(st.loc.bucket, st.loc.key));
+  for (const s3::ListEntry& e : entries) out.push_back("s3://" + st.loc.bucket + "/" + e.key);
   return out;
 }
 
@@ -63,14 +75,12 @@ Status NotUpdatableInPlace(const std::string& url) {
 }
 
 Result<std::uint64_t> ObjectSize(const std::string& url) {
-  TS_RETURN_IF_ERROR(CheckStorableUrl(url));
-  if (std::shared_ptr<UrlHandler> h = HandlerFor(url)) {
-    TS_ASSIGN_OR_RETURN(UrlHandler::Stat st, h->StatUrl(url));
-    return st.size;
+  TS_ASSIGN_OR_RETURN(Store st, StoreFor(url));
+  if (st.handler != nullptr) {
+    TS_ASSIGN_OR_RETURN(UrlHandler::Stat stat, st.handler->StatUrl(url));
+    return stat.size;
   }
-  TS_ASSIGN_OR_RETURN(s3::S3Location loc, s3::ParseS3Url(url));
-  TS_ASSIGN_OR_RETURN(std::shared_ptr<s3::S3Client> client, SharedS3Client());
-  TS_ASSIGN_OR_RETURN(s3::ObjectInfo info, client->Head(loc));
+  TS_ASSIGN_OR_RETURN(s3::ObjectInfo info, st.client->Head(st.loc));
   return info.size;
 }
 

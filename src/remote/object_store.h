@@ -27,7 +27,8 @@ Result<std::vector<std::string>> ListObjects(const std::string& prefix);
 // kUnsupported for updating the object at `url` in place (tensorsafe's
 // updater, compact, metadata edits): objects are replaced whole.
 Status NotUpdatableInPlace(const std::string& url);
-// The size of the object at `url` (a HEAD, or the handler's stat).
+// The size of the object at `url` (a HEAD, or the handler's stat);
+// kNotFound when there is none.
 Result<std::uint64_t> ObjectSize(const std::string& url);
 // Where local files bound for URLs wait: $TMPDIR, else /tmp.
 std::string LocalTempDir();

@@ -15,39 +15,17 @@
 namespace tensorsafe::dataset::internal {
 
 namespace fs = std::filesystem;
-using tensorsafe::internal::SharedS3Client;
 namespace s3 = tensorsafe::internal::s3;
 
 namespace {
 
-// Where the dataset goes: an s3:// prefix, or a URL the registered
-// UrlHandler (fsspec in Python) can store objects at.
-struct Store {
-  std::shared_ptr<UrlHandler> handler;
-  std::shared_ptr<s3::S3Client> client;
-
-  static Result<Store> For(const std::string& url) {
-    Store st;
-    st.handler = tensorsafe::internal::HandlerFor(url);
-    if (st.handler == nullptr) {
-      TS_ASSIGN_OR_RETURN(st.client, SharedS3Client());
-    }
-    return st;
-  }
-  // OK when nothing is at `url`; kFailedPrecondition naming `why` when there is.
-  Status CheckAbsent(const std::string& url, const std::string& why) const {
-    Status found;
-    if (handler != nullptr) {
-      found = handler->StatUrl(url).status();
-    } else {
-      TS_ASSIGN_OR_RETURN(s3::S3Location loc, s3::ParseS3Url(url));
-      found = client->Head(loc).status();
-    }
-    if (found.ok()) return FailedPrecondition(url + " exists: " + why);
-    if (found.code() == StatusCode::kNotFound) return Status::OK();
-    return found;
-  }
-};
+// OK when nothing is at `url`; kFailedPrecondition naming `why` when there is.
+Status CheckAbsent(const std::string& url, const std::string& why) {
+  const Status found = tensorsafe::internal::ObjectSize(url).status();
+  if (found.ok()) return FailedPrecondition(url + " exists: " + why);
+  if (found.code() == StatusCode::kNotFound) return Status::OK();
+  return found;
+}
 
 }  // namespace
 
@@ -69,9 +47,8 @@ Result<std::unique_ptr<DatasetUploader>> DatasetUploader::Start(const std::strin
   if (path == "/" || path.find("//") != std::string::npos) {
     return InvalidArgument(url + ": empty path segment in the prefix");
   }
-  TS_ASSIGN_OR_RETURN(Store store, Store::For(base));
-  TS_RETURN_IF_ERROR(store.CheckAbsent(base + std::string(kIndexFileName),
-                                       "the prefix already holds a dataset; write parts to new prefixes"));
+  TS_RETURN_IF_ERROR(CheckAbsent(base + std::string(kIndexFileName),
+                                 "the prefix already holds a dataset; write parts to new prefixes"));
   std::string tmpl = (fs::path(tensorsafe::internal::LocalTempDir()) / "tensorsafe-upload-XXXXXX").string();
   if (::mkdtemp(tmpl.data()) == nullptr) return IOError(tmpl + ": mkdtemp: " + std::strerror(errno), errno);
   return std::unique_ptr<DatasetUploader>(new DatasetUploader(std::move(base), std::move(tmpl)));
@@ -96,8 +73,7 @@ Status DatasetUploader::Upload(const std::string& name) {
 
 Status DatasetUploader::Commit() {
   const std::string index_url = base_ + std::string(kIndexFileName);
-  TS_ASSIGN_OR_RETURN(Store store, Store::For(index_url));
-  TS_RETURN_IF_ERROR(store.CheckAbsent(index_url, "index.json appeared while writing (another writer?)"));
+  TS_RETURN_IF_ERROR(CheckAbsent(index_url, "index.json appeared while writing (another writer?)"));
   return tensorsafe::internal::PutObjectFromFile(index_url, (fs::path(staging_) / kIndexFileName).string());
 }
 

@@ -61,8 +61,9 @@ class Reader::Impl {
   Status CheckPointer() const;
 
   std::uint64_t IndexAbs(std::uint64_t rel) const { return ptr_.index_offset + rel; }
+  // `check`: CheckEntry after decoding; Walk skips it over a trusted index.
   Status DecodeEntryAt(std::span<const std::byte> idx, std::uint64_t rel, std::vector<std::byte>& scratch,
-                       internal::EntryView* e, const EntryLabel& label) const;
+                       internal::EntryView* e, const EntryLabel& label, bool check = true) const;
   Status CheckCooSizes(const internal::EntryView& e, const EntryLabel& label) const;
   Status CheckCooIndices(const internal::EntryView& e, const EntryLabel& label) const;
   Status CheckEntry(const internal::EntryView& e, const EntryLabel& label) const;
@@ -119,6 +120,9 @@ class Reader::Impl {
   // at most kKeepIndexBytes. Empty otherwise. Set by Open(), then constant.
   std::span<const std::byte> index_;
   std::vector<std::byte> index_cache_;
+  // index_ is index_cache_, checked whole by Open(): memory no other process
+  // can change, so a walk decodes its entries without checking each again.
+  bool trusted_index_ = false;
   static constexpr std::uint64_t kKeepIndexBytes = std::uint64_t{16} << 20;
 };
 

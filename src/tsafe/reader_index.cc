@@ -125,6 +125,7 @@ Status Reader::Impl::Open() {
       index_ = {};
       std::vector<std::byte>().swap(index_cache_);
     }
+    trusted_index_ = file_ != nullptr && !index_.empty();
   }
   return Status::OK();
 }
@@ -161,7 +162,7 @@ Status Reader::Impl::CheckPointer() const {
 // Decodes the entry at `rel` (relative to the entries section) and checks it
 // against the file (FORMAT.md §8 R15..R22). `label` names it in messages.
 Status Reader::Impl::DecodeEntryAt(std::span<const std::byte> idx, std::uint64_t rel, std::vector<std::byte>& scratch,
-                                   internal::EntryView* e, const EntryLabel& label) const {
+                                   internal::EntryView* e, const EntryLabel& label, bool check) const {
   if (rel > root_.entries_length || root_.entries_length - rel < internal::kEntryFixedSize) {
     return Err(Corruption(label.str() + ": offset " + Str(rel) + " is outside the entries section of " +
                           Str(root_.entries_length) + " bytes"));
@@ -177,7 +178,7 @@ Status Reader::Impl::DecodeEntryAt(std::span<const std::byte> idx, std::uint64_t
   TS_RETURN_IF_ERROR(IndexView(idx, root_.entries_offset + rel, len, scratch, &bytes));
   Status s = internal::DecodeEntry(bytes, opt_.limits.max_rank, opt_.limits.max_name_bytes, e);
   if (!s.ok()) return Err(s.WithContext(label.str()));
-  return CheckEntry(*e, label);
+  return check ? CheckEntry(*e, label) : Status::OK();
 }
 
 // FORMAT.md §6.2 (spec 1.1): R30 for COO entries. The indices take
@@ -371,7 +372,8 @@ Status Reader::Impl::Walk(std::span<const std::byte> idx, const Reader::Impl::Wa
       if (!s.ok()) return Err(s.WithContext(Ordinal(i).str()));
       TS_RETURN_IF_ERROR(CheckEntry(e, Ordinal(i)));
     } else {
-      TS_RETURN_IF_ERROR(DecodeEntryAt(idx, rel, scratch, &e, Ordinal(i)));
+      const bool trusted = trusted_index_ && idx.data() == index_cache_.data();
+      TS_RETURN_IF_ERROR(DecodeEntryAt(idx, rel, scratch, &e, Ordinal(i), /*check=*/!trusted));
     }
     bool stop = false;
     TS_RETURN_IF_ERROR(fn(i, rel, e, &stop));
@@ -450,21 +452,32 @@ Status Reader::Impl::CheckHashTable(std::span<const std::byte> table, const std:
     }
     return Err(Corruption(label + " is not the start of an entry"));
   }
-  // The first entry of each name (by ordinal): sorting by (hash, name,
-  // ordinal) puts equal names side by side.
-  std::vector<std::uint64_t> order(named.size());
-  for (std::uint64_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](std::uint64_t a, std::uint64_t b) {
-    if (named[a].hash != named[b].hash) return named[a].hash < named[b].hash;
-    if (named[a].name != named[b].name) return named[a].name < named[b].name;
-    return a < b;
-  });
+  // The first entry of each name (by ordinal): sorted by hash, then each
+  // run of equal hashes (rare, but a hostile file can make them long) by
+  // (name, ordinal), equal names sit side by side. Names are compared only
+  // within such runs.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> order(named.size());  // (hash, ordinal)
+  for (std::uint64_t i = 0; i < order.size(); ++i) order[i] = {named[i].hash, i};
+  std::sort(order.begin(), order.end());
   std::vector<std::uint64_t> first_of(named.size());
-  for (std::size_t j = 0; j < order.size(); ++j) {
-    const bool same =
-        j > 0 && named[order[j]].hash == named[order[j - 1]].hash && named[order[j]].name == named[order[j - 1]].name;
-    first_of[order[j]] = same ? first_of[order[j - 1]] : order[j];
+  for (std::size_t j = 0; j < order.size();) {
+    std::size_t end = j + 1;
+    while (end < order.size() && order[end].first == order[j].first) ++end;
+    if (end - j > 1) {
+      std::sort(order.begin() + j, order.begin() + end, [&](const auto& a, const auto& b) {
+        return named[a.second].name != named[b.second].name ? named[a.second].name < named[b.second].name
+                                                            : a.second < b.second;
+      });
+    }
+    for (std::size_t k = j; k < end; ++k) {
+      const bool same = k > j && named[order[k].second].name == named[order[k - 1].second].name;
+      first_of[order[k].second] = same ? first_of[order[k - 1].second] : order[k].second;
+    }
+    j = end;
   }
+  // by_pos and named both ascend by offset: one walk finds each entry's
+  // slots (a hostile table may point several slots at one entry).
+  std::size_t at = 0;
   for (std::uint64_t i = 0; i < named.size(); ++i) {
     const NamedEntry& e = named[i];
     if (first_of[i] != i) {
@@ -474,11 +487,12 @@ Status Reader::Impl::CheckHashTable(std::span<const std::byte> table, const std:
     }
     const std::uint64_t home = e.hash & mask;
     const std::uint64_t tag = e.hash >> internal::kSlotPosBits;
+    while (at < by_pos.size() && by_pos[at].first * 8 < e.rel) ++at;
     bool found = false;
-    for (auto it = std::lower_bound(by_pos.begin(), by_pos.end(), std::make_pair(e.rel / 8, std::uint64_t{0}));
-         !found && it != by_pos.end() && it->first * 8 == e.rel; ++it) {
-      const std::uint64_t k = it->second;
-      found = internal::Load64(table.data() + 8 * k) >> internal::kSlotPosBits == tag && run[k] > ((k - home) & mask);
+    for (std::size_t k = at; !found && k < by_pos.size() && by_pos[k].first * 8 == e.rel; ++k) {
+      const std::uint64_t slot = by_pos[k].second;
+      found = internal::Load64(table.data() + 8 * slot) >> internal::kSlotPosBits == tag &&
+              run[slot] > ((slot - home) & mask);
     }
     if (!found) return Err(Corruption("entry " + Str(i) + " " + QuoteName(e.name) + " is missing from the hash table"));
   }

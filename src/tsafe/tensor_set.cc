@@ -81,7 +81,11 @@ Result<FileDescription> DescribeTsafe(const std::string& path) {
 }
 
 Status ForEachTsafeInfo(const std::string& path, const std::function<bool(const TensorInfo&)>& fn) {
-  TS_ASSIGN_OR_RETURN(std::shared_ptr<Reader> reader, Reader::Open(path));
+  // The index alone is read (into memory of its own, checked once), not the
+  // whole file mapped.
+  ReaderOptions o;
+  o.access = ReaderOptions::Access::kPread;
+  TS_ASSIGN_OR_RETURN(std::shared_ptr<Reader> reader, Reader::Open(path, o));
   return reader->ForEach(fn);
 }
 

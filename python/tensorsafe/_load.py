@@ -20,7 +20,7 @@ import numpy as np
 
 from . import _native
 from ._load_into import (_COPY_CHUNK, _copy_into, _dest_key, _into_entry, _into_target, _missing_error, _numpy_dtype,
-                         _settle_into, _tensor_bytes, _tie_or_miss, _torch_dtype, _torch_tensor_type, _verified_text,
+                         _tensor_bytes, _tie_or_miss, _torch_dtype, _torch_tensor_type, _verified_text,
                          fill_into)
 from .errors import CorruptionError, InvalidArgumentError, NotFoundError, UnsupportedError
 
@@ -342,16 +342,8 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
     if callable(wanted):  # planned whole, then the items it picks, in file order
         whole = _native.plan_load(paths, None, _slice_arg(slice))
         plan = whole.subset([i for i, (name, *_) in enumerate(whole.items()) if wanted(name)])
-    else:
-        try:
-            plan = _native.plan_load(paths, wanted, _slice_arg(slice))
-        except NotFoundError:
-            if not from_into:
-                raise
-            whole = _native.plan_load(paths, None, _slice_arg(slice))
-            every = [name for name, *_ in whole.items()]
-            keep = set(_settle_into(into, every, paths, strict, tied, missing))
-            plan = whole.subset([i for i, name in enumerate(every) if name in keep])
+    else:  # into='s keys pick when matched against the whole plan (fill_into)
+        plan = _native.plan_load(paths, None if from_into else wanted, _slice_arg(slice))
     items = plan.items() if into is None else None  # fill_into takes them only where it must
     read_args = dict(direct=direct, io_threads=io_threads, request_bytes=request_bytes, verify_threads=verify_threads,
                      cached_buffered=cached_buffered)
@@ -365,7 +357,8 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
         out = into
     elif into is not None:
         out, report = fill_into(plan, into, from_into, cast, verify, tied, missing, read_args,
-                                dict(prefault=prefault, huge_pages=huge_pages), items)
+                                dict(prefault=prefault, huge_pages=huge_pages), items,
+                                pick=(paths, strict) if from_into else None)
     else:
         arena, offsets, report, capsules = plan.load(verify=verify, prefault=prefault, huge_pages=huge_pages,
                                                      capsules=torch_out, **read_args)

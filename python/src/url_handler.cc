@@ -2,11 +2,13 @@
 // Read call Python functions, so that every reader behind the Env seam takes
 // gs://, hf://, az://, memory:// ... paths when fsspec serves them.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <cerrno>
 #include <cstring>
 
 #include "common.h"
+#include "tensorsafe/objects.h"
 #include "tensorsafe/url_handler.h"
 
 namespace tensorsafe::python {
@@ -112,6 +114,18 @@ class PyUrlHandler final : public UrlHandler {
   py::object stat_, read_, list_, put_, remove_;
 };
 
+// The value of `fn` (a Result), run without the GIL, which the fsspec
+// handler takes back; raises its error.
+template <typename F>
+auto WithoutGil(F&& fn) {
+  decltype(fn()) r = Internal("not run");
+  {
+    py::gil_scoped_release nogil;
+    r = fn();
+  }
+  return Unwrap(std::move(r));
+}
+
 }  // namespace
 
 void RegisterUrlHandler(py::module_& m) {
@@ -129,6 +143,36 @@ void RegisterUrlHandler(py::module_& m) {
       py::arg("remove") = py::none(),
       "Routes other URL schemes to stat(url) -> (size, version), read(url, offset, n) -> bytes and, for "
       "datasets, list(prefix) -> [(url, size, version)], put(url, local_path), remove(url); stat=None removes.");
+  // Documents beside tensor files at paths or URLs (tensorsafe/objects.h):
+  // tensorsafe.dcp's metadata.
+  m.def(
+      "publish_bytes",
+      [](const std::string& path, py::bytes data, bool sync) {
+        std::string_view view = data;
+        py::gil_scoped_release nogil;  // `data` stays referenced by the caller's frame
+        Check(PublishBytes(path, std::as_bytes(std::span<const char>(view.data(), view.size())), sync));
+      },
+      py::arg("path"), py::arg("data"), py::arg("sync") = true,
+      "Writes `data` as `path` whole or not at all: temp + rename locally, one upload at a URL.");
+  m.def(
+      "read_whole",
+      [](const std::string& path, std::uint64_t max_bytes) {
+        return py::bytes(WithoutGil([&] { return ReadWhole(path, max_bytes); }));
+      },
+      py::arg("path"), py::arg("max_bytes"), "The bytes of the file or object at `path`, at most `max_bytes`.");
+  m.def(
+      "list_urls", [](const std::string& prefix) { return WithoutGil([&] { return ListUrls(prefix); }); },
+      py::arg("prefix"), "The URLs of the objects whose URL starts with `prefix`.");
+  m.def(
+      "url_object_size", [](const std::string& url) { return WithoutGil([&] { return UrlObjectSize(url); }); },
+      py::arg("url"), "The size of the object at `url`.");
+  m.def(
+      "remove_path",
+      [](const std::string& path) {
+        py::gil_scoped_release nogil;
+        Check(Env::Default()->Remove(path));
+      },
+      py::arg("path"), "Removes a file or the object at a URL; nothing when there is none.");
   m.def(
       "remote_requests", [] { return RemoteRequestCount(); },
       "Requests sent for remote tensor files by this process (every retry counts).");

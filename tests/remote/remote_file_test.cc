@@ -21,6 +21,7 @@
 #include "tensorsafe/convert.h"
 #include "tensorsafe/formats/registry.h"
 #include "tensorsafe/formats/sharded.h"
+#include "tensorsafe/objects.h"
 #include "tensorsafe/reader.h"
 #include "tensorsafe/url_handler.h"
 #include "tensorsafe/writer.h"
@@ -369,6 +370,41 @@ TEST_F(RemoteFileTest, FilesArePublishedAtUrlsWhole) {
   EXPECT_EQ(client_->GetObject(loc).status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(Env::Default()->Remove(loc.Url()).ok());  // none there: OK
   ::unsetenv("TMPDIR");
+}
+
+// Documents beside tensor files (tensorsafe/objects.h): published whole at
+// a path or a URL, read back whole within a limit, listed by prefix.
+TEST_F(RemoteFileTest, DocumentsArePublishedAndReadWhole) {
+  const std::string text = "{\"format\": \"doc\"}";
+  const auto bytes = std::as_bytes(std::span(text));
+  const std::string local = (tmp_->path() / "doc.json").string();
+  ASSERT_TRUE(PublishBytes(local, bytes, /*sync=*/true).ok());
+  EXPECT_EQ(Slurp(local), text);
+  for (const std::string& path : {local, s3::S3Location{"models", "docs/a/doc.json"}.Url()}) {
+    ASSERT_TRUE(PublishBytes(path, bytes, /*sync=*/false).ok()) << path;
+    auto got = ReadWhole(path, 1024);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(*got, text);
+    auto over = ReadWhole(path, 5);
+    EXPECT_EQ(over.status().code(), StatusCode::kLimitExceeded);
+    EXPECT_THAT(over.status().message(), HasSubstr(path + ": 17 bytes exceeds the limit of 5"));
+  }
+  ASSERT_TRUE(PublishBytes("s3://models/docs/ab/doc.json", bytes, false).ok());
+  auto listed = ListUrls("s3://models/docs/a/");
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  EXPECT_EQ(*listed, std::vector<std::string>{"s3://models/docs/a/doc.json"});
+  auto size = UrlObjectSize("s3://models/docs/ab/doc.json");
+  ASSERT_TRUE(size.ok());
+  EXPECT_EQ(*size, text.size());
+  EXPECT_EQ(ReadWhole("s3://models/docs/none.json", 1024).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ReadWhole(local + ".none", 1024).status().code(), StatusCode::kNotFound);
+  const Status http = PublishBytes("http://127.0.0.1:9/doc.json", bytes, false);
+  EXPECT_EQ(http.code(), StatusCode::kUnsupported) << http.ToString();
+  EXPECT_FALSE(fs::exists(local + ".none"));
+  std::size_t left = 0;  // no temporary file of the local publishes
+  for (const auto& e : fs::directory_iterator(tmp_->path()))
+    left += e.path().string().find(".tmp") != std::string::npos;
+  EXPECT_EQ(left, 0u);
 }
 
 TEST(RemoteHttpFileTest, SafetensorsOverHttp) {

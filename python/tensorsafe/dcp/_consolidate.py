@@ -26,6 +26,7 @@ from ..errors import InvalidArgumentError, UnsupportedError
 from ..writer import Writer
 from . import _default
 from ._reader import load_metadata
+from ._writer import _join
 
 # torch dtype -> safetensors code (the formats' shared dtype table, docs/FORMAT.md).
 _ST = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
@@ -68,7 +69,7 @@ def full_tensors(path: str) -> Iterator[Tuple[str, torch.Tensor]]:
         for idx, loc in chunks.get(fqn, []):
             r = readers.get(loc.file)
             if r is None:
-                r = readers[loc.file] = _native.Reader.open(os.path.join(path, loc.file), "pread")
+                r = readers[loc.file] = _native.Reader.open(_join(path, loc.file), "pread")
             off = list(idx.offset)
             sizes = next(c.sizes for c in sm.chunks if list(c.offsets) == off)
             dest = full[tuple(slice(o, o + s) for o, s in zip(off, sizes))]

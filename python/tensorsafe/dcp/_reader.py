@@ -18,7 +18,11 @@ from .. import _native
 from ..errors import CorruptionError, Error, InvalidArgumentError, NotFoundError
 from . import _schema
 from ._schema import METADATA_NAME, Location
-from ._writer import _is_local_path
+from ._writer import RANK_FILE, _is_url, _join
+
+# The metadata is read whole: at most this much (a checkpoint of millions of
+# items has a metadata document of a few hundred MB).
+_MAX_DOCUMENT = 1 << 30
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -29,7 +33,19 @@ def read_document(path: str) -> bytes:
     Raises:
         NotFoundError: the directory has no committed checkpoint.
     """
-    meta = os.path.join(path, METADATA_NAME)
+    meta = _join(path, METADATA_NAME)
+    if _is_url(path):
+        try:
+            return _native.read_whole(meta, _MAX_DOCUMENT)
+        except NotFoundError:
+            try:
+                ranks = any(RANK_FILE.match(u[u.rfind("/") + 1:]) for u in _native.list_urls(_join(path, "__")))
+                what = ("holds rank files but no committed metadata: an interrupted save, never loadable" if ranks
+                        else "holds no checkpoint")
+            except Error:  # a server that lists nothing (http)
+                what = "has no committed metadata"
+            raise NotFoundError(f"{path}: not a tensorsafe checkpoint: {METADATA_NAME} is missing; "
+                                f"the prefix {what}") from None
     try:
         with open(meta, "rb") as f:
             return f.read()
@@ -44,7 +60,7 @@ def read_document(path: str) -> bytes:
 def load_metadata(path: PathLike) -> Metadata:
     """The DCP Metadata of the checkpoint in directory ``path``."""
     path = os.fspath(path)
-    return _schema.decode(read_document(path), os.path.join(path, METADATA_NAME))
+    return _schema.decode(read_document(path), _join(path, METADATA_NAME))
 
 
 def _bytes_of(t: torch.Tensor) -> np.ndarray:
@@ -64,7 +80,7 @@ class StorageReader(_storage.StorageReader):
     trust (docs/DCP.md §6).
 
     Args:
-        path: the checkpoint directory.
+        path: the checkpoint directory, or its URL prefix.
         verify: check the checksum of every block read (default True).
         read_threads: threads sharing each read of 32 MiB or more (0: up
             to 4).
@@ -106,19 +122,21 @@ class StorageReader(_storage.StorageReader):
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: PathLike) -> bool:
-        return _is_local_path(checkpoint_id) and os.path.isfile(os.path.join(os.fspath(checkpoint_id),
-                                                                             METADATA_NAME))
+        if not isinstance(checkpoint_id, (str, os.PathLike)):
+            return False
+        path = os.fspath(checkpoint_id)
+        return _is_url(path) or os.path.isfile(os.path.join(path, METADATA_NAME))
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future:
         per_file: Dict[str, List[ReadItem]] = {}
         for req in plan.items:
             loc = self.storage_data.get(req.storage_index)
             if loc is None:
-                raise CorruptionError(f"{os.path.join(self.path, METADATA_NAME)}: no storage entry for item "
+                raise CorruptionError(f"{_join(self.path, METADATA_NAME)}: no storage entry for item "
                                       f"{req.storage_index.fqn!r} at offsets {list(req.storage_index.offset or [])}")
             per_file.setdefault(loc.file, []).append(req)
         for file, reqs in per_file.items():
-            path = os.path.join(self.path, file)
+            path = _join(self.path, file)
             try:
                 r = _native.Reader.open(path, "pread", self.read_threads)
             except Error as e:

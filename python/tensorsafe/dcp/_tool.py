@@ -22,6 +22,7 @@ from . import _default
 from ._consolidate import any_metadata, consolidate
 from ._reader import read_document
 from ._schema import METADATA_NAME
+from ._writer import _join
 
 
 def _size(n: float) -> str:
@@ -93,7 +94,7 @@ def cmd_verify(path: str) -> int:
         by_file.setdefault(loc.file, []).append((idx, loc))
     bad = 0
     for file, entries in sorted(by_file.items()):
-        fpath = os.path.join(path, file)
+        fpath = _join(path, file)
         try:
             r = _native.Reader.open(fpath, "pread")
             r.verify()

@@ -45,6 +45,19 @@ def _is_local_path(checkpoint_id: Any) -> bool:
     return isinstance(checkpoint_id, (str, os.PathLike)) and "://" not in os.fspath(checkpoint_id)
 
 
+def _is_url(path: str) -> bool:
+    return "://" in path
+
+
+def _join(checkpoint: str, name: str) -> str:
+    """A file of a checkpoint: in its directory, or under its URL prefix."""
+    return checkpoint.rstrip("/") + "/" + name if _is_url(checkpoint) else os.path.join(checkpoint, name)
+
+
+def _file_size(path: str) -> int:
+    return _native.url_object_size(path) if _is_url(path) else os.stat(path).st_size
+
+
 def _tensor_name(item: WriteItem) -> str:
     idx = item.index
     if item.type == WriteItemType.BYTE_IO or idx.offset is None:
@@ -67,7 +80,10 @@ class StorageWriter(_storage.StorageWriter):
     bytes of DCP's ``torch.save`` and are stored as uint8 tensors.
 
     Args:
-        path: the checkpoint directory (created when missing).
+        path: the checkpoint directory (created when missing), or a URL
+            prefix (``s3://bucket/ckpt/step100``, or a scheme fsspec
+            stores): each file is staged under $TMPDIR and uploaded whole,
+            the metadata last (docs/DCP.md, "At a URL").
         sync: fsync every file and the directory (default True; without it
             a power loss may lose the checkpoint, never a process crash).
         block_bytes: tensors larger than this are stored as row blocks, each
@@ -101,6 +117,9 @@ class StorageWriter(_storage.StorageWriter):
         self.thread_count = thread_count
         self.alignment = alignment
         self.incremental_from = None if incremental_from is None else os.fspath(incremental_from)
+        if self.incremental_from is not None and (_is_url(self.path) or _is_url(self.incremental_from)):
+            raise UnsupportedError("incremental_from= hard-links the unchanged rank files of a local checkpoint "
+                                   f"into a local one; not with URLs ({self.incremental_from} -> {self.path})")
         self.save_id = uuid.uuid4().hex[:16]
         self.rank = 0
         self.is_coordinator = True
@@ -119,7 +138,8 @@ class StorageWriter(_storage.StorageWriter):
                                    "the metadata of every rank")
 
     def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
-        os.makedirs(self.path, exist_ok=True)
+        if not _is_url(self.path):  # a URL prefix needs no folder
+            os.makedirs(self.path, exist_ok=True)
         return plan
 
     def prepare_global_plan(self, plans: List[SavePlan]) -> List[SavePlan]:
@@ -163,8 +183,12 @@ class StorageWriter(_storage.StorageWriter):
         files: Dict[str, Dict[str, Any]] = {}
         for loc in storage.values():
             if loc.file not in files:
-                files[loc.file] = {"size": os.stat(os.path.join(self.path, loc.file)).st_size}
+                files[loc.file] = {"size": _file_size(_join(self.path, loc.file))}
         doc = _schema.encode(metadata, self.save_id, files)
+        if _is_url(self.path):  # one upload, which is the commit: the object appears whole or not at all
+            _native.publish_bytes(_join(self.path, METADATA_NAME), doc, self.sync)
+            self._collect(set(files))
+            return
         tmp = os.path.join(self.path, f".{METADATA_NAME}.{self.save_id}.tmp")
         final = os.path.join(self.path, METADATA_NAME)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -194,12 +218,18 @@ class StorageWriter(_storage.StorageWriter):
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: PathLike) -> bool:
-        return _is_local_path(checkpoint_id)
+        return isinstance(checkpoint_id, (str, os.PathLike))
 
     # -- internals ----------------------------------------------------------
     def _collect(self, keep: set) -> None:
         """After the commit: removes rank files of earlier saves and the
         leftovers of interrupted ones (one save at a time per directory)."""
+        if _is_url(self.path):  # staged files never reach the store: only rank files to look at
+            for url in _native.list_urls(_join(self.path, "__")):
+                name = url[url.rfind("/") + 1:]
+                if RANK_FILE.match(name) and name not in keep:
+                    _native.remove_path(url)
+            return
         for name in os.listdir(self.path):
             if (RANK_FILE.match(name) and name not in keep) or _TEMP_FILE.match(name):
                 try:
@@ -223,7 +253,7 @@ class StorageWriter(_storage.StorageWriter):
 
     def _write_file(self, name: str, items: List[WriteItem], planner: SavePlanner, prev,
                     lock: Optional[threading.Lock] = None) -> List[_storage.WriteResult]:
-        path = os.path.join(self.path, name)
+        path = _join(self.path, name)
         pending: List[Tuple[WriteItem, List[str], Optional[int], int]] = []
         reused: List[_storage.WriteResult] = []
         w: Optional[Writer] = None  # created for the first item not reused

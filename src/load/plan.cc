@@ -63,6 +63,7 @@ struct Builder {
   // once every item is in): no name is copied to look it up.
   std::optional<std::unordered_set<std::string_view>> wanted;  // nullopt: all
   std::unordered_map<std::string_view, std::uint32_t> seen;    // name -> its item, filled by CheckNamesOnce
+  int sources = 0;  // files and local checkpoints added, each with names of its own unique
 
   Status Add(const std::string& path, Format format, const TensorInfo& info) {
     if (wanted && !wanted->count(info.name)) return Status::OK();
@@ -96,6 +97,7 @@ struct Builder {
     const std::uint64_t size = std::filesystem::file_size(path, ec);
     if (ec) return IOError(path + ": " + ec.message(), ec.value());
     plan.files.push_back({path, format, size});
+    ++sources;
     const std::size_t first = plan.items.size();
     Status inner;
     TS_RETURN_IF_ERROR(ForEachTensorInfo(path, format, [&](const TensorInfo& info) {
@@ -114,6 +116,7 @@ struct Builder {
   // the index, then each shard, on one thread).
   Status AddCheckpoint(const std::string& index_path) {
     TS_ASSIGN_OR_RETURN(sharded::Checkpoint ck, sharded::Open(index_path));
+    ++sources;
     if (!FormatLoadsInPlace(ck.index.format))
       return Unsupported(index_path + ": shards the loader cannot read in place");
     std::size_t t = 0;  // ck.set.tensors holds the shards' tensors shard after shard, each in data order
@@ -173,11 +176,16 @@ Result<LoadPlan> PlanLoad(std::span<const std::string> paths, const PlanOptions&
                              " (dim must be 0 or 1, index below parts)");
     }
   }
-  Builder b{options, {}, {}, {}};
+  Builder b{options, {}, {}, {}, 0};
   if (options.names) b.wanted.emplace(options.names->begin(), options.names->end());
   for (const std::string& p : paths) TS_RETURN_IF_ERROR(b.AddPath(p));
-  TS_RETURN_IF_ERROR(b.CheckNamesOnce());
+  // One source's names are unique already: every reader refuses a name
+  // twice in a file, and sharded::Open one in two shards. Only several (two
+  // paths, one file named twice, the shards of a checkpoint at a URL) can
+  // repeat one.
+  if (b.sources > 1) TS_RETURN_IF_ERROR(b.CheckNamesOnce());
   if (b.wanted && b.plan.items.size() != b.wanted->size()) {
+    if (b.seen.empty()) TS_RETURN_IF_ERROR(b.CheckNamesOnce());
     for (const std::string& n : *options.names) {
       if (!b.seen.count(n)) {
         return NotFound("no tensor " + QuoteName(n) + " in " +

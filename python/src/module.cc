@@ -17,6 +17,7 @@ void RegisterSharded(py::module_& m);           // sharded.cc
 void RegisterLoad(py::module_& m);              // load.cc
 void RegisterUrlHandler(py::module_& m);        // url_handler.cc
 void RegisterDcp(py::module_& m);               // dcp.cc
+void RegisterCli(py::module_& m);               // cli.cc
 }  // namespace tensorsafe::python
 
 PYBIND11_MODULE(_native, m) {
@@ -39,4 +40,5 @@ PYBIND11_MODULE(_native, m) {
   tp::RegisterLoad(m);
   tp::RegisterUrlHandler(m);
   tp::RegisterDcp(m);
+  tp::RegisterCli(m);
 }

@@ -1,6 +1,6 @@
 // The CLI's command registry. Each command lives in its own cmd_<name>.cc and
 // registers itself with TS_REGISTER_COMMAND, so adding a command never edits
-// main.cc. Commands use only the public API in include/ (STYLE.md).
+// run.cc. Commands use only the public API in include/ (STYLE.md).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -21,9 +21,13 @@ struct Command {
   Setup setup;
 };
 
-// Commands in registration order; main.cc sorts them by name.
+// Commands in registration order; Run sorts them by name.
 std::vector<Command>& Registry();
 bool RegisterCommand(std::string name, std::string description, Setup setup);
+
+// The CLI on argv[1..argc) (argv[0] the program's name): parses, runs the
+// chosen command, flushes stdout and returns the exit code (exit_codes.h).
+int Run(int argc, char** argv);
 
 }  // namespace tensorsafe::cli
 

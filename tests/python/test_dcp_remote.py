@@ -56,9 +56,22 @@ def test_two_ranks_save_to_s3_and_load_on_1_and_3(s3, tmpdir_env):
     assert load_metadata(url).state_dict_metadata["big"].size == torch.Size([301, 64])
 
 
-def test_resave_replaces_the_checkpoint_and_removes_old_objects(s3, tmpdir_env):
+def heads(moto, key):
+    """HEAD requests moto_server has logged for keys containing ``key``."""
+    import re
+    import time
+
+    time.sleep(0.1)
+    lines = (re.sub(r"\x1b\[[0-9;]*m", "", line) for line in open(moto.log_path, errors="replace"))
+    return sum(1 for line in lines if '"HEAD ' in line and key in line)
+
+
+def test_resave_replaces_the_checkpoint_and_removes_old_objects(s3, moto, tmpdir_env):
     url = f"s3://{BUCKET}/dcp/resave/"  # a trailing slash names the same prefix
     dcp.save(small_state(1.0), storage_writer=StorageWriter(url))
+    # The metadata's file sizes come from the ranks that wrote the files: the
+    # coordinator asks the store for none.
+    assert heads(moto, "dcp/resave/__") == 0
     first = keys(s3, "dcp/resave/")
     dcp.save(small_state(2.0), storage_writer=StorageWriter(url))
     second = keys(s3, "dcp/resave/")

@@ -39,15 +39,18 @@ class Location:
     """Where one DCP item lives: a file of the checkpoint and the tensors
     holding it (one, or row blocks of ``rows`` rows each, in order)."""
 
-    __slots__ = ("file", "tensors", "rows", "nbytes", "checksums")
+    __slots__ = ("file", "tensors", "rows", "nbytes", "checksums", "file_size")
 
     def __init__(self, file: str, tensors: List[str], rows: Optional[int], nbytes: int,
-                 checksums: Optional[List[int]] = None):
+                 checksums: Optional[List[int]] = None, file_size: Optional[int] = None):
         self.file = file
         self.tensors = tensors
         self.rows = rows
         self.nbytes = nbytes
         self.checksums = checksums  # XXH3-64 of each tensor, as the file's index says
+        # The file's size as the rank that wrote it saw it, for the
+        # coordinator's "files" (not stored per item; None when unknown).
+        self.file_size = file_size
 
     def __repr__(self) -> str:
         return f"Location({self.file!r}, {self.tensors!r}, rows={self.rows}, nbytes={self.nbytes})"

@@ -183,7 +183,11 @@ class StorageWriter(_storage.StorageWriter):
         files: Dict[str, Dict[str, Any]] = {}
         for loc in storage.values():
             if loc.file not in files:
-                files[loc.file] = {"size": _file_size(_join(self.path, loc.file))}
+                # As the writing rank saw it: a coordinator of a thousand ranks
+                # asks the store nothing (reused files of an incremental save
+                # are stat'ed).
+                size = getattr(loc, "file_size", None)
+                files[loc.file] = {"size": size if size is not None else _file_size(_join(self.path, loc.file))}
         doc = _schema.encode(metadata, self.save_id, files)
         if _is_url(self.path):  # one upload, which is the commit: the object appears whole or not at all
             _native.publish_bytes(_join(self.path, METADATA_NAME), doc, self.sync)
@@ -295,9 +299,11 @@ class StorageWriter(_storage.StorageWriter):
             return reused
         # The checksums the writer computed, from the file's index: the
         # metadata records them for incremental saves and for verification.
-        sums = {i["name"]: i["checksum"] for i in _native.Reader.open(path, "pread").infos()}
+        written = _native.Reader.open(path, "pread")
+        sums = {i["name"]: i["checksum"] for i in written.infos()}
+        size = written.summary()["file_size"]
         return [_storage.WriteResult(index=item.index, size_in_bytes=nbytes,
-                                     storage_data=Location(name, tn, rows, nbytes, [sums[n] for n in tn]))
+                                     storage_data=Location(name, tn, rows, nbytes, [sums[n] for n in tn], size))
                 for item, tn, rows, nbytes in pending] + reused
 
     def _add_tensor(self, w: Writer, base: str, t: torch.Tensor) -> Tuple[List[str], Optional[int]]:

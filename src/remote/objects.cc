@@ -20,7 +20,7 @@ Status PublishBytes(const std::string& path, std::span<const std::byte> bytes, b
   if (s.ok()) s = closed;
   if (s.ok()) s = env->Rename(tmp, path);
   if (!s.ok()) {
-    (void)env->Remove(tmp);  // a failed upload has removed nothing: the staging file goes here
+    (void)env->Remove(tmp);  // what a failed write or local rename left (an upload removes its own)
     return s;
   }
   return sync ? env->SyncDirOf(path) : Status::OK();

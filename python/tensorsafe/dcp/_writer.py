@@ -41,10 +41,6 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def _is_local_path(checkpoint_id: Any) -> bool:
-    return isinstance(checkpoint_id, (str, os.PathLike)) and "://" not in os.fspath(checkpoint_id)
-
-
 def _is_url(path: str) -> bool:
     return "://" in path
 

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 dcp = pytest.importorskip("torch.distributed.checkpoint")
 
 from moto_s3 import BUCKET, moto, s3  # noqa: E402,F401  (fixtures)
-from test_dcp import FAILED, job, small_state  # noqa: E402
+from test_dcp import ASYNC_PROCESS_SCRIPT, FAILED, free_port, job, small_state  # noqa: E402
 
 import dcp_jobs  # noqa: E402
 import tensorsafe  # noqa: E402
@@ -101,6 +101,20 @@ def test_a_damaged_object_is_named_and_a_missing_commit_is_no_checkpoint(s3, tmp
         load_metadata(url)
     with pytest.raises(NotFoundError, match="the prefix holds no checkpoint"):
         load_metadata(f"s3://{BUCKET}/dcp/nothing")
+
+
+def test_async_save_to_s3_in_dcps_background_process(s3, tmpdir_env):
+    """DCP's process-based async save uploads from its background process
+    (which inherits the credentials and $TMPDIR); the load reads it back."""
+    import subprocess
+
+    url = f"s3://{BUCKET}/dcp/async"
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), RANK="0", WORLD_SIZE="1")
+    r = subprocess.run([sys.executable, "-c", ASYNC_PROCESS_SCRIPT, url], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1])["equal"]
+    assert METADATA_NAME in keys(s3, "dcp/async/")
 
 
 def test_incremental_saves_need_local_directories(s3, tmp_path):

@@ -26,6 +26,12 @@ Status PublishBytes(const std::string& path, std::span<const std::byte> bytes, b
 // `max_bytes` (nothing more is read); kNotFound when there is none.
 Result<std::string> ReadWhole(const std::string& path, std::uint64_t max_bytes, Env* env = nullptr);
 
+// Copies the file or object `from` to `to`, whole or not at all: between
+// two s3:// objects on the server (no byte passes through this process),
+// otherwise read into a temporary file beside `to` (under $TMPDIR for a
+// URL) and published as PublishBytes publishes. env nullptr: Env::Default().
+Status CopyFile(const std::string& from, const std::string& to, bool sync, Env* env = nullptr);
+
 // The URLs of the objects whose URL starts with `prefix` (an s3:// URL or a
 // scheme the UrlHandler lists); kUnsupported for others.
 Result<std::vector<std::string>> ListUrls(const std::string& prefix);

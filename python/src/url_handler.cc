@@ -167,6 +167,14 @@ void RegisterUrlHandler(py::module_& m) {
       "url_object_size", [](const std::string& url) { return WithoutGil([&] { return UrlObjectSize(url); }); },
       py::arg("url"), "The size of the object at `url`.");
   m.def(
+      "copy_path",
+      [](const std::string& from, const std::string& to, bool sync) {
+        py::gil_scoped_release nogil;
+        Check(CopyFile(from, to, sync));
+      },
+      py::arg("src"), py::arg("dst"), py::arg("sync") = true,
+      "Copies a file or object whole: on the server between s3:// objects, else through a local file.");
+  m.def(
       "remove_path",
       [](const std::string& path) {
         py::gil_scoped_release nogil;

@@ -49,6 +49,14 @@ Status PutObjectFromFile(const std::string& url, const std::string& path) {
   return st.client->Put(st.loc, region->bytes());
 }
 
+Status CopyS3Object(const std::string& from, const std::string& to) {
+  if (!s3::IsS3Url(from) || !s3::IsS3Url(to)) return Unsupported(from + " -> " + to + ": not two s3:// objects");
+  TS_ASSIGN_OR_RETURN(Store dst, StoreFor(to));
+  TS_ASSIGN_OR_RETURN(s3::S3Location src, s3::ParseS3Url(from));
+  TS_ASSIGN_OR_RETURN(s3::ObjectInfo info, dst.client->Head(src));
+  return dst.client->Copy(src, dst.loc, info.size);
+}
+
 Status DeleteObject(const std::string& url) {
   TS_ASSIGN_OR_RETURN(Store st, StoreFor(url));
   Status s = st.handler != nullptr ? st.handler->RemoveUrl(url) : st.client->Delete(st.loc);

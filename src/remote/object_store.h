@@ -20,6 +20,10 @@ Status CheckStorableUrl(const std::string& url);
 // Stores the local file `path` as `url`, replacing any object there (one
 // PUT, or a multipart upload of a large file; a failed one is aborted).
 Status PutObjectFromFile(const std::string& url, const std::string& path);
+// Copies the s3:// object `from` to the s3:// URL `to` on the server (a
+// HEAD for its size, then S3Client::Copy); kUnsupported when either is not
+// an s3:// URL (objects.h's CopyFile then copies through a local file).
+Status CopyS3Object(const std::string& from, const std::string& to);
 // Removes the object at `url`; OK when there is none.
 Status DeleteObject(const std::string& url);
 // The URLs of the objects whose URL starts with `prefix`.

@@ -361,7 +361,44 @@ Status S3Client::PutMultipart(const S3Location& loc, std::span<const std::byte> 
   std::uint64_t part = std::max<std::uint64_t>(options_.part_size, 5ull << 20);
   while ((bytes.size() + part - 1) / part > 10'000) part *= 2;
   const std::size_t parts = static_cast<std::size_t>((bytes.size() + part - 1) / part);
+  return Multipart(
+      loc, parts,
+      [&](std::size_t i, Call& c) {
+        c.body = bytes.subspan(i * part, std::min<std::uint64_t>(part, bytes.size() - i * part));
+      },
+      /*etag_in_body=*/false);
+}
 
+Status S3Client::Copy(const S3Location& from, const S3Location& to, std::uint64_t size) const {
+  const std::string source = "/" + from.bucket + "/" + UriEncode(from.key, true);
+  std::uint64_t part = std::max<std::uint64_t>(options_.copy_part_size, 5ull << 20);
+  if (size <= part) {
+    Call c;
+    c.method = "PUT";
+    c.loc = to;
+    c.headers = {{"x-amz-copy-source", source}};
+    c.what = "(copy of " + from.Url() + ")";
+    TS_ASSIGN_OR_RETURN(CurlResponse r, Send(c));
+    if (r.body.find("<Error>") != std::string::npos) {
+      return IOError("S3 PUT " + to.Url() + " " + c.what + ": " + Tag(r.body, "Code") + ": " + Tag(r.body, "Message"),
+                     0);
+    }
+    return Status::OK();
+  }
+  while ((size + part - 1) / part > 10'000) part *= 2;
+  const std::size_t parts = static_cast<std::size_t>((size + part - 1) / part);
+  return Multipart(
+      to, parts,
+      [&](std::size_t i, Call& c) {
+        const std::uint64_t first = i * part, last = std::min(size, first + part) - 1;
+        c.headers = {{"x-amz-copy-source", source},
+                     {"x-amz-copy-source-range", "bytes=" + std::to_string(first) + "-" + std::to_string(last)}};
+      },
+      /*etag_in_body=*/true);
+}
+
+Status S3Client::Multipart(const S3Location& loc, std::size_t parts,
+                           const std::function<void(std::size_t, Call&)>& fill, bool etag_in_body) const {
   Call start;
   start.method = "POST";
   start.loc = loc;
@@ -378,10 +415,10 @@ Status S3Client::PutMultipart(const S3Location& loc, std::span<const std::byte> 
         c.method = "PUT";
         c.loc = loc;
         c.query = {{"partNumber", std::to_string(i + 1)}, {"uploadId", upload_id}};
-        c.body = bytes.subspan(i * part, std::min<std::uint64_t>(part, bytes.size() - i * part));
         c.what = "part " + std::to_string(i + 1) + " of " + std::to_string(parts);
+        fill(i, c);
         TS_ASSIGN_OR_RETURN(CurlResponse r, Send(c));
-        etags[i] = r.Header("etag");
+        etags[i] = etag_in_body ? Tag(r.body, "ETag") : r.Header("etag");
         if (etags[i].empty()) return Corruption("S3 PUT " + loc.Url() + " " + c.what + ": no ETag in the response");
         return Status::OK();
       });
@@ -397,7 +434,13 @@ Status S3Client::PutMultipart(const S3Location& loc, std::span<const std::byte> 
     done.query = {{"uploadId", upload_id}};
     done.body = std::as_bytes(std::span<const char>(xml.data(), xml.size()));
     done.what = "(complete multipart upload of " + std::to_string(parts) + " parts)";
-    s = Send(done).status();
+    Result<CurlResponse> r = Send(done);
+    s = r.status();
+    // Like a copy, a completion can fail with a 200 whose body is an <Error>.
+    if (s.ok() && r->body.find("<Error>") != std::string::npos) {
+      s = IOError(
+          "S3 POST " + loc.Url() + " " + done.what + ": " + Tag(r->body, "Code") + ": " + Tag(r->body, "Message"), 0);
+    }
   }
   if (!s.ok()) {
     // Abort so the parts do not linger (and cost) on the server.

@@ -41,6 +41,9 @@ struct S3ClientOptions {
   // grows to stay within that).
   std::uint64_t multipart_threshold = 64ull << 20;
   std::uint64_t part_size = 16ull << 20;
+  // Server-side copies of objects larger than this go in parts this big
+  // (S3 copies at most 5 GiB in one request).
+  std::uint64_t copy_part_size = 5ull << 30;
   // Connections used by one large ranged read or multipart upload.
   int parallelism = 8;
   // Ranged reads larger than this are split into pieces this big.
@@ -101,6 +104,11 @@ class S3Client {
   // failed multipart upload is aborted so no parts are left billed).
   Status Put(const S3Location& loc, std::span<const std::byte> bytes) const;
   Status Delete(const S3Location& loc) const;
+  // Copies the object `from` (of `size` bytes) to `to` on the server: one
+  // CopyObject, or a multipart copy of copy_part_size parts (aborted on
+  // failure). S3 may fail a copy with a 200 whose body is an <Error>: that
+  // is an error here too.
+  Status Copy(const S3Location& from, const S3Location& to, std::uint64_t size) const;
   // For tests: creates a bucket.
   Status CreateBucket(const std::string& bucket) const;
 
@@ -126,6 +134,12 @@ class S3Client {
   Result<CurlResponse> Send(const Call& call) const;
   Status GetOneRange(const S3Location& loc, std::uint64_t offset, std::span<std::byte> out) const;
   Status PutMultipart(const S3Location& loc, std::span<const std::byte> bytes) const;
+  // S3's multipart protocol on `loc`: start, `parts` parts sent in parallel
+  // (each Call's part fields filled by `fill`; its ETag read from the
+  // response header, or from its body when `etag_in_body`), complete; an
+  // abort when any step fails.
+  Status Multipart(const S3Location& loc, std::size_t parts, const std::function<void(std::size_t, Call&)>& fill,
+                   bool etag_in_body) const;
 
   S3Config config_;
   S3ClientOptions options_;

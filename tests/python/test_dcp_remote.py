@@ -18,12 +18,22 @@ from test_dcp import ASYNC_PROCESS_SCRIPT, FAILED, free_port, job, small_state  
 import dcp_jobs  # noqa: E402
 import tensorsafe  # noqa: E402
 from tensorsafe.dcp import METADATA_NAME, StorageReader, StorageWriter, load_metadata  # noqa: E402
-from tensorsafe.errors import NotFoundError, UnsupportedError  # noqa: E402
+from tensorsafe.errors import NotFoundError  # noqa: E402
 
 
 def keys(s3, prefix):
     out = s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("Contents", [])
     return sorted(o["Key"][len(prefix):] for o in out)
+
+
+def requests(moto, method, key):
+    """``method`` requests moto_server has logged for keys containing ``key``."""
+    import re
+    import time
+
+    time.sleep(0.1)
+    lines = (re.sub(r"\x1b\[[0-9;]*m", "", line) for line in open(moto.log_path, errors="replace"))
+    return sum(1 for line in lines if f'"{method} ' in line and key in line)
 
 
 @pytest.fixture
@@ -56,22 +66,12 @@ def test_two_ranks_save_to_s3_and_load_on_1_and_3(s3, tmpdir_env):
     assert load_metadata(url).state_dict_metadata["big"].size == torch.Size([301, 64])
 
 
-def heads(moto, key):
-    """HEAD requests moto_server has logged for keys containing ``key``."""
-    import re
-    import time
-
-    time.sleep(0.1)
-    lines = (re.sub(r"\x1b\[[0-9;]*m", "", line) for line in open(moto.log_path, errors="replace"))
-    return sum(1 for line in lines if '"HEAD ' in line and key in line)
-
-
 def test_resave_replaces_the_checkpoint_and_removes_old_objects(s3, moto, tmpdir_env):
     url = f"s3://{BUCKET}/dcp/resave/"  # a trailing slash names the same prefix
     dcp.save(small_state(1.0), storage_writer=StorageWriter(url))
     # The metadata's file sizes come from the ranks that wrote the files: the
     # coordinator asks the store for none.
-    assert heads(moto, "dcp/resave/__") == 0
+    assert requests(moto, "HEAD", "dcp/resave/__") == 0
     first = keys(s3, "dcp/resave/")
     dcp.save(small_state(2.0), storage_writer=StorageWriter(url))
     second = keys(s3, "dcp/resave/")
@@ -117,9 +117,30 @@ def test_async_save_to_s3_in_dcps_background_process(s3, tmpdir_env):
     assert METADATA_NAME in keys(s3, "dcp/async/")
 
 
-def test_incremental_saves_need_local_directories(s3, tmp_path):
-    with pytest.raises(UnsupportedError, match="incremental_from= hard-links .* not with URLs"):
-        StorageWriter(f"s3://{BUCKET}/dcp/inc", incremental_from=tmp_path)
+def test_incremental_save_copies_unchanged_rank_files_on_the_server(s3, moto, tmpdir_env, tmp_path):
+    first, second = f"s3://{BUCKET}/dcp/inc1", f"s3://{BUCKET}/dcp/inc2"
+    dcp.save(small_state(1.0), storage_writer=StorageWriter(first))
+    old = next(k for k in keys(s3, "dcp/inc1/") if k.endswith(".tsafe"))
+    gets = requests(moto, "GET", f"dcp/inc1/{old}")
+    dcp.save(small_state(2.0), storage_writer=StorageWriter(second, incremental_from=first))  # "b" is unchanged
+    # The old rank file was copied on the server: this process read none of it.
+    assert requests(moto, "GET", f"dcp/inc1/{old}") == gets
+    assert old in keys(s3, "dcp/inc2/") and len(keys(s3, "dcp/inc2/")) == 3
+    doc = json.loads(s3.get_object(Bucket=BUCKET, Key=f"dcp/inc2/{METADATA_NAME}")["Body"].read())
+    assert {s["file"] for s in doc["storage"] if s["fqn"] == "b"} == {old}
+    for obj in keys(s3, "dcp/inc1/"):  # the first checkpoint gone: the second still loads
+        s3.delete_object(Bucket=BUCKET, Key=f"dcp/inc1/{obj}")
+    sd = small_state(0.0)
+    dcp.load(sd, storage_reader=StorageReader(second))
+    want = small_state(2.0)
+    assert all(torch.equal(sd[k], want[k]) for k in ("a", "b")) and torch.equal(sd["c"]["x"], want["c"]["x"])
+    # From a URL into a directory: the file is copied through a local file.
+    local = tmp_path / "inc3"
+    dcp.save(small_state(3.0), storage_writer=StorageWriter(local, incremental_from=second))
+    assert old in os.listdir(local)
+    sd = small_state(0.0)
+    dcp.load(sd, storage_reader=StorageReader(local))
+    assert torch.equal(sd["b"], want["b"]) and torch.all(sd["a"] == 3.0)
 
 
 def test_dcp_tool_reads_a_checkpoint_at_a_url(s3, tmpdir_env, tmp_path):

@@ -137,6 +137,34 @@ TEST_F(S3ClientTest, MultipartUploadAboveThreshold) {
   EXPECT_TRUE(back == data);
 }
 
+// Copies stay on the server: one CopyObject, or above copy_part_size a
+// multipart copy whose parts name byte ranges of the source.
+TEST_F(S3ClientTest, CopiesOnTheServerWholeOrInParts) {
+  const std::string data = RandomBytes(12 << 20, 4);  // 5 + 5 + 2 MiB in parts
+  ASSERT_TRUE(client_->Put(Loc("src/a b.tsafe"), Bytes(data)).ok());
+  const int mark = server_->LogLines();
+  ASSERT_TRUE(client_->Copy(Loc("src/a b.tsafe"), Loc("dst/one.tsafe"), data.size()).ok());
+  EXPECT_EQ(server_->CountRequestsSince(mark, "PUT /" + bucket_ + "/dst/one.tsafe"), 1);
+  S3ClientOptions o = FastRetries();
+  o.copy_part_size = 5 << 20;
+  auto client = S3Client::Create(ConfigFor(server_->Endpoint()), o);
+  const int parts = server_->LogLines();
+  ASSERT_TRUE(client->Copy(Loc("src/a b.tsafe"), Loc("dst/parts.tsafe"), data.size()).ok());
+  EXPECT_EQ(server_->CountRequestsSince(parts, "PUT /" + bucket_ + "/dst/parts.tsafe?partNumber="), 3);
+  for (const char* key : {"dst/one.tsafe", "dst/parts.tsafe"}) {
+    auto back = client_->GetObject(Loc(key));
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_TRUE(*back == data) << key;
+  }
+  EXPECT_THAT(client_->Head(Loc("dst/parts.tsafe"))->etag, HasSubstr("-3"));
+  // A missing source is the server's error, naming the destination and the source.
+  Status missing = client_->Copy(Loc("src/none"), Loc("dst/none"), 10);
+  EXPECT_FALSE(missing.ok());
+  EXPECT_THAT(missing.message(), HasSubstr("dst/none"));
+  EXPECT_THAT(missing.message(), HasSubstr("src/none"));
+  EXPECT_EQ(client_->Head(Loc("dst/none")).status().code(), StatusCode::kNotFound);
+}
+
 TEST_F(S3ClientTest, ListFollowsContinuationTokens) {
   for (int i = 0; i < 25; ++i) {
     char name[32];

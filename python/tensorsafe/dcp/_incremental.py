@@ -1,6 +1,8 @@
 """Incremental saves: items whose bytes equal an item of a previous
 checkpoint are not written again; the new metadata names the previous rank
-file, hard-linked (or copied) into the new directory (docs/DCP.md §7)."""
+file, hard-linked (or copied) into the new directory, or at URLs copied
+(on the server between s3:// objects) under the new prefix (docs/DCP.md
+§7)."""
 
 from __future__ import annotations
 
@@ -48,6 +50,11 @@ def checksums(t: torch.Tensor, rows: Optional[int]) -> List[int]:
 
 
 def _link(src_dir: str, dst_dir: str, name: str, sync: bool) -> None:
+    from ._writer import _is_url, _join
+
+    if _is_url(src_dir) or _is_url(dst_dir):  # objects: copied (on the server between s3:// ones)
+        _copy_object(_join(src_dir, name), _join(dst_dir, name), _is_url(dst_dir), sync)
+        return
     dst = os.path.join(dst_dir, name)
     if os.path.exists(dst):
         return  # the same directory, or another rank linked it first
@@ -70,6 +77,19 @@ def _link(src_dir: str, dst_dir: str, name: str, sync: bool) -> None:
         finally:
             os.close(fd)
     os.replace(tmp, dst)
+
+
+def _copy_object(src: str, dst: str, dst_is_url: bool, sync: bool) -> None:
+    """A rank file of the previous checkpoint into the new one, unless it is
+    there already (the same prefix, or another rank copied it first)."""
+    from ..errors import NotFoundError
+
+    try:
+        _native.url_object_size(dst) if dst_is_url else os.stat(dst)
+        return
+    except (NotFoundError, FileNotFoundError):
+        pass
+    _native.copy_path(src, dst, sync)
 
 
 def try_reuse(prev: Previous, dst_dir: str, item: WriteItem, t: torch.Tensor,

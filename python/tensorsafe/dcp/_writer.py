@@ -87,11 +87,13 @@ class StorageWriter(_storage.StorageWriter):
             only the blocks it needs (default 64 MiB).
         thread_count: files each rank writes in parallel threads (default 1).
         alignment: file alignment of each tensor's data (default 64).
-        incremental_from: a committed checkpoint directory: items whose
-            bytes equal its item of the same name and offsets (XXH3-64 of
-            each block) are not written again; the new metadata names that
-            checkpoint's rank file, hard-linked (or copied) into ``path``,
-            so deleting either checkpoint never breaks the other.
+        incremental_from: a committed checkpoint directory (or URL): items
+            whose bytes equal its item of the same name and offsets (XXH3-64
+            of each block) are not written again; the new metadata names
+            that checkpoint's rank file, hard-linked (or copied) into
+            ``path``, or at URLs copied on the server (s3://) or through a
+            local file, so deleting either checkpoint never breaks the
+            other.
 
     Example:
         >>> import torch.distributed.checkpoint as dcp
@@ -113,9 +115,6 @@ class StorageWriter(_storage.StorageWriter):
         self.thread_count = thread_count
         self.alignment = alignment
         self.incremental_from = None if incremental_from is None else os.fspath(incremental_from)
-        if self.incremental_from is not None and (_is_url(self.path) or _is_url(self.incremental_from)):
-            raise UnsupportedError("incremental_from= hard-links the unchanged rank files of a local checkpoint "
-                                   f"into a local one; not with URLs ({self.incremental_from} -> {self.path})")
         self.save_id = uuid.uuid4().hex[:16]
         self.rank = 0
         self.is_coordinator = True

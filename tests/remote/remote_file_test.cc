@@ -389,6 +389,15 @@ TEST_F(RemoteFileTest, DocumentsArePublishedAndReadWhole) {
     EXPECT_EQ(over.status().code(), StatusCode::kLimitExceeded);
     EXPECT_THAT(over.status().message(), HasSubstr(path + ": 17 bytes exceeds the limit of 5"));
   }
+  // CopyFile: on the server between s3:// objects, else through a local file.
+  const std::string copied = (tmp_->path() / "copied.json").string();
+  ASSERT_TRUE(CopyFile("s3://models/docs/a/doc.json", copied, /*sync=*/true).ok());
+  EXPECT_EQ(Slurp(copied), text);
+  ASSERT_TRUE(CopyFile(copied, "s3://models/docs/b/doc.json", false).ok());
+  ASSERT_TRUE(CopyFile("s3://models/docs/b/doc.json", "s3://models/docs/c/doc.json", false).ok());
+  EXPECT_EQ(*ReadWhole("s3://models/docs/c/doc.json", 1024), text);
+  EXPECT_EQ(CopyFile(local + ".none", copied + "2", false).code(), StatusCode::kIOError);
+  EXPECT_FALSE(fs::exists(copied + "2"));
   ASSERT_TRUE(PublishBytes("s3://models/docs/ab/doc.json", bytes, false).ok());
   auto listed = ListUrls("s3://models/docs/a/");
   ASSERT_TRUE(listed.ok()) << listed.status().ToString();

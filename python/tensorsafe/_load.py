@@ -19,8 +19,8 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import numpy as np
 
 from . import _native
-from ._load_into import (_COPY_CHUNK, _copy_into, _dest_key, _into_entry, _into_target, _missing_error, _numpy_dtype,
-                         _tensor_bytes, _tie_or_miss, _torch_dtype, _torch_tensor_type, _verified_text,
+from ._load_into import (_COPY_CHUNK, _copy_into, _dest_key, _into_entry, _into_target, _numpy_dtype,
+                         _settle_unheld, _tensor_bytes, _torch_dtype, _torch_tensor_type, _verified_text,
                          fill_into)
 from .errors import CorruptionError, InvalidArgumentError, NotFoundError, UnsupportedError
 
@@ -187,11 +187,7 @@ def _load_remote(paths: List[str], wanted: Any, framework: str, verify: bool, in
     if left:
         if not from_into:
             raise NotFoundError(f"no tensor {json.dumps(next(iter(left)))} in {', '.join(paths)}")
-        loaded = {_dest_key(into[name]): name for name in out}
-        for name in left:
-            _tie_or_miss(name, into[name], loaded, tied, missing)
-        if strict and missing:
-            raise _missing_error(missing, paths)
+        _settle_unheld(into, reversed(list(out)), left, paths, strict, tied, missing)  # the last of each memory wins
         out.update((name, into[name]) for name in tied)
     if into is not None:
         report["tied"], report["missing"], report["copied"] = tied, missing, copied

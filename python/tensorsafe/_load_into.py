@@ -6,7 +6,7 @@ chunk at a time."""
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
@@ -24,14 +24,22 @@ def _dest_key(dest: Any) -> Any:
     return (ptr(), n) if n and callable(ptr) else None
 
 
-def _tie_or_miss(name: str, dest: Any, loaded: Dict[Any, str], tied: Dict[str, str], missing: List[str]) -> None:
-    """Files into= entry `name`, which no file holds, as tied to a loaded
-    entry with the same memory, or as missing."""
-    key = _dest_key(dest)
-    if key is not None and key in loaded:
-        tied[name] = loaded[key]
-    else:
-        missing.append(name)
+def _settle_unheld(into: Dict[str, Any], held: Iterable[str], unheld: Iterable[str], paths: List[str], strict: bool,
+                   tied: Dict[str, str], missing: List[str]) -> None:
+    """Files the into= entries no file holds (``unheld``) as tied, where
+    their memory is a loaded entry's (``held``, in order: the first of each
+    memory wins), or as missing; with ``strict``, missing ones raise."""
+    loaded: Dict[Any, str] = {}
+    for name in held:
+        loaded.setdefault(_dest_key(into[name]), name)
+    for name in unheld:
+        key = _dest_key(into[name])
+        if key is not None and key in loaded:
+            tied[name] = loaded[key]
+        else:
+            missing.append(name)
+    if strict and missing:
+        raise _missing_error(missing, paths)
 
 
 def _missing_error(missing: List[str], paths: List[str]) -> NotFoundError:
@@ -249,12 +257,8 @@ def _pick(plan: Any, into: Dict[str, Any], out: Dict[str, Any], outs: List[Any],
             slow, items = [at[i] for i in slow if i not in absent], [items[i] for i in keep]
     if len(outs) != len(into):  # entries no file holds: tied to a held entry's memory, or missing
         held = set(out).union(items[i][0] for i in slow) if slow else out
-        loaded = {_dest_key(into[n]): n for n in reversed([n for n in into if n in held])}  # the first of each memory
-        for name, dest in into.items():
-            if name not in held:
-                _tie_or_miss(name, dest, loaded, tied, missing)
-        if strict and missing:
-            raise _missing_error(missing, paths)
+        _settle_unheld(into, [n for n in into if n in held], [n for n in into if n not in held], paths, strict,
+                       tied, missing)
     return plan, outs, slow, items
 
 

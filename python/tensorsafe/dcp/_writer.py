@@ -19,6 +19,7 @@ from torch.distributed.checkpoint.planner import SavePlan, SavePlanner, WriteIte
 from torch.futures import Future
 
 from .. import _native
+from .._load import is_url as _is_url  # the package's test: file:// is local
 from ..errors import InvalidArgumentError, UnsupportedError
 from ..writer import Writer
 from . import _schema
@@ -39,10 +40,6 @@ def _fsync_dir(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _is_url(path: str) -> bool:
-    return "://" in path
 
 
 def _join(checkpoint: str, name: str) -> str:

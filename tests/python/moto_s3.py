@@ -38,13 +38,14 @@ class Moto:
                 time.sleep(0.05)
         self.endpoint = f"http://127.0.0.1:{self.port}"
 
-    def requests(self, key):
-        """Requests for objects whose key contains ``key`` so far."""
+    def requests(self, key, method="GET|HEAD|PUT|POST|DELETE"):
+        """Requests (of ``method``, a regex alternation) for objects whose
+        key contains ``key`` so far."""
         time.sleep(0.1)
         # werkzeug colours some status lines (206 among them): strip the codes.
         lines = (re.sub(r"\x1b\[[0-9;]*m", "", line) for line in open(self.log_path, errors="replace"))
         return sum(1 for line in lines if f"/{BUCKET}/" in line and key in line
-                   and re.search(r'"(GET|HEAD|PUT|POST|DELETE) ', line))
+                   and re.search(rf'"({method}) ', line))
 
     def stop(self):
         self.proc.kill()

@@ -98,6 +98,7 @@ void RegisterLoad(py::module_& m) {
       // (name, dtype name, loaded shape, bytes, file index, checksum?) per tensor, in read order.
       .def("items",
            [](const PlanHandle& h) {
+             GcPause pause;
              py::list out;
              for (const LoadItem& it : h.plan.items) {
                out.append(py::make_tuple(it.info.name, std::string(DTypeName(it.info.dtype)),
@@ -203,6 +204,7 @@ void RegisterLoad(py::module_& m) {
             }
             py::object caps = py::none();
             if (capsules) {
+              GcPause pause;
               py::list list(loaded.data.size());
               for (std::size_t i = 0; i < loaded.data.size(); ++i) {
                 const LoadItem& it = h->plan.items[i];

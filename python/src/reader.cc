@@ -44,29 +44,6 @@ py::object Get(const Reader& r, const std::string& name) {
   return MakeBuffer(Unwrap(std::move(t)));
 }
 
-// Pauses Python's cyclic GC while many objects are made: each array and
-// buffer is a new object, and the collections that triggers traverse every
-// live object again (see tensorsafe._arrays.no_gc).
-#if PY_VERSION_HEX >= 0x030A0000
-struct GcPause {
-  int was = PyGC_Disable();
-  ~GcPause() {
-    if (was) PyGC_Enable();
-  }
-};
-#else  // Python 3.9: through the gc module
-struct GcPause {
-  py::module_ gc = py::module_::import("gc");
-  bool was = gc.attr("isenabled")().cast<bool>();
-  GcPause() {
-    if (was) gc.attr("disable")();
-  }
-  ~GcPause() {
-    if (was) gc.attr("enable")();
-  }
-};
-#endif
-
 // Every tensor (or those of `names`) as name -> ndarray (or TensorBuffer),
 // in file order or, with `by_offset`, in data order (ties keep file order);
 // one GIL release for all the lookups. With `cow` (a writable buffer holding
@@ -235,6 +212,7 @@ void RegisterReader(py::module_& m) {
                });
              }
              Check(s);
+             GcPause pause;
              py::list out;
              for (const TensorInfo& i : infos) out.append(InfoToDict(i));
              return out;

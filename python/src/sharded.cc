@@ -204,6 +204,7 @@ class TensorSetView {
       }
     }
     const std::optional<std::vector<Tensor>> fetched = Fetched(order);
+    GcPause pause;
     py::dict out;
     for (std::size_t k = 0; k < order.size(); ++k) {
       const std::size_t i = order[k];
@@ -355,6 +356,7 @@ void RegisterSharded(py::module_& m) {
            py::arg("packed") = false, py::arg("cows") = py::none())
       .def("infos",
            [](const TensorSetView& v) {
+             GcPause pause;
              py::list out;
              for (std::size_t i = 0; i < v.size(); ++i) out.append(v.Info(i));
              return out;
@@ -395,6 +397,7 @@ void RegisterSharded(py::module_& m) {
           return safetensors::ParseHeader(std::as_bytes(std::span<const char>(view.data(), view.size())), file_size);
         }();
         if (!h.ok()) Throw(name.empty() ? h.status() : h.status().WithContext(name));
+        GcPause pause;
         py::list infos;
         for (const TensorInfo& i : h->tensors) infos.append(InfoToDict(i));
         return py::make_tuple(infos, py::str(h->metadata_json), h->data_start);

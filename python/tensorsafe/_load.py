@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import numpy as np
 
 from . import _native
+from ._arrays import no_gc
 from ._load_into import (_COPY_CHUNK, _copy_into, _dest_key, _into_entry, _into_target, _numpy_dtype,
                          _settle_unheld, _tensor_bytes, _torch_dtype, _torch_tensor_type, _verified_text,
                          fill_into)
@@ -358,7 +359,8 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
     else:
         arena, offsets, report, capsules = plan.load(verify=verify, prefault=prefault, huge_pages=huge_pages,
                                                      capsules=torch_out, **read_args)
-        out = dict(zip((name for name, *_ in items), _arena_tensors(items, arena, offsets, capsules, torch_out)))
+        with no_gc():  # a tensor per item: see _arrays.no_gc
+            out = dict(zip((name for name, *_ in items), _arena_tensors(items, arena, offsets, capsules, torch_out)))
     if torch_out and str(device) != "cpu":
         from ._load_device import to_device
 

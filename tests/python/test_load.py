@@ -390,6 +390,41 @@ def test_pread_backend_reads_once_into_tensors(tmp_path):
         v.add_(0) if v.is_floating_point() else None  # writable memory of its own
 
 
+def test_many_tensors_start_no_collection_and_keep_the_gc_state(tmp_path):
+    """A load makes an item and a tensor per tensor with the cyclic GC
+    paused (each 700 new containers would start a collection, and with
+    torch imported some traverse every live object), then leaves the GC as
+    it found it, disabled by the caller or not. What the pauses defer is
+    one young collection after each (without them: about 20 here)."""
+    import gc
+
+    path = str(tmp_path / "many.tsafe")
+    t = {f"w{i}": torch.full((4,), i, dtype=torch.int32) for i in range(5000)}
+    save_file(t, path)
+    starts = []
+
+    def count(phase, info):
+        if phase == "start":
+            starts.append(info["generation"])
+
+    gc.callbacks.append(count)
+    try:
+        gc.collect()
+        starts.clear()
+        got = tensorsafe.load(path)
+        assert len(starts) <= 2 and max(starts, default=0) < 2, starts
+        assert gc.isenabled()
+        _same(got, t)
+        gc.disable()
+        try:
+            tensorsafe.load(path)
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+    finally:
+        gc.callbacks.remove(count)
+
+
 @pytest.mark.parametrize("ext", ["tsafe", "safetensors"])
 def test_every_torch_dtype_in_a_storage_of_its_own(tmp_path, ext):
     """Each loaded tensor (made from the native DLPack export, or sliced from

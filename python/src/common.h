@@ -49,10 +49,13 @@ T Unwrap(Result<T>&& result) {
 // with collections, 6 ms without. The previous state is restored.
 #if PY_VERSION_HEX >= 0x030A0000
 struct GcPause {
-  int was = PyGC_Disable();
+  GcPause() = default;
+  GcPause(const GcPause&) = delete;  // a copy would enable it twice
+  GcPause& operator=(const GcPause&) = delete;
   ~GcPause() {
     if (was) PyGC_Enable();
   }
+  int was = PyGC_Disable();
 };
 #else  // Python 3.9: through the gc module
 struct GcPause {

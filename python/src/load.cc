@@ -204,7 +204,6 @@ void RegisterLoad(py::module_& m) {
             }
             py::object caps = py::none();
             if (capsules) {
-              GcPause pause;
               py::list list(loaded.data.size());
               for (std::size_t i = 0; i < loaded.data.size(); ++i) {
                 const LoadItem& it = h->plan.items[i];

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "formats/safetensors/internal.h"
@@ -177,6 +178,70 @@ TEST(SafetensorsIO, InvalidInputCreatesNoFile) {
   Status s = WriteFile(dir.File("m.safetensors"), set);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(Listing(dir.path()).empty());
+}
+
+// A file in memory that counts its reads.
+class BytesFile : public RandomAccessFile {
+ public:
+  explicit BytesFile(std::string bytes) : bytes_(std::move(bytes)) {}
+  Status ReadAt(std::uint64_t offset, std::span<std::byte> out) const override {
+    ++reads;
+    if (offset > bytes_.size() || out.size() > bytes_.size() - offset) return Corruption("read past the end");
+    std::memcpy(out.data(), bytes_.data() + offset, out.size());
+    return Status::OK();
+  }
+  std::uint64_t size() const override { return bytes_.size(); }
+  const std::string& name() const override { return name_; }
+  mutable int reads = 0;
+
+ private:
+  std::string bytes_;
+  std::string name_ = "mem.safetensors";
+};
+
+std::string WithLength(std::uint64_t n, std::size_t total) {
+  std::string s(total, ' ');
+  for (int i = 0; i < 8; ++i) s[static_cast<std::size_t>(i)] = static_cast<char>(n >> (8 * i));
+  return s;
+}
+
+TEST(SafetensorsIO, HeaderPrefixInBothReadOrders) {
+  ReadOptions opt;
+  opt.max_header_bytes = 1 << 20;
+  struct Case {
+    std::uint64_t n;
+    std::size_t file;
+    std::size_t plain;  // bytes returned reading 64 KiB first
+    int plain_reads;
+    std::size_t first;  // bytes returned reading the length first
+  };
+  const Case cases[] = {
+      {2, 10, 10, 1, 10},                       // "{}" and no data: the whole file
+      {2, 200, 200, 1, 16},                     // at least 16 bytes, for format detection
+      {5000, 9000, 9000, 1, 5008},              // a header under 64 KiB: one read, or exactly it
+      {100000, 100100, 100008, 2, 100008},      // over 64 KiB: two reads either way
+      {65528, 70000, 65536, 1, 65536},          // exactly 64 KiB
+      {(2u << 20), 3u << 20, 65536, 1, 65536},  // over the limit: the first 64 KiB, for the error
+      {9000, 5000, 5000, 1, 5000},              // past the end of the file
+      {0, 5, 5, 1, 5},                          // shorter than the length field
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("n=" + std::to_string(c.n) + " file=" + std::to_string(c.file));
+    const std::string bytes = c.file < 8 ? std::string(c.file, '\x01') : WithLength(c.n, c.file);
+    BytesFile plain(bytes), first(bytes);
+    auto a = internal::ReadHeaderPrefix(plain, opt);
+    auto b = internal::ReadHeaderPrefix(first, opt, /*length_first=*/true);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->size, c.plain);
+    EXPECT_EQ(plain.reads, c.plain_reads);
+    EXPECT_EQ(b->size, c.first);
+    EXPECT_EQ(std::string_view(reinterpret_cast<const char*>(a->data.get()), a->size), bytes.substr(0, a->size));
+    EXPECT_EQ(std::string_view(reinterpret_cast<const char*>(b->data.get()), b->size), bytes.substr(0, b->size));
+    // Both give ParseHeader what it needs to say the same thing.
+    auto pa = ParseHeader(a->span(), bytes.size(), opt);
+    auto pb = ParseHeader(b->span(), bytes.size(), opt);
+    EXPECT_EQ(pa.status().ToString(), pb.status().ToString());
+  }
 }
 
 }  // namespace

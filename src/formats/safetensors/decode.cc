@@ -1,6 +1,8 @@
 // Decode and ReadFile: a validated header turned into zero-copy tensors;
 // ReadHeader: the header alone, read through a file.
 #include <algorithm>
+#include <cstring>
+#include <memory>
 #include <vector>
 
 #include "formats/safetensors/internal.h"
@@ -37,26 +39,45 @@ Result<TensorSet> ReadFile(const std::string& path, const ReadOptions& options) 
 
 namespace internal {
 
-Result<std::vector<std::byte>> ReadHeaderPrefix(const RandomAccessFile& file, const ReadOptions& options) {
+Result<HeaderBytes> ReadHeaderPrefix(const RandomAccessFile& file, const ReadOptions& options, bool length_first) {
   const std::uint64_t size = file.size();
-  std::vector<std::byte> prefix(static_cast<std::size_t>(std::min<std::uint64_t>(size, 64 << 10)));
-  TS_RETURN_IF_ERROR(file.ReadAt(0, prefix));
-  if (prefix.size() < 8) return prefix;
-  const std::uint64_t n = tensorsafe::internal::Load64(prefix.data());
-  // Only a length ParseHeader would accept is read on; any other gets its
-  // error from the bytes read.
-  if (n > options.max_header_bytes || n > size - 8) return prefix;
-  const std::size_t had = prefix.size();
-  prefix.resize(static_cast<std::size_t>(8 + n));
-  if (prefix.size() > had) TS_RETURN_IF_ERROR(file.ReadAt(had, std::span(prefix).subspan(had)));
-  return prefix;
+  constexpr std::uint64_t kFirst = 64 << 10;
+  // 8 + n for a length ParseHeader would accept; 0 for any other, whose
+  // error the first bytes give.
+  const auto wanted = [&](std::uint64_t n) -> std::uint64_t {
+    return n <= options.max_header_bytes && n <= size - 8 ? 8 + n : 0;
+  };
+  HeaderBytes out;
+  const auto read = [&](std::uint64_t bytes, std::uint64_t from) -> Status {
+    std::unique_ptr<std::byte[]> data(new std::byte[std::max<std::uint64_t>(bytes, 1)]);  // not zeroed: all read
+    if (from != 0) std::memcpy(data.get(), out.data.get(), static_cast<std::size_t>(from));
+    out.data = std::move(data);
+    out.size = static_cast<std::size_t>(bytes);
+    return file.ReadAt(from, out.span().subspan(static_cast<std::size_t>(from)));
+  };
+  if (size < 8) {
+    TS_RETURN_IF_ERROR(read(size, 0));
+    return out;
+  }
+  if (length_first) {
+    std::byte length[8];
+    TS_RETURN_IF_ERROR(file.ReadAt(0, length));
+    const std::uint64_t want = wanted(tensorsafe::internal::Load64(length));
+    // At least 16 bytes, which format detection reads.
+    TS_RETURN_IF_ERROR(read(want != 0 ? std::max(want, std::min<std::uint64_t>(size, 16)) : std::min(size, kFirst), 0));
+    return out;
+  }
+  TS_RETURN_IF_ERROR(read(std::min(size, kFirst), 0));
+  const std::uint64_t want = wanted(tensorsafe::internal::Load64(out.data.get()));
+  if (want > out.size) TS_RETURN_IF_ERROR(read(want, out.size));
+  return out;
 }
 
 }  // namespace internal
 
 Result<Header> ReadHeader(const RandomAccessFile& file, const ReadOptions& options) {
-  TS_ASSIGN_OR_RETURN(std::vector<std::byte> prefix, internal::ReadHeaderPrefix(file, options));
-  Result<Header> parsed = ParseHeader(prefix, file.size(), options);
+  TS_ASSIGN_OR_RETURN(internal::HeaderBytes prefix, internal::ReadHeaderPrefix(file, options));
+  Result<Header> parsed = ParseHeader(prefix.span(), file.size(), options);
   if (!parsed.ok()) return parsed.status().WithContext(file.name());
   return parsed;
 }

@@ -221,12 +221,12 @@ Status OpenShard(const Index& idx, std::uint32_t s, const SharedTable& table, co
     // would cost a fault each to map and their entries to unmap at close
     // (a tenth of opening 100 shards of 1,000 tensors); the tensors view
     // the mapping, untouched until read.
-    TS_ASSIGN_OR_RETURN(std::vector<std::byte> prefix, safetensors::internal::ReadHeaderPrefix(*mapped->file, {}));
-    const Format f =
-        DetectFormatFromBytes(std::span(prefix).first(std::min<std::size_t>(prefix.size(), 16)), info.path);
+    TS_ASSIGN_OR_RETURN(const safetensors::internal::HeaderBytes prefix,
+                        safetensors::internal::ReadHeaderPrefix(*mapped->file, {}, /*length_first=*/true));
+    const Format f = DetectFormatFromBytes(prefix.span().first(std::min<std::size_t>(prefix.size, 16)), info.path);
     if (f != Format::kSafetensors && f != Format::kUnknown) return NotOfFormat(idx, info.name, f);
     // Parsed, not Decoded: the infos go straight to their slots.
-    auto header = safetensors::ParseHeader(prefix, bytes.size());
+    auto header = safetensors::ParseHeader(prefix.span(), bytes.size());
     if (!header.ok()) return header.status().WithContext(info.path);
     std::vector<TensorInfo>& infos = header->tensors;
     info.metadata_json = std::move(header->metadata_json);

@@ -241,5 +241,73 @@ TEST(ShardedIndexFastPath, SameOnMutatedIndexes) {
   std::printf("%d of 20000 took the fast path\n", taken);
 }
 
+// An index of `n` tensors over 7 shards, as the hub writes it, past the
+// 1 MiB from which the scan is split at a newline on two threads.
+// `between` goes between a name's colon and its shard.
+std::string LargeIndex(int n, const std::string& between = " ") {
+  std::string s = "{\n  \"metadata\": {\n    \"total_size\": 99\n  },\n  \"weight_map\": {\n";
+  for (int i = 0; i < n; ++i) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "model.layers.%06d.self_attn.q_proj.weight", i);
+    s += std::string("    \"") + name + "\":" + between + "\"model-0000" + std::to_string(1 + i % 7) +
+         "-of-00007.safetensors\"" + (i + 1 < n ? ",\n" : "\n");
+  }
+  return s + "  }\n}\n";
+}
+
+TEST(ShardedIndexFastPath, SplitsALargeIndexAtANewline) {
+  const std::string text = LargeIndex(20000);
+  ASSERT_GT(text.size(), std::size_t{1} << 20);
+  EXPECT_TRUE(ExpectSameIndex(text));
+  // An entry over two lines: the cut may fall inside one, and the scan
+  // then goes on alone past it.
+  EXPECT_TRUE(ExpectSameIndex(LargeIndex(16000, "\n      ")));
+  // The weight map first, then metadata one key a line: the cut falls in
+  // the metadata.
+  std::string late = R"({"weight_map": {"a": "m.safetensors"}, "metadata": {)";
+  for (int i = 0; i < 40000; ++i) late += "\n  \"key" + std::to_string(i) + "\": \"value\"" + (i < 39999 ? "," : "");
+  late += "}}";
+  EXPECT_TRUE(ExpectSameIndex(late));
+}
+
+TEST(ShardedIndexFastPath, SplitScanFindsWhatTheGeneralReaderFinds) {
+  const std::string text = LargeIndex(20000);
+  const std::size_t cut = text.find('\n', text.size() * 2 / 5);
+  // Damage after the cut: a number for a shard, invalid UTF-8, a second
+  // map closed early, a tensor listed in both parts.
+  std::string number = text, utf8 = text, closed = text, twice = text;
+  const std::size_t shard = text.find("\"model-", cut + 200);
+  number.replace(shard, text.find('"', shard + 1) + 1 - shard, "7");
+  utf8[text.find("proj", cut + 5000)] = '\xFF';
+  closed.replace(text.find(",\n", cut + 300), 2, "},\n");
+  const std::size_t first = text.find("\"model.layers.000001");
+  const std::size_t late = text.find("\"model.layers.", cut + 100);
+  twice.replace(late, 21, text.substr(first, 21));
+  for (const std::string* t : {&number, &utf8, &closed}) EXPECT_FALSE(ExpectSameIndex(*t));
+  EXPECT_TRUE(ExpectSameIndex(twice));  // the scan takes it; the check after it refuses it
+  const auto refused = sharded::ParseIndex(twice, "i");
+  EXPECT_EQ(refused.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(refused.status().message().find("model.layers.000001"), std::string::npos) << refused.status().message();
+  // Edits near the cut, where the two parts meet.
+  std::mt19937_64 rng(testing::TestSeed());
+  int taken = 0;
+  for (int i = 0; i < 150; ++i) {
+    std::string t = text;
+    const int edits = 1 + static_cast<int>(rng() % 2);
+    for (int e = 0; e < edits; ++e) {
+      const std::size_t at = cut - 100 + rng() % 200;
+      switch (rng() % 3) {
+        case 0: t[at] = "\"\\{}[],: \n\t0\xC3zF"[rng() % 15]; break;
+        case 1: t.insert(t.begin() + static_cast<std::ptrdiff_t>(at), "\n\",:}"[rng() % 5]); break;
+        default: t.erase(at, 1 + rng() % 4); break;
+      }
+    }
+    taken += ExpectSameIndex(t) ? 1 : 0;
+    if (::testing::Test::HasFailure()) break;
+  }
+  EXPECT_GT(taken, 5);
+  std::printf("%d of 150 took the fast path\n", taken);
+}
+
 }  // namespace
 }  // namespace tensorsafe::safetensors

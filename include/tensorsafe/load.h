@@ -111,7 +111,7 @@ struct LoadOptions {
   // GB/s where the VM's memory is backed and make each 4 MiB read one
   // device request, but fault at 0.2-0.6 GB/s where the host took the VM's
   // free memory back, where 4 KiB pages fault at 1-1.3 (docs/LOAD.md).
-  // nullopt (auto): 2 MiB pages until three 2 MiB chunks in a row fault
+  // nullopt (auto): 2 MiB pages until 5 of the last 8 2 MiB chunks fault
   // slower than huge_page_min_gbps (timed by the helper, or by a reader
   // ahead of it), 4 KiB pages for the rest of the arena from there; 4 KiB
   // throughout without `prefault`.

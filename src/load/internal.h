@@ -49,6 +49,31 @@ Status PreadHashed(int fd, const std::string& path, std::byte* dst, std::uint64_
 // naming the tensors and the sizes.
 Status CheckBuffers(const LoadPlan& plan, std::span<const std::span<std::byte>> outs);
 
+// huge_pages auto's judge: the fault speeds of the last kWindow chunks of
+// 2 MiB pages (GB/s of one thread's CPU time), and whether most of them are
+// under the bar. One slow chunk in a fast run is a vCPU the host took away
+// for a few ms, which thread CPU time counts here; a host that must back
+// the memory slows every chunk. Three slow chunks in a row once sent whole
+// loads to 4 KiB pages where 2 MiB ones ran at the ceiling (2026-12-01).
+class FaultWatch {
+ public:
+  static constexpr std::size_t kWindow = 8;
+  explicit FaultWatch(double min_gbps) : min_gbps_(min_gbps) {}
+  // Records a chunk; true when at least 5 of the last 8 were under the bar.
+  bool Slow(double gbps) {
+    rates_[count_++ % kWindow] = gbps;
+    if (count_ < kWindow) return false;
+    std::size_t slow = 0;
+    for (double r : rates_) slow += r < min_gbps_;
+    return slow > kWindow / 2;
+  }
+
+ private:
+  double min_gbps_;
+  double rates_[kWindow] = {};
+  std::size_t count_ = 0;
+};
+
 class Fd {
  public:
   Fd() = default;

@@ -34,6 +34,7 @@ using internal::QuoteName;
 // 0.4 ms of fixed service time here, which 64 KiB of extra transfer does not.
 constexpr std::uint64_t kMergeGap = std::uint64_t{64} << 10;
 
+using internal::FaultWatch;
 using internal::Fd;
 using internal::kBlock;
 using internal::kHuge;
@@ -329,21 +330,17 @@ class Job {
 
   // huge_pages auto: `bytes` of the arena faulted in `cpu` seconds of one
   // thread's CPU time (a stall on the host counts, a preemption does not),
-  // by the helper or by a reader ahead of it. From the third measure in a
-  // row under huge_page_min_gbps, the arena past everything claimed takes
-  // 4 KiB pages.
+  // by the helper or by a reader ahead of it. Where FaultWatch finds most
+  // recent chunks under huge_page_min_gbps, the arena past everything
+  // claimed takes 4 KiB pages.
   void NoteFaults(std::uint64_t bytes, double cpu) {
     if (!watch_pages_.load(std::memory_order_relaxed) || bytes < kHuge) return;
     const double gbps = static_cast<double>(bytes) / std::max(cpu, 1e-9) / 1e9;
-    if (gbps >= o_.huge_page_min_gbps) {
-      slow_faults_.store(0, std::memory_order_relaxed);
-      return;
-    }
-    if (slow_faults_.fetch_add(1) + 1 < 3 || !watch_pages_.exchange(false)) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!fault_watch_.Slow(gbps) || !watch_pages_.exchange(false)) return;
     const std::uint64_t from = (fault_next_.load() + kHuge - 1) & ~(kHuge - 1);
     if (from >= arena_->bytes().size()) return;  // every byte claimed already: nothing to switch
     arena_->UseSmallPages(from);
-    std::lock_guard<std::mutex> lock(mu_);
     report_.pages =
         "2 MiB, then 4 KiB from byte " + Str(from) + " (2 MiB pages faulted at " + TwoDecimals(gbps) + " GB/s)";
   }
@@ -542,10 +539,10 @@ class Job {
   std::shared_ptr<LoadArena> arena_;
   std::uint64_t image_bytes_ = 0;
   std::uint64_t fault_goal_ = 0;
-  std::atomic<std::uint64_t> faulted_{0};     // arena bytes below this are faulted (or skipped)
-  std::atomic<std::uint64_t> fault_next_{0};  // the helper's next chunk; readers push it past themselves
-  std::atomic<bool> watch_pages_{false};      // huge_pages auto, not switched yet
-  std::atomic<int> slow_faults_{0};           // measures in a row under huge_page_min_gbps
+  std::atomic<std::uint64_t> faulted_{0};          // arena bytes below this are faulted (or skipped)
+  std::atomic<std::uint64_t> fault_next_{0};       // the helper's next chunk; readers push it past themselves
+  std::atomic<bool> watch_pages_{false};           // huge_pages auto, not switched yet
+  FaultWatch fault_watch_{o_.huge_page_min_gbps};  // under mu_
   std::atomic<std::size_t> next_{0};
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> verified_{0};

@@ -4,6 +4,7 @@
 // of the time spent on a 100,000-tensor index). It gives up at anything
 // else, and sharded_index.cc's general reader takes the text.
 #include <functional>
+#include <new>
 #include <string_view>
 #include <system_error>
 #include <thread>
@@ -161,16 +162,24 @@ bool ScanCommonIndex(std::string_view text, std::string& metadata_json, const In
   try {
     helper = std::thread([&] {
       tail.utf8 = tensorsafe::internal::IsValidUtf8(text.substr(cut));
-      if (tail.utf8) TailScanner(text.substr(start)).Entries(tail);
+      try {
+        if (tail.utf8) TailScanner(text.substr(start)).Entries(tail);
+      } catch (const std::bad_alloc&) {
+        tail.end = nullptr;  // the caller's scan gives up at the cut, and the general reader reports
+      }
     });
   } catch (const std::system_error&) {
     return alone();  // no thread to be had
   }
-  bool joined = false;
   const std::function<void()> join = [&] {
-    if (!joined) helper.join();
-    joined = true;
+    if (helper.joinable()) helper.join();
   };
+  // Joined however this returns (`add` may throw bad_alloc): a joinable
+  // thread's destructor would end the process.
+  struct Joiner {
+    const std::function<void()>& join;
+    ~Joiner() { join(); }
+  } joiner{join};
   bool ok = false;
   if (tensorsafe::internal::IsValidUtf8(text.substr(0, cut))) {
     IndexScanner scanner(text, add);

@@ -133,7 +133,8 @@ class IndexScanner : safetensors::internal::PlainJson {
   const std::function<void()>* join_ = nullptr;
 };
 
-// Below this, one thread: a thread's start costs more than half the scan.
+// Below this, one thread: starting one (about 50 us here) would take much
+// of the 0.1-0.2 ms a split saves on 1 MiB.
 constexpr std::size_t kSplitBytes = 1 << 20;
 
 }  // namespace

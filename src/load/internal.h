@@ -53,8 +53,9 @@ Status CheckBuffers(const LoadPlan& plan, std::span<const std::span<std::byte>> 
 // 2 MiB pages (GB/s of one thread's CPU time), and whether most of them are
 // under the bar. A few slow chunks in a fast run are most likely the host
 // taking the vCPU away for some ms, which thread CPU time counts here; a
-// host that must back the memory slows every chunk. Three slow chunks in a row once sent whole
-// loads to 4 KiB pages where 2 MiB ones ran at the ceiling (2026-12-01).
+// host that must back the memory slows every chunk. Three slow chunks in a
+// row once sent whole loads to 4 KiB pages where 2 MiB ones ran at the
+// ceiling (2026-12-01).
 class FaultWatch {
  public:
   static constexpr std::size_t kWindow = 8;

@@ -104,12 +104,10 @@ class SharedTable {
   explicit SharedTable(const Index& idx) : table_(idx.weight_map) {}
   // Fills the table; a tensor listed twice ends it with that error.
   void Build(const Index& idx) {
-    for (std::uint32_t i = 0; i < idx.weight_map.size(); ++i) {
-      const std::int64_t other = table_.Insert(i);
-      if (other >= 0) {
-        status_ = ListedTwice(idx.path, idx.weight_map, static_cast<std::size_t>(other), i, idx.shards);
-        break;
-      }
+    const auto [first, again] = table_.InsertAll();
+    if (first >= 0) {
+      status_ = ListedTwice(idx.path, idx.weight_map, static_cast<std::size_t>(first), static_cast<std::size_t>(again),
+                            idx.shards);
     }
     ready_.store(true, std::memory_order_release);
     ready_.notify_all();
@@ -140,12 +138,25 @@ Status CheckShardNames(const Index& idx, std::uint32_t s, const SharedTable& sha
   // the last one found is tried first (a hit is exact, names being unique
   // in the map), which spares a hash and a probe of a table too big for
   // the cache.
+  // Where the guess misses, the names after it are hashed and their slots
+  // prefetched kAhead names ahead, so that a run of misses overlaps theirs.
+  constexpr std::size_t kAhead = 8;
+  std::uint64_t ahead[kAhead];
+  std::size_t hashed = 0;  // ahead[j % kAhead] holds name j's hash for j in [hashed - kAhead, hashed)
   std::size_t guess = idx.weight_map.size();
   for (std::size_t i = 0; i < count; ++i) {
     const std::string& name = name_at(i);
-    const std::int64_t pos = guess < idx.weight_map.size() && idx.weight_map[guess].first == name
-                                 ? static_cast<std::int64_t>(guess)
-                                 : table->Find(name);
+    std::int64_t pos = -1;
+    if (guess < idx.weight_map.size() && idx.weight_map[guess].first == name) {
+      pos = static_cast<std::int64_t>(guess);
+    } else {
+      const std::uint64_t h = i < hashed ? ahead[i % kAhead] : tensorsafe::internal::Hash64(name);
+      for (hashed = std::max(hashed, i + 1); hashed < std::min(count, i + 1 + kAhead); ++hashed) {
+        ahead[hashed % kAhead] = tensorsafe::internal::Hash64(name_at(hashed));
+        table->Prefetch(ahead[hashed % kAhead]);
+      }
+      pos = table->Find(name, h);
+    }
     if (pos < 0) {
       return Corruption(idx.path + ": shard " + QuoteName(info.name) + " holds tensor " + QuoteName(name) +
                         ", which the index does not list");

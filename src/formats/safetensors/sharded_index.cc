@@ -174,9 +174,8 @@ NameTable::NameTable(const std::vector<std::pair<std::string_view, std::uint32_t
   slots_.assign(cap, 0);
 }
 
-std::int64_t NameTable::Insert(std::uint32_t pos) {
+std::int64_t NameTable::Insert(std::uint32_t pos, std::uint64_t h) {
   const std::string_view name = (*names_)[pos].first;
-  const std::uint64_t h = tensorsafe::internal::Hash64(name);
   const std::uint64_t tag = h & 0xFFFF'FFFF'0000'0000ull;
   std::size_t i = h & mask_;
   while (slots_[i] != 0) {
@@ -190,8 +189,32 @@ std::int64_t NameTable::Insert(std::uint32_t pos) {
   return -1;
 }
 
-std::int64_t NameTable::Find(std::string_view name) const {
-  const std::uint64_t h = tensorsafe::internal::Hash64(name);
+std::pair<std::int64_t, std::int64_t> NameTable::InsertAll() {
+  // The slots are spread over a table too big for the cache: each name's
+  // slot is prefetched kAhead names before it is probed, so that its miss
+  // overlaps the work on the names between.
+  constexpr std::size_t kAhead = 8;
+  const auto n = static_cast<std::uint32_t>(names_->size());
+  std::uint64_t ring[kAhead];
+  for (std::uint32_t i = 0; i < n && i < kAhead; ++i) {
+    ring[i] = tensorsafe::internal::Hash64((*names_)[i].first);
+    Prefetch(ring[i]);
+  }
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const std::uint64_t h = ring[i % kAhead];
+    if (i + kAhead < n) {
+      ring[i % kAhead] = tensorsafe::internal::Hash64((*names_)[i + kAhead].first);
+      Prefetch(ring[i % kAhead]);
+    }
+    const std::int64_t other = Insert(i, h);
+    if (other >= 0) return {other, i};
+  }
+  return {-1, -1};
+}
+
+std::int64_t NameTable::Find(std::string_view name) const { return Find(name, tensorsafe::internal::Hash64(name)); }
+
+std::int64_t NameTable::Find(std::string_view name, std::uint64_t h) const {
   const std::uint64_t tag = h & 0xFFFF'FFFF'0000'0000ull;
   std::size_t i = h & mask_;
   while (slots_[i] != 0) {
@@ -417,9 +440,10 @@ Result<Index> ParseIndexImpl(std::string_view text, const std::string& index_pat
   }
   if (check_duplicates) {
     internal::NameTable table(idx.weight_map);
-    for (std::uint32_t i = 0; i < idx.weight_map.size(); ++i) {
-      const std::int64_t other = table.Insert(i);
-      if (other >= 0) return ListedTwice(p, idx.weight_map, static_cast<std::size_t>(other), i, shard_names);
+    const auto [first, again] = table.InsertAll();
+    if (first >= 0) {
+      return ListedTwice(p, idx.weight_map, static_cast<std::size_t>(first), static_cast<std::size_t>(again),
+                         shard_names);
     }
   }
   // Shards in name order; remap the ids.

@@ -23,11 +23,18 @@ namespace tensorsafe::sharded::internal {
 class NameTable {
  public:
   explicit NameTable(const std::vector<std::pair<std::string_view, std::uint32_t>>& names);
-  // Adds names[pos]; the position of an earlier equal name (not added), or -1.
-  std::int64_t Insert(std::uint32_t pos);
+  // Adds every name in order; on the first that repeats an earlier one,
+  // stops and returns {earlier, later}; {-1, -1} when all are distinct.
+  std::pair<std::int64_t, std::int64_t> InsertAll();
   std::int64_t Find(std::string_view name) const;
+  // Find with the name's Hash64 already known (Prefetch'ed ahead).
+  std::int64_t Find(std::string_view name, std::uint64_t hash) const;
+  // Starts loading the slot `hash` probes first.
+  void Prefetch(std::uint64_t hash) const { __builtin_prefetch(&slots_[hash & mask_]); }
 
  private:
+  // Adds names[pos]; the position of an earlier equal name (not added), or -1.
+  std::int64_t Insert(std::uint32_t pos, std::uint64_t hash);
   const std::vector<std::pair<std::string_view, std::uint32_t>>* names_;
   std::vector<std::uint64_t> slots_;  // (hash >> 32) << 32 | (position + 1); 0 = empty
   std::size_t mask_ = 0;

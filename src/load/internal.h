@@ -3,8 +3,10 @@
 // loop for buffered reads; and of the plan, that caller buffers fit it.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <span>
 #include <string>
 #include <utility>
@@ -67,6 +69,14 @@ class FaultWatch {
     std::size_t slow = 0;
     for (double r : rates_) slow += r < min_gbps_;
     return slow > kWindow / 2;
+  }
+  // The median of the last kWindow rates (the mean of the middle two), what
+  // the report gives: the last chunk alone may be one of the fast ones.
+  double Median() const {
+    double sorted[kWindow];
+    std::copy(std::begin(rates_), std::end(rates_), std::begin(sorted));
+    std::sort(std::begin(sorted), std::end(sorted));
+    return (sorted[kWindow / 2 - 1] + sorted[kWindow / 2]) / 2;
   }
 
  private:

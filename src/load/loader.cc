@@ -341,8 +341,9 @@ class Job {
     const std::uint64_t from = (fault_next_.load() + kHuge - 1) & ~(kHuge - 1);
     if (from >= arena_->bytes().size()) return;  // every byte claimed already: nothing to switch
     arena_->UseSmallPages(from);
-    report_.pages =
-        "2 MiB, then 4 KiB from byte " + Str(from) + " (2 MiB pages faulted at " + TwoDecimals(gbps) + " GB/s)";
+    report_.pages = "2 MiB, then 4 KiB from byte " + Str(from) + " (2 MiB pages faulted at " +
+                    TwoDecimals(fault_watch_.Median()) + " GB/s, the median of the last " +
+                    Str(internal::FaultWatch::kWindow) + " chunks)";
   }
 
   // Returns once no helper write can land in arena bytes below `end`, and

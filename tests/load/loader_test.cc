@@ -171,13 +171,18 @@ TEST(Load, FaultWatchWantsMostRecentChunksSlow) {
   internal::FaultWatch w(1.0);
   for (int i = 0; i < 7; ++i) EXPECT_FALSE(w.Slow(0.2)) << i;  // too few measures yet
   EXPECT_TRUE(w.Slow(0.2));
+  EXPECT_DOUBLE_EQ(w.Median(), 0.2);
   internal::FaultWatch bursts(1.0);
   for (int round = 0; round < 50; ++round) {
     for (int i = 0; i < 4; ++i) EXPECT_FALSE(bursts.Slow(0.2)) << round;  // four in a row
     for (int i = 0; i < 4; ++i) EXPECT_FALSE(bursts.Slow(8.0)) << round;
   }
   for (int i = 0; i < 4; ++i) EXPECT_FALSE(bursts.Slow(0.2));
-  EXPECT_TRUE(bursts.Slow(0.2));  // now five of the last eight
+  EXPECT_TRUE(bursts.Slow(0.2));           // now five of the last eight
+  EXPECT_DOUBLE_EQ(bursts.Median(), 0.2);  // the report's figure: not the last chunk's alone
+  internal::FaultWatch mixed(1.0);
+  for (double r : {0.1, 0.3, 0.5, 0.7, 2.0, 4.0, 6.0, 8.0}) mixed.Slow(r);
+  EXPECT_DOUBLE_EQ(mixed.Median(), 1.35);
   internal::FaultWatch edge(1.0);
   for (int i = 0; i < 8; ++i) EXPECT_FALSE(edge.Slow(1.0));  // at the bar is not under it
 }
@@ -203,6 +208,7 @@ TEST(Load, ArenaTakesSmallPagesWhereHugeOnesFaultSlowly) {
     EXPECT_EQ(from % (2 << 20), 0u) << pages;
     EXPECT_GE(from, std::uint64_t{16} << 20) << pages;  // eight chunks measured first
     EXPECT_NE(pages.find(" (2 MiB pages faulted at "), std::string::npos) << pages;
+    EXPECT_NE(pages.find(" GB/s, the median of the last 8 chunks)"), std::string::npos) << pages;
     const std::string flags = VmFlagsAt(slow->arena->bytes().data() + from);
     EXPECT_NE(flags.find(" nh"), std::string::npos) << flags;
     EXPECT_NE(VmFlagsAt(slow->arena->bytes().data()).find(" hg"), std::string::npos);

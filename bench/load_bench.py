@@ -78,8 +78,10 @@ def touch(tensors):
     return s
 
 
-def child(method, path):
-    """Runs in a fresh process: one load, printed as JSON."""
+def child(method, path, prime="no"):
+    """Runs in a fresh process: one load, printed as JSON. With ``prime``,
+    memory of the file's size is faulted in and freed just before the clock
+    starts (run_one says why)."""
     import numpy as np
     import torch
 
@@ -97,6 +99,8 @@ def child(method, path):
                 into[name] = torch.empty(tuple(i["shape"]), dtype=torch_dtype(i["dtype"]))
         for t in into.values():
             t.zero_()
+    if prime == "prime":
+        np.ones(os.path.getsize(path), np.uint8)  # faulted in, then freed at once
     c0, t0 = cpu_now(), time.perf_counter()
     rep = {}
     if method == "ts_load":
@@ -189,19 +193,27 @@ def run_one(exe, method, paths, state, idle_s):
         resident = json.loads(subprocess.run([exe, "evict", path], capture_output=True, text=True).stdout)
         if state == "idle":
             time.sleep(idle_s)
-    if state != "idle":
-        # Untimed, after the eviction: the VM hands memory freed by the last
-        # process back to its host within seconds, and faulting it in again
-        # costs several times a warm fault (the same warm load measured 1.2
-        # and 4.7 GB/s, after a mapped load or after one that freed 2 GiB).
-        # So every warm and evicted run starts with the memory faulted back
-        # by a memcpy of the file's size; the idle state is that cost.
+    # The VM hands memory freed by a process back to its host within
+    # seconds, and faulting it in again costs several times a warm fault
+    # (the same warm load measured 1.2 and 4.7 GB/s, after a mapped load or
+    # after one that freed 2 GiB). So every warm and evicted run starts with
+    # memory of the file's size faulted in and freed just before: by a
+    # memcpy process for the C readers, which start ms later; inside the
+    # Python process, after its imports, for the others. Until 2026-12-02
+    # the memcpy process served both, and a Python load, 2-3 s of imports
+    # later, found the memory handed back (2 MiB pages faulting at 0.3 GB/s
+    # against 2 GB/s primed in process). A C reader primed in process
+    # instead ran slower on this VM (c_fresh 2.0 s against 1.2), unexplained.
+    # The idle state is that cost, on purpose.
+    c_mode = {"c_prefault": "prefault", "c_fresh": "fresh", "c_fresh_4k": "fresh4k", "memcpy": "memcpy"}.get(method)
+    if state != "idle" and c_mode:
         subprocess.run([exe, "memcpy", path], capture_output=True, check=True)
-    if method in ("c_prefault", "c_fresh", "c_fresh_4k", "memcpy"):
-        mode = {"c_prefault": "prefault", "c_fresh": "fresh", "c_fresh_4k": "fresh4k", "memcpy": "memcpy"}[method]
-        out = subprocess.run([exe, mode, path], capture_output=True, text=True, check=True).stdout
+    if c_mode:
+        out = subprocess.run([exe, c_mode, path], capture_output=True, text=True, check=True).stdout
     else:
-        out = subprocess.run([sys.executable, __file__, "--child", method, path], capture_output=True, text=True)
+        prime = ["prime"] if state != "idle" else []
+        out = subprocess.run([sys.executable, __file__, "--child", method, path, *prime], capture_output=True,
+                             text=True)
         if out.returncode:
             return {"error": out.stderr.strip().splitlines()[-1] if out.stderr else "failed"}
         out = out.stdout
@@ -213,7 +225,7 @@ def run_one(exe, method, paths, state, idle_s):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--child", nargs=2)
+    ap.add_argument("--child", nargs="+", metavar="METHOD PATH [prime]")
     ap.add_argument("--gib", type=float, default=2.0)
     ap.add_argument("--cases", default="a,b")
     ap.add_argument("--states", default="warm,evicted")

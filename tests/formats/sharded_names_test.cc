@@ -46,8 +46,8 @@ TEST(ShardedNames, InsertAllFindsTheFirstRepeatAtAnyDistance) {
   EXPECT_EQ(table.Find("layer.1000.weight"), -1);
 }
 
-// One shard of `n` tensors written in name order (the safetensors writer
-// sorts them), and an index that lists them in `order`.
+// One shard of `n` tensors, and an index that maps the names `listed`
+// (by number, in that order) to it.
 void WriteShard(const TempDir& dir, int n, const std::vector<int>& listed) {
   TensorSet set;
   for (int i = 0; i < n; ++i) set.tensors.push_back(MakeTensor(Name(i), DType::kU8, {1}, std::string(1, 'x')));
@@ -80,7 +80,6 @@ TEST(ShardedNames, ShardsOutOfTheIndexOrderOpenAndNameTheStranger) {
     listed.push_back(n + 7);  // keeps the count: the stranger must be named, not a missing tensor
     TempDir dir;
     WriteShard(dir, n, listed);
-    // Tensors are in byte order of their names in the shard.
     EXPECT_STATUS(sharded::Open(dir.path().string()), StatusCode::kCorruption,
                   "holds tensor \"" + Name(stranger) + "\", which the index does not list");
   }

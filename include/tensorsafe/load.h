@@ -139,8 +139,8 @@ struct LoadReport {
   // stores no checksums", "not verified (verify=false)".
   std::string verification;
   // The fresh arena's pages as asked of the kernel: "4 KiB", "2 MiB", or
-  // "2 MiB, then 4 KiB from byte N (2 MiB pages faulted at 0.31 GB/s)";
-  // "" for LoadInto.
+  // "2 MiB, then 4 KiB from byte N (2 MiB pages faulted at 0.31 GB/s, the
+  // median of the last 8 chunks)"; "" for LoadInto.
   std::string pages;
 };
 

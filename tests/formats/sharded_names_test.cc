@@ -15,6 +15,7 @@
 #include "support/temp_dir.h"
 #include "tensorsafe/formats/safetensors.h"
 #include "tensorsafe/formats/sharded.h"
+#include "util/hash.h"
 
 namespace tensorsafe::testing {
 namespace {
@@ -42,8 +43,11 @@ TEST(ShardedNames, InsertAllFindsTheFirstRepeatAtAnyDistance) {
   for (const std::string& n : names) map.emplace_back(n, 0);
   sharded::internal::NameTable table(map);
   EXPECT_EQ(table.InsertAll(), std::make_pair(std::int64_t{-1}, std::int64_t{-1}));
-  for (int i = 0; i < 1000; ++i) EXPECT_EQ(table.Find(names[static_cast<std::size_t>(i)]), i);
-  EXPECT_EQ(table.Find("layer.1000.weight"), -1);
+  for (int i = 0; i < 1000; ++i) {
+    const std::string& name = names[static_cast<std::size_t>(i)];
+    EXPECT_EQ(table.Find(name, tensorsafe::internal::Hash64(name)), i);
+  }
+  EXPECT_EQ(table.Find("layer.1000.weight", tensorsafe::internal::Hash64("layer.1000.weight")), -1);
 }
 
 // One shard of `n` tensors, and an index that maps the names `listed`

@@ -212,8 +212,6 @@ std::pair<std::int64_t, std::int64_t> NameTable::InsertAll() {
   return {-1, -1};
 }
 
-std::int64_t NameTable::Find(std::string_view name) const { return Find(name, tensorsafe::internal::Hash64(name)); }
-
 std::int64_t NameTable::Find(std::string_view name, std::uint64_t h) const {
   const std::uint64_t tag = h & 0xFFFF'FFFF'0000'0000ull;
   std::size_t i = h & mask_;

@@ -26,8 +26,8 @@ class NameTable {
   // Adds every name in order; on the first that repeats an earlier one,
   // stops and returns {earlier, later}; {-1, -1} when all are distinct.
   std::pair<std::int64_t, std::int64_t> InsertAll();
-  std::int64_t Find(std::string_view name) const;
-  // Find with the name's Hash64 already known (Prefetch'ed ahead).
+  // The position of `name`, whose Hash64 is `hash` (computed ahead, its
+  // slot Prefetch'ed), or -1.
   std::int64_t Find(std::string_view name, std::uint64_t hash) const;
   // Starts loading the slot `hash` probes first.
   void Prefetch(std::uint64_t hash) const { __builtin_prefetch(&slots_[hash & mask_]); }

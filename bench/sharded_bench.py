@@ -22,9 +22,9 @@ huggingface_hub + safetensors 0.8.0 in the same run, as ratios.
 Runs alternate between the two sides; each figure is the best of its
 rounds. Each round of (b)'s loads into fresh memory (the resident row)
 starts after 2 GiB of memory was faulted in and freed, so that neither
-meets memory the VM has just handed back to its host. The other rows need
-no fresh memory, and the kernel's work after such a free would only slow
-them. The shared development VM is noisy: compare ratios.
+meets memory the VM has just handed back to its host; those two run in
+rounds of their own, after the other rows, which need no fresh memory.
+The shared development VM is noisy: compare ratios.
 """
 
 from __future__ import annotations
@@ -165,8 +165,8 @@ def bench_load(root, rounds):
 
     for fn in (ours_fresh, theirs_fresh):  # warm: the page cache holds every shard
         fn()
-    # The rows that need no fresh memory first: the loads into fresh memory
-    # free 2 GiB each, and the kernel's work after that would slow them.
+    # The rows that need no fresh memory first, unprimed; then the two
+    # loads into fresh memory, each primed (best()).
     t = alternate({"tensorsafe lazy": ours_lazy, "hub state dict (lazy)": theirs_lazy,
                    "tensorsafe views, touched": ours_resident_views, "hub views, touched": theirs_resident_views,
                    "tensorsafe into model": ours_model, "hub load_torch_model": theirs_model}, rounds)

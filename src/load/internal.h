@@ -1,4 +1,4 @@
-// What the loader (loader.cc) asks of the system, apart from its job: page
+// What the loader (LoadJob, job.h) asks of the system beyond its own work: page
 // cache residency, thread CPU time, an owned descriptor, and one pread
 // loop for buffered reads; and of the plan, that caller buffers fit it.
 #pragma once

@@ -3,8 +3,9 @@
 // one fresh arena, returned as a writable uint8 ndarray that keeps the arena
 // alive, and on request one writable DLPack capsule per tensor (torch makes
 // a tensor of each in about 2 us, against 13 us for slicing the arena in
-// Python); LoadPlan.load_into() fills caller buffers (writable buffer-protocol
-// objects) in place. LoadPlan.match_into() finds the `into` entries read into
+// Python); LoadPlan.start() does the same on threads of its own and returns
+// while the bytes arrive (StartedLoad); LoadPlan.load_into() fills caller
+// buffers (writable buffer-protocol objects) in place. LoadPlan.match_into() finds the `into` entries read into
 // in place (matching contiguous CPU tensors); the checks and errors of the
 // rest live in Python (tensorsafe/_load_into.py).
 #include <pybind11/numpy.h>
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "buffer.h"
@@ -83,9 +85,82 @@ py::dict ReportDict(const LoadReport& r) {
   return d;
 }
 
+// The arena as a writable uint8 ndarray that keeps it alive, each item's
+// offset into it, and with `capsules` a writable DLPack capsule per item
+// (None where DLPack has no dtype: packed sub-byte types), each holding the
+// arena; else None.
+std::tuple<py::array_t<std::uint8_t>, std::vector<std::uint64_t>, py::object> Targets(
+    const LoadPlan& plan, std::span<const std::span<std::byte>> data, const std::shared_ptr<LoadArena>& held,
+    bool capsules) {
+  auto* keep = new std::shared_ptr<LoadArena>(held);
+  py::capsule owner(keep, [](void* p) { delete static_cast<std::shared_ptr<LoadArena>*>(p); });
+  std::span<std::byte> bytes = held->bytes();
+  py::array_t<std::uint8_t> arena({static_cast<py::ssize_t>(bytes.size())}, {1},
+                                  reinterpret_cast<std::uint8_t*>(bytes.data()), owner);
+  std::vector<std::uint64_t> offsets;
+  offsets.reserve(data.size());
+  for (const std::span<std::byte>& d : data) {
+    offsets.push_back(d.size() ? static_cast<std::uint64_t>(d.data() - bytes.data()) : 0);
+  }
+  py::object caps = py::none();
+  if (capsules) {
+    py::list list(data.size());
+    for (std::size_t i = 0; i < data.size(); ++i) {
+      const LoadItem& it = plan.items[i];
+      Tensor t;
+      t.info.name = it.info.name;
+      t.info.dtype = it.info.dtype;
+      t.info.shape = it.shape;
+      t.data = data[i];
+      t.owner = held;
+      list[i] = CheckPythonShape(t.info.name, t.info.dtype, t.info.shape).ok() ? WritableDLPack(t) : py::none();
+    }
+    caps = std::move(list);
+  }
+  return {arena, std::move(offsets), caps};
+}
+
+// LoadPlan.start()'s load, holding its plan (the reads use it) until the
+// load is gone: `load` goes first, cancelled and joined if unfinished.
+struct Started {
+  std::shared_ptr<PlanHandle> plan;
+  std::unique_ptr<StartedLoad> load;
+};
+
 }  // namespace
 
 void RegisterLoad(py::module_& m) {
+  py::class_<Started, std::shared_ptr<Started>>(m, "StartedLoad")
+      // Returns once the arena is faulted in (StartedLoad::WaitFaulted).
+      .def("wait_faulted",
+           [](Started& s) {
+             py::gil_scoped_release nogil;
+             s.load->WaitFaulted();
+           })
+      // (arena, offsets, capsules) as load() returns them, before the bytes
+      // are there.
+      .def(
+          "targets",
+          [](Started& s, bool capsules) {
+            auto [arena, offsets, caps] = Targets(s.plan->plan, s.load->data(), s.load->arena(), capsules);
+            return py::make_tuple(arena, offsets, caps);
+          },
+          py::arg("capsules") = false)
+      // Waits for the reads and checks: the report, or load()'s errors.
+      .def("finish",
+           [](Started& s) {
+             Result<Loaded> r = Internal("not finished");
+             {
+               py::gil_scoped_release nogil;
+               r = s.load->Finish();
+             }
+             return ReportDict(Unwrap(std::move(r)).report);
+           })
+      // Stops the reads and waits for them (an error on the caller's side).
+      .def("cancel", [](Started& s) {
+        py::gil_scoped_release nogil;
+        s.load->Cancel();
+      });
   py::class_<PlanHandle, std::shared_ptr<PlanHandle>>(m, "LoadPlan")
       .def_property_readonly("files",
                              [](const PlanHandle& h) {
@@ -192,37 +267,33 @@ void RegisterLoad(py::module_& m) {
                                         cached_buffered));
             }
             Loaded loaded = Unwrap(std::move(r));
-            auto* keep = new std::shared_ptr<LoadArena>(loaded.arena);
-            py::capsule owner(keep, [](void* p) { delete static_cast<std::shared_ptr<LoadArena>*>(p); });
-            std::span<std::byte> bytes = loaded.arena->bytes();
-            py::array_t<std::uint8_t> arena({static_cast<py::ssize_t>(bytes.size())}, {1},
-                                            reinterpret_cast<std::uint8_t*>(bytes.data()), owner);
-            std::vector<std::uint64_t> offsets;
-            offsets.reserve(loaded.data.size());
-            for (const std::span<std::byte>& d : loaded.data) {
-              offsets.push_back(d.size() ? static_cast<std::uint64_t>(d.data() - bytes.data()) : 0);
-            }
-            py::object caps = py::none();
-            if (capsules) {
-              py::list list(loaded.data.size());
-              for (std::size_t i = 0; i < loaded.data.size(); ++i) {
-                const LoadItem& it = h->plan.items[i];
-                Tensor t;
-                t.info.name = it.info.name;
-                t.info.dtype = it.info.dtype;
-                t.info.shape = it.shape;
-                t.data = loaded.data[i];
-                t.owner = loaded.arena;
-                list[i] =
-                    CheckPythonShape(t.info.name, t.info.dtype, t.info.shape).ok() ? WritableDLPack(t) : py::none();
-              }
-              caps = std::move(list);
-            }
+            auto [arena, offsets, caps] = Targets(h->plan, loaded.data, loaded.arena, capsules);
             return py::make_tuple(arena, offsets, ReportDict(loaded.report), caps);
           },
           py::arg("verify") = true, py::arg("direct") = true, py::arg("io_threads") = 8,
           py::arg("request_bytes") = 4u << 20, py::arg("prefault") = true, py::arg("huge_pages") = py::none(),
           py::arg("verify_threads") = 1, py::arg("cached_buffered") = true, py::arg("capsules") = false)
+      // load() on threads of its own (StartedLoad), returned while the
+      // bytes arrive: StartedLoad.targets() says where each tensor lands,
+      // finish() waits and gives the report or raises load()'s errors.
+      .def(
+          "start",
+          [](std::shared_ptr<PlanHandle> h, bool verify, bool direct, unsigned io_threads, std::uint64_t request_bytes,
+             bool prefault, std::optional<bool> huge_pages, unsigned verify_threads, bool cached_buffered) {
+            auto started = std::make_shared<Started>();
+            started->plan = h;
+            Result<std::unique_ptr<StartedLoad>> r = Internal("not started");
+            {
+              py::gil_scoped_release nogil;
+              r = StartedLoad::Start(h->plan, Options(verify, direct, io_threads, request_bytes, prefault, huge_pages,
+                                                      verify_threads, cached_buffered));
+            }
+            started->load = Unwrap(std::move(r));
+            return started;
+          },
+          py::arg("verify") = true, py::arg("direct") = true, py::arg("io_threads") = 8,
+          py::arg("request_bytes") = 4u << 20, py::arg("prefault") = true, py::arg("huge_pages") = py::none(),
+          py::arg("verify_threads") = 1, py::arg("cached_buffered") = true)
       // `outs`: per item, a writable buffer-protocol object, or an int: the
       // address of a contiguous CPU tensor of exactly the item's bytes,
       // which tensorsafe/_load.py has checked and keeps alive (a torch

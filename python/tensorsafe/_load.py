@@ -341,12 +341,12 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
         plan = whole.subset([i for i, (name, *_) in enumerate(whole.items()) if wanted(name)])
     else:  # into='s keys pick when matched against the whole plan (fill_into)
         plan = _native.plan_load(paths, None if from_into else wanted, _slice_arg(slice))
-    items = plan.items() if into is None else None  # fill_into takes them only where it must
     read_args = dict(direct=direct, io_threads=io_threads, request_bytes=request_bytes, verify_threads=verify_threads,
                      cached_buffered=cached_buffered)
     if pin_memory:  # tensors of torch's pinned allocator, filled as into= fills
         from ._arrays import torch_shape
 
+        items = plan.items()
         into = {name: _pinned_empty(torch_shape(dname, tuple(shape)), _torch_dtype(dname))
                 for name, dname, shape, *_ in items}
         outs = [into[name].data_ptr() if n else 0 for name, _d, _s, n, *_ in items]
@@ -354,13 +354,24 @@ def load(path_or_paths: Union[PathLike, Sequence[PathLike]],
         out = into
     elif into is not None:
         out, report = fill_into(plan, into, from_into, cast, verify, tied, missing, read_args,
-                                dict(prefault=prefault, huge_pages=huge_pages), items,
+                                dict(prefault=prefault, huge_pages=huge_pages), None,
                                 pick=(paths, strict) if from_into else None)
     else:
-        arena, offsets, report, capsules = plan.load(verify=verify, prefault=prefault, huge_pages=huge_pages,
-                                                     capsules=torch_out, **read_args)
-        with no_gc():  # a tensor per item: see _arrays.no_gc
-            out = dict(zip((name for name, *_ in items), _arena_tensors(items, arena, offsets, capsules, torch_out)))
+        # The tensors are made while the last bytes arrive (20,000 take 40-60
+        # ms), once the arena is faulted in: made beside the faulting, they
+        # slowed it (docs/LOAD.md). None is handed out before finish().
+        started = plan.start(verify=verify, prefault=prefault, huge_pages=huge_pages, **read_args)
+        try:
+            started.wait_faulted()
+            arena, offsets, capsules = started.targets(capsules=torch_out)
+            items = plan.items()
+            with no_gc():  # a tensor per item: see _arrays.no_gc
+                out = dict(zip((name for name, *_ in items),
+                               _arena_tensors(items, arena, offsets, capsules, torch_out)))
+        except BaseException:
+            started.cancel()
+            raise
+        report = started.finish()
     if torch_out and str(device) != "cpu":
         from ._load_device import to_device
 

@@ -136,6 +136,10 @@ Status LoadJob::Build(std::span<const std::span<std::byte>> outs, bool arena_mod
       requests_.push_back(q);
     }
   }
+  // Set here, before any thread starts: WaitFaulted may run before Run.
+  fault_goal_ = arena_ && o_.prefault ? image_bytes_ : 0;
+  faulted_.store(arena_ && o_.prefault ? 0 : std::numeric_limits<std::uint64_t>::max());
+  fault_next_.store(arena_ && o_.prefault ? 0 : std::numeric_limits<std::uint64_t>::max());
   if (dests) *dests = dests_;
   return Status::OK();
 }
@@ -200,9 +204,6 @@ LoadReport LoadJob::Run() {
   const bool hashed_reads = !by_size_.empty();
   if (arena_) report_.pages = arena_->huge_pages() ? "2 MiB" : "4 KiB";
   watch_pages_.store(arena_ && arena_->huge_pages() && !o_.huge_pages.has_value());
-  fault_goal_ = arena_ && o_.prefault ? image_bytes_ : 0;
-  faulted_.store(arena_ && o_.prefault ? 0 : std::numeric_limits<std::uint64_t>::max());
-  fault_next_.store(arena_ && o_.prefault ? 0 : std::numeric_limits<std::uint64_t>::max());
   std::vector<std::thread> threads;
   if (fault_goal_) threads.emplace_back([this] { Fault(); });
   const unsigned verifiers = o_.verify && any_checksum && !hashed_reads ? std::max(1u, o_.verify_threads) : 0;

@@ -65,6 +65,18 @@ class LoadJob {
     return bad_item_ < plan_.items.size() ? bad_ : Status::OK();
   }
   const std::shared_ptr<LoadArena>& arena() const { return arena_; }
+  // Returns once the helper has faulted the whole arena in (at once
+  // without one), or the reads stopped.
+  void WaitFaulted() const {
+    for (std::uint64_t w; (w = faulted_.load(std::memory_order_acquire)) < fault_goal_;) faulted_.wait(w);
+  }
+  // Stops the reads where they are: Run returns once its threads see it,
+  // leaving the rest unread (StartedLoad::Cancel).
+  void Cancel() {
+    stop_.store(true);
+    faulted_.store(std::numeric_limits<std::uint64_t>::max());
+    faulted_.notify_all();
+  }
 
  private:
   // Faults the arena in ahead of the reads, a 2 MiB chunk at a time, each

@@ -88,6 +88,33 @@ def test_flipped_byte_is_named(tmp_path):
     tensorsafe.load(path, verify=False)  # the caller's choice
 
 
+
+def test_an_error_while_the_tensors_are_made_stops_the_reads(tmp_path, monkeypatch):
+    """load() makes its tensors while the last bytes arrive: an error there
+    (a KeyboardInterrupt, say) stops the reads and joins the loader's
+    threads before it propagates, though the traceback keeps the load's
+    handle alive; the next load runs as usual."""
+    import tensorsafe._load as loader
+
+    path = str(tmp_path / "slow.tsafe")
+    t = {f"w{i}": torch.full((1 << 20,), i, dtype=torch.int32) for i in range(8)}
+    save_file(t, path)
+
+    def threads():
+        return len(os.listdir("/proc/self/task"))
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    before = threads()
+    monkeypatch.setattr(loader, "_arena_tensors", interrupted)
+    # 32 MiB in 4 KiB O_DIRECT requests on one thread: seconds of reads left
+    with pytest.raises(KeyboardInterrupt) as caught:
+        tensorsafe.load(path, cached_buffered=False, request_bytes=4096, io_threads=1)
+    assert threads() == before, caught.traceback  # the handle is alive in the traceback, its threads gone
+    monkeypatch.undo()
+    _same(tensorsafe.load(path, cached_buffered=False), t)
+
 def test_tmpfs_refuses_direct(tmp_path):
     if not os.path.isdir("/dev/shm"):
         pytest.skip("no /dev/shm")

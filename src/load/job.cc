@@ -16,6 +16,7 @@
 #include <thread>
 #include <utility>
 
+#include "tensorsafe/formats/registry.h"
 #include "util/hash.h"
 #include "util/text.h"
 
@@ -235,10 +236,21 @@ LoadReport LoadJob::Run() {
   if (!o_.verify) {
     report_.verification = "not verified (verify=false)";
   } else if (!any_checksum) {
-    report_.verification =
-        "nothing to verify: " + (plan_.files.empty()
-                                     ? std::string("no files")
-                                     : std::string(FormatName(plan_.files[0].format)) + " stores no checksums");
+    // Why not: no tensors; slices of a format with checksums (each covers
+    // a whole tensor); tensors of formats that store none.
+    auto has = [&](const LoadItem& it) { return InfoOf(plan_.files[it.file].format).caps.checksums; };
+    const auto sliced = static_cast<std::uint64_t>(std::count_if(plan_.items.begin(), plan_.items.end(), has));
+    constexpr const char* kWhole = " (a checksum covers a whole tensor)";
+    if (plan_.items.empty()) {
+      report_.verification = "nothing to verify: no tensors";
+    } else if (sliced == plan_.items.size()) {
+      report_.verification = std::string("nothing to verify: every tensor is a slice") + kWhole;
+    } else {
+      const LoadItem& other = *std::find_if_not(plan_.items.begin(), plan_.items.end(), has);
+      report_.verification =
+          "nothing to verify: " + std::string(FormatName(plan_.files[other.file].format)) + " stores no checksums";
+      if (sliced) report_.verification += "; " + Str(sliced) + " slices" + kWhole;
+    }
   } else {
     report_.verification = "verified " + Str(report_.verified) + " of " + Str(report_.tensors) + " tensors (XXH3-64)";
     if (report_.unverifiable) report_.verification += "; " + Str(report_.unverifiable) + " without a checksum";

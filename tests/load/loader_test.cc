@@ -572,5 +572,33 @@ TEST(Load, RankSlices) {
   EXPECT_STATUS(Plan(path, bad), StatusCode::kInvalidArgument, "dim must be 0 or 1");
 }
 
+// The report says why nothing was verified: no tensors, only slices of a
+// format with checksums, or a format without them.
+TEST(Load, VerificationSaysWhyNothingWasVerified) {
+  TempDir dir;
+  std::mt19937_64 rng(5);
+  TensorSet set;
+  set.tensors.push_back(MakeTensor("w", DType::kF32, {8, 16}, RandomBytes(rng, 8 * 16 * 4)));
+  set.tensors.push_back(MakeTensor("b", DType::kF32, {16}, RandomBytes(rng, 16 * 4)));
+  const std::string path = dir.File("v.tsafe");
+  ASSERT_TRUE(WriteTensorSet(path, set, Format::kTsafe).ok());
+  auto verification = [&](PlanOptions o) {
+    auto plan = Plan(path, o);
+    EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+    auto loaded = Load(*plan, Direct());
+    EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
+    return loaded.ok() ? loaded->report.verification : "";
+  };
+  PlanOptions none;
+  none.names = std::vector<std::string>{};
+  EXPECT_EQ(verification(none), "nothing to verify: no tensors");
+  PlanOptions sliced;
+  sliced.names = std::vector<std::string>{"w"};
+  sliced.slice = RankSlice{0, 1, 2, 2};
+  EXPECT_EQ(verification(sliced), "nothing to verify: every tensor is a slice (a checksum covers a whole tensor)");
+  sliced.names.reset();
+  EXPECT_EQ(verification(sliced), "verified 1 of 2 tensors (XXH3-64); 1 without a checksum");
+}
+
 }  // namespace
 }  // namespace tensorsafe::testing

@@ -46,6 +46,14 @@ LoadOptions Direct() {
   return o;
 }
 
+// A load that takes a while: 4 KiB O_DIRECT requests, one at a time.
+LoadOptions SlowReads() {
+  LoadOptions o = Direct();
+  o.request_bytes = 4096;
+  o.io_threads = 1;
+  return o;
+}
+
 TEST(StartedLoad, TargetsKnownAtStartHoldLoadsBytesAtFinish) {
   TempDir dir;
   const std::string path = WriteSet(dir, "s.tsafe", 300, 10000);
@@ -112,9 +120,7 @@ TEST(StartedLoad, CancelAndDestructorStopTheReads) {
   const std::string path = WriteSet(dir, "c.tsafe", 48, std::size_t{1} << 20);
   auto plan = Plan(path);
   ASSERT_TRUE(plan.ok());
-  LoadOptions o = Direct();
-  o.request_bytes = 4096;  // 12,288 requests
-  o.io_threads = 1;
+  const LoadOptions o = SlowReads();  // 12,288 requests
   auto started = StartedLoad::Start(*plan, o);
   ASSERT_TRUE(started.ok()) << started.status().ToString();
   (*started)->Cancel();
@@ -150,9 +156,7 @@ TEST(StartedLoad, WaitFaultedMeansTheArenaIsResident) {
   const std::string path = WriteSet(dir, "w.tsafe", 48, std::size_t{1} << 20);
   auto plan = Plan(path);
   ASSERT_TRUE(plan.ok());
-  LoadOptions o = Direct();
-  o.request_bytes = 4096;
-  o.io_threads = 1;
+  LoadOptions o = SlowReads();
   auto started = StartedLoad::Start(*plan, o);
   ASSERT_TRUE(started.ok()) << started.status().ToString();
   (*started)->WaitFaulted();

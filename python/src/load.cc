@@ -5,9 +5,10 @@
 // a tensor of each in about 2 us, against 13 us for slicing the arena in
 // Python); LoadPlan.start() does the same on threads of its own and returns
 // while the bytes arrive (StartedLoad); LoadPlan.load_into() fills caller
-// buffers (writable buffer-protocol objects) in place. LoadPlan.match_into() finds the `into` entries read into
-// in place (matching contiguous CPU tensors); the checks and errors of the
-// rest live in Python (tensorsafe/_load_into.py).
+// buffers (writable buffer-protocol objects) in place. LoadPlan.match_into()
+// finds the `into` entries read into in place (matching contiguous CPU
+// tensors); the checks and errors of the rest live in Python
+// (tensorsafe/_load_into.py).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>

@@ -220,9 +220,7 @@ LoadReport LoadJob::Run() {
     reads_done_ = true;
   }
   cv_.notify_all();
-  stop_.store(true);
-  faulted_.store(std::numeric_limits<std::uint64_t>::max());
-  faulted_.notify_all();
+  Stop();
   for (std::thread& t : threads) t.join();
   report_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (std::size_t i = 0; i < plan_.files.size(); ++i) {
@@ -465,9 +463,7 @@ void LoadJob::Fail(std::size_t request, Status s) {
     io_error_at_ = request;
     io_error_ = std::move(s);
   }
-  stop_.store(true);
-  faulted_.store(std::numeric_limits<std::uint64_t>::max());
-  faulted_.notify_all();
+  Stop();
 }
 
 }  // namespace tensorsafe::internal

@@ -70,9 +70,10 @@ class LoadJob {
   void WaitFaulted() const {
     for (std::uint64_t w; (w = faulted_.load(std::memory_order_acquire)) < fault_goal_;) faulted_.wait(w);
   }
-  // Stops the reads where they are: Run returns once its threads see it,
-  // leaving the rest unread (StartedLoad::Cancel).
-  void Cancel() {
+  // Stops the reads and the faulting helper where they are, and frees any
+  // reader waiting on the helper: at Run's end, on a failure, and for
+  // StartedLoad::Cancel (Run then returns leaving the rest unread).
+  void Stop() {
     stop_.store(true);
     faulted_.store(std::numeric_limits<std::uint64_t>::max());
     faulted_.notify_all();

@@ -63,7 +63,7 @@ Result<Loaded> StartedLoad::Finish() {
 
 void StartedLoad::Cancel() {
   if (s_->runner.joinable()) {
-    s_->job.Cancel();
+    s_->job.Stop();
     s_->runner.join();
   }
   s_->finished = true;

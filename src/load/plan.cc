@@ -91,7 +91,8 @@ struct Builder {
       return Unsupported(path +
                          ": the loader reads formats whose tensors lie in the file as stored "
                          "(tsafe, safetensors, gguf), not " +
-                         std::string(row.name) + "; tensorsafe.open reads it");
+                         std::string(row.name) +
+                         "; tensorsafe.safe_open or tensorsafe.read reads it (C++: ReadTensorSet)");
     }
     std::error_code ec;
     const std::uint64_t size = std::filesystem::file_size(path, ec);

@@ -520,3 +520,34 @@ def test_pread_get_tensor_holds_one_copy(tmp_path, ext):
         _same({k: f.get_tensor(k) for k in f.keys()}, small)
         with pytest.raises(NotFoundError, match="nope"):
             f.get_tensor("nope")
+
+
+def test_other_formats_are_refused_naming_what_reads_them(tmp_path):
+    """A format whose tensors are not stored as they load is refused, and
+    both readers the message names read it (the message once named
+    tensorsafe.open, which opens .tsafe files only)."""
+    path = str(tmp_path / "x.npz")
+    np.savez(path, a=np.arange(3))
+    with pytest.raises(UnsupportedError, match=r"not npz; tensorsafe.safe_open or tensorsafe.read reads it"):
+        tensorsafe.load(path)
+    with tensorsafe.safe_open(path, "np") as f:
+        assert np.array_equal(f.get_tensor("a"), np.arange(3))
+    assert np.array_equal(tensorsafe.read(path)[0]["a"], np.arange(3))
+
+
+def test_gguf_quantized_tensors_load_as_their_blocks(tmp_path):
+    """docs/LOAD.md: a block-quantized GGUF tensor loads as the flat u8 of
+    its blocks, which tensorsafe.gguf.dequantize turns into gguf-py's
+    values."""
+    gguf = pytest.importorskip("gguf")
+    from gguf.quants import dequantize
+
+    golden = os.path.join(os.path.dirname(__file__), "..", "golden", "gguf", "quant.gguf")
+    out = tensorsafe.load(golden, framework="np")
+    for name, kind, shape in (("q.q4_0", "Q4_0", (2, 64)), ("q.q4_k", "Q4_K", (1, 256))):
+        blocks = out[name]
+        assert blocks.dtype == np.uint8 and blocks.ndim == 1
+        values = tensorsafe.gguf.dequantize(blocks, kind, shape)
+        assert values.shape == shape
+        assert np.array_equal(values, dequantize(blocks.reshape(shape[0], -1), gguf.GGMLQuantizationType[kind]))
+    assert out["t.f32"].dtype == np.float32

@@ -20,6 +20,12 @@ void CheckGgufQuants(std::span<const std::byte> data) {
     for (DType dt : {DType::kF16, DType::kBF16}) {
       auto h = gguf::DequantizeTensor(t, dt, {.threads = 1});
       if (!h.ok()) std::abort();  // f32 worked: so must this
+      if (t.info.dtype == dt) {
+        // Its own dtype: the stored bytes. Through f32 a signalling NaN
+        // would come back quiet (narrowing sets the quiet bit, CAST.md).
+        if (!std::equal(t.data.begin(), t.data.end(), h->data.begin(), h->data.end())) std::abort();
+        continue;
+      }
       std::vector<std::byte> want(h->data.size());
       if (!Cast(DType::kF32, f32->data, dt, want, 1).ok()) std::abort();
       if (!std::equal(want.begin(), want.end(), h->data.begin(), h->data.end())) std::abort();
